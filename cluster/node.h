@@ -1,0 +1,143 @@
+// Node: an embedded ingrid node. Runs entry processors atomically on the partitions it owns.
+//
+// A Node is created with NodeOptions and a ProcessorRegistry, started once, used, and stopped
+// once. invokeAsync() sends an entry processor to the key's partition, runs it there (one task
+// after another per partition, DESIGN invariant 1) and completes with Result<P::Result>.
+//
+// Completions never run on a partition worker (invariant 9): a handler runs on its associated
+// executor (Asio's rule) or, if it has none, on the node's completion threads.
+//
+// Thread safety: invoke(), invokeAsync() and the const members are safe from any thread,
+// concurrently. start() and stop() must not race each other. invoke() blocks and refuses to run
+// on a partition worker thread (Errc::would_deadlock).
+//
+// Start/stop sequence:
+//   start(): validate options -> start partition workers (each binds its partitions and begins
+//            expiry sweeps) -> admit invocations.
+//   stop():  refuse new invocations (Errc::shutting_down) -> wait until every admitted invocation
+//            has run and its completion was posted -> stop sweeps and join the workers -> run the
+//            remaining completions and join the completion threads. The destructor calls stop().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/thread_pool.hpp>
+
+#include <ingrid/cluster/node_options.h>
+#include <ingrid/cluster/partition_workers.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/registry.h>
+
+namespace ingrid {
+
+// The completion of an invocation in erased form: encoded result bytes or an Error.
+using RawCompletion = UniqueFunction<void(Result<std::string>)>;
+
+// Decodes an erased result into P::Result; a decode failure becomes an Error naming P.
+template <EntryProcessor P>
+Result<typename P::Result> decodeResult(Result<std::string> raw) {
+  if (!raw) return std::move(raw).error();
+  try {
+    return decode<typename P::Result>(raw.value());
+  } catch (const std::exception& e) {
+    return Error(Errc::malformed_message, "result of processor '" + std::string(P::kName) +
+                                              "' does not decode: " + e.what());
+  }
+}
+
+class Node {
+ public:
+  explicit Node(NodeOptions options = {},
+                ProcessorRegistry registry = ProcessorRegistry::withBuiltins());
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();
+
+  // Starts the node. Errors: invalid_configuration (options unusable), not_running (already
+  // started or stopped: a Node is started once).
+  Result<bool> start();
+  // Stops the node; see the sequence above. Idempotent.
+  void stop();
+
+  // Runs `processor` on `key`'s entry and completes with Result<P::Result>. CompletionToken is
+  // any Asio completion token with signature void(Result<P::Result>): a callback,
+  // asio::use_future, asio::use_awaitable, ...
+  template <EntryProcessor P, class CompletionToken>
+  auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    using Signature = void(Result<typename P::Result>);
+    return asio::async_initiate<CompletionToken, Signature>(
+        [this](auto handler, std::string k, std::string args) {
+          auto ex = asio::get_associated_executor(handler, completionPool_.get_executor());
+          auto work = asio::make_work_guard(ex);
+          invokeRaw(std::move(k), P::kName, std::move(args),
+                    [handler = std::move(handler),
+                     work = std::move(work)](Result<std::string> raw) mutable {
+                      auto target = work.get_executor();
+                      asio::post(target, [handler = std::move(handler), raw = std::move(raw),
+                                          work = std::move(work)]() mutable {
+                        std::move(handler)(decodeResult<P>(std::move(raw)));
+                      });
+                    });
+        },
+        token, std::move(key), encode(processor));
+  }
+
+  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread.
+  template <EntryProcessor P>
+  Result<typename P::Result> invoke(std::string key, const P& processor) {
+    if (PartitionWorkers::onAnyWorkerThread()) return wouldDeadlock(P::kName);
+    std::promise<Result<std::string>> done;
+    auto answer = done.get_future();
+    // Setting a promise is not user code, so it may run on the worker; the caller decodes.
+    invokeRaw(std::move(key), P::kName, encode(processor),
+              [done = std::move(done)](Result<std::string> raw) mutable {
+                done.set_value(std::move(raw));
+              });
+    return decodeResult<P>(answer.get());
+  }
+
+  // The erased form: runs the processor registered as `processor` with encoded arguments.
+  // `done` runs exactly once, on a partition worker or inline (for an immediate error); it must
+  // not block and must not run user code there, only hand the result on.
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  const NodeOptions& options() const noexcept { return options_; }
+  const ProcessorRegistry& registry() const noexcept { return registry_; }
+  bool running() const noexcept { return state_.load(std::memory_order_acquire) == kRunning; }
+
+  // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
+  std::uint64_t TEST_entryCount() { return workers_ ? workers_->TEST_entryCount() : 0; }
+  // Entries reclaimed by expiry sweeps so far.
+  std::uint64_t reclaimedCount() const noexcept {
+    return workers_ ? workers_->reclaimedCount() : 0;
+  }
+
+ private:
+  enum State : int { kCreated, kRunning, kStopping, kStopped };
+
+  static Error wouldDeadlock(std::string_view processor);
+  void finishInvocation() noexcept;
+
+  NodeOptions options_;
+  ProcessorRegistry registry_;
+  std::shared_ptr<const Clock> clock_;
+  std::unique_ptr<PartitionWorkers> workers_;
+  asio::thread_pool completionPool_;
+  std::atomic<int> state_{kCreated};
+  // Invocations admitted and not yet completed; stop() waits for it to reach 0.
+  std::atomic<std::int64_t> inflight_{0};
+};
+
+}  // namespace ingrid

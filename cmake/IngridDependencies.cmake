@@ -1,0 +1,38 @@
+# Every third-party dependency comes from a Debian package; scripts/install-deps.sh installs them.
+# Each check fails early and names the package that provides what is missing.
+
+find_package(Threads REQUIRED)
+
+find_path(INGRID_ASIO_INCLUDE_DIR asio.hpp)
+if(NOT INGRID_ASIO_INCLUDE_DIR)
+  message(FATAL_ERROR "ingrid: standalone Asio (asio.hpp) not found. "
+                      "Install the Debian package libasio-dev (or run scripts/install-deps.sh).")
+endif()
+
+find_package(cereal QUIET CONFIG)
+if(NOT cereal_FOUND)
+  message(FATAL_ERROR "ingrid: Cereal not found. "
+                      "Install the Debian package libcereal-dev (or run scripts/install-deps.sh).")
+endif()
+
+find_path(INGRID_XXHASH_INCLUDE_DIR xxhash.h)
+if(NOT INGRID_XXHASH_INCLUDE_DIR)
+  message(FATAL_ERROR "ingrid: xxhash.h not found. "
+                      "Install the Debian package libxxhash-dev (or run scripts/install-deps.sh).")
+endif()
+
+if(INGRID_BUILD_TESTS)
+  find_package(Catch2 2.13 QUIET CONFIG)
+  if(NOT Catch2_FOUND)
+    message(FATAL_ERROR "ingrid: Catch2 v2.13 not found. Install the Debian package catch2, "
+                        "or configure with -DINGRID_BUILD_TESTS=OFF.")
+  endif()
+endif()
+
+# Asio is header-only; this target carries its include path and the definitions we rely on.
+if(NOT TARGET ingrid_asio)
+  add_library(ingrid_asio INTERFACE)
+  target_include_directories(ingrid_asio SYSTEM INTERFACE ${INGRID_ASIO_INCLUDE_DIR})
+  target_compile_definitions(ingrid_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+  target_link_libraries(ingrid_asio INTERFACE Threads::Threads)
+endif()

@@ -1,0 +1,26 @@
+# Install + export: a consumer does find_package(ingrid) and links ingrid::ingrid (or a module,
+# ingrid::grid / ingrid::processors / ingrid::cluster). Headers install to include/ingrid/MODULE/.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(INGRID_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingrid)
+
+install(TARGETS ingrid_grid ingrid_processors ingrid_cluster ingrid ingrid_asio
+        EXPORT ingridTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+foreach(module grid processors cluster)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ingrid/${module}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
+
+install(EXPORT ingridTargets NAMESPACE ingrid:: DESTINATION ${INGRID_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ingridConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/ingridConfig.cmake
+                              INSTALL_DESTINATION ${INGRID_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/ingridConfig.cmake ${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
+        DESTINATION ${INGRID_CMAKE_DIR})

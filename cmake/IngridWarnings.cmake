@@ -1,0 +1,19 @@
+# ingrid_set_warnings(target): the warning set every ingrid target is built with.
+function(ingrid_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+                                           -Wold-style-cast -Wcast-align -Woverloaded-virtual)
+  if(INGRID_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(INGRID_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+elseif(INGRID_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT INGRID_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "INGRID_SANITIZE must be '', 'address' or 'thread', not '${INGRID_SANITIZE}'")
+endif()

@@ -1,0 +1,54 @@
+#include <ingrid/grid/error.h>
+
+namespace ingrid {
+namespace {
+
+class Category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "ingrid"; }
+  std::string message(int value) const override {
+    switch (static_cast<Errc>(value)) {
+      case Errc::invalid_key:
+        return "invalid key";
+      case Errc::unknown_processor:
+        return "unknown entry processor (register it on every node)";
+      case Errc::invalid_argument:
+        return "invalid processor argument";
+      case Errc::processor_failed:
+        return "entry processor failed; the entry was left unchanged";
+      case Errc::timeout:
+        return "request deadline exceeded";
+      case Errc::shutting_down:
+        return "node is shutting down";
+      case Errc::not_running:
+        return "node is not running (call start() first)";
+      case Errc::overloaded:
+        return "overloaded: a queue bound was reached, retry later";
+      case Errc::malformed_message:
+        return "malformed message";
+      case Errc::would_deadlock:
+        return "blocking call from a partition worker thread would deadlock";
+      case Errc::invalid_configuration:
+        return "invalid configuration";
+    }
+    return "unknown ingrid error " + std::to_string(value);
+  }
+};
+
+}  // namespace
+
+const std::error_category& errorCategory() noexcept {
+  static const Category category;
+  return category;
+}
+
+std::string Error::message() const {
+  std::string text = code_.message();
+  if (!detail_.empty()) {
+    text += ": ";
+    text += detail_;
+  }
+  return text;
+}
+
+}  // namespace ingrid

@@ -1,0 +1,20 @@
+#include <ingrid/grid/hash.h>
+
+#include <cassert>
+
+// Header-only use of libxxhash-dev: nothing to link, and the hash is compiled into ingrid.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace ingrid {
+
+std::uint64_t keyHash(std::string_view key) noexcept {
+  return XXH64(key.data(), key.size(), /*seed=*/0);
+}
+
+PartitionId partitionOf(std::string_view key, std::uint32_t partitionCount) noexcept {
+  assert(partitionCount > 0);
+  return static_cast<PartitionId>(keyHash(key) % partitionCount);
+}
+
+}  // namespace ingrid

@@ -1,0 +1,64 @@
+// encode/decode: the Cereal portable-binary form of processors and results.
+//
+// Portable binary is little-endian whatever the host, so every node and client reads the same
+// bytes the same way. decode() refuses trailing bytes and reports malformed input by throwing
+// std::exception; callers at the boundary (the registry, the wire) turn that into an Error.
+// Thread safety: pure functions.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include <cereal/archives/portable_binary.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+namespace ingrid {
+
+template <class T>
+std::string encode(const T& value) {
+  std::ostringstream out(std::ios::binary);
+  {
+    cereal::PortableBinaryOutputArchive archive(out);
+    archive(value);
+  }
+  return std::move(out).str();
+}
+
+// Throws on malformed input or trailing bytes.
+template <class T>
+void decodeInto(std::string_view bytes, T& value) {
+  std::istringstream in(std::string(bytes), std::ios::binary);
+  {
+    cereal::PortableBinaryInputArchive archive(in);
+    archive(value);
+  }
+  if (in.peek() != std::istringstream::traits_type::eof()) {
+    throw std::runtime_error(std::to_string(bytes.size() - static_cast<std::size_t>(in.tellg())) +
+                             " trailing bytes");
+  }
+}
+
+template <class T>
+T decode(std::string_view bytes) {
+  T value{};
+  decodeInto(bytes, value);
+  return value;
+}
+
+// Reads a container size written by Cereal and checks it against `max` before anything is
+// allocated: a count from the wire is never trusted (DESIGN invariant 11).
+template <class Archive>
+std::size_t loadBoundedSize(Archive& archive, std::size_t max, const char* what) {
+  cereal::size_type size = 0;
+  archive(cereal::make_size_tag(size));
+  if (size > max) {
+    throw std::length_error(std::string(what) + " has " + std::to_string(size) +
+                            " elements, more than the limit of " + std::to_string(max));
+  }
+  return static_cast<std::size_t>(size);
+}
+
+}  // namespace ingrid

@@ -1,0 +1,47 @@
+#include <ingrid/processors/registry.h>
+
+#include <algorithm>
+
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/token_bucket.h>
+
+namespace ingrid {
+namespace detail {
+
+std::string describeProcessorFailure(std::string_view name, const char* what) {
+  std::string text = "processor '";
+  text += name;
+  text += "': ";
+  text += what;
+  return text;
+}
+
+}  // namespace detail
+
+ProcessorRegistry ProcessorRegistry::withBuiltins() {
+  ProcessorRegistry registry;
+  registry.add<TokenBucketAcquire>();
+  registry.add<TokenBucketBatchAcquire>();
+  registry.add<Increment>();
+  registry.add<GetCounter>();
+  return registry;
+}
+
+bool ProcessorRegistry::add(std::string name, ErasedProcessorFn fn) {
+  return byName_.emplace(std::move(name), fn).second;
+}
+
+ErasedProcessorFn ProcessorRegistry::find(std::string_view name) const noexcept {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> ProcessorRegistry::names() const {
+  std::vector<std::string> out;
+  out.reserve(byName_.size());
+  for (const auto& [name, fn] : byName_) out.push_back(name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace ingrid

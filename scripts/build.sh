@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Configures and builds ingrid into a build directory; prints that directory's path last.
+#   INGRID_SANITIZE=address|thread  sanitizer build (build-asan / build-tsan)
+#   INGRID_BUILD_DIR=DIR           build directory (default: build, build-asan, build-tsan)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+sanitize=${INGRID_SANITIZE:-}
+case "$sanitize" in
+  "") dir=build ;;
+  address) dir=build-asan ;;
+  thread) dir=build-tsan ;;
+  *) echo "INGRID_SANITIZE must be empty, 'address' or 'thread'" >&2; exit 2 ;;
+esac
+dir=${INGRID_BUILD_DIR:-$root/$dir}
+cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGRID_WARNINGS_AS_ERRORS=ON \
+  -DINGRID_SANITIZE="$sanitize" >&2
+cmake --build "$dir" -j "$(nproc)" >&2
+echo "$dir"

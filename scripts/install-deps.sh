@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what ingrid needs to build and test, from Debian 12's packages. Idempotent: does
+# nothing when everything is already installed. Runs apt-get as root (or through sudo).
+set -euo pipefail
+
+packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
+echo "install-deps: installing ${missing[*]}"
+"${as_root[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
