@@ -13,6 +13,11 @@ if(INGRID_SANITIZE STREQUAL "address")
   add_link_options(-fsanitize=address,undefined)
 elseif(INGRID_SANITIZE STREQUAL "thread")
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  # GCC warns that TSan does not model atomic_thread_fence, which Asio's fenced blocks use; the
+  # happens-before edges Asio relies on come from its mutexes and atomics, which TSan does see.
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-Wno-tsan)
+  endif()
   add_link_options(-fsanitize=thread)
 elseif(NOT INGRID_SANITIZE STREQUAL "")
   message(FATAL_ERROR "INGRID_SANITIZE must be '', 'address' or 'thread', not '${INGRID_SANITIZE}'")

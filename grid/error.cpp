@@ -30,6 +30,18 @@ class Category final : public std::error_category {
         return "blocking call from a partition worker thread would deadlock";
       case Errc::invalid_configuration:
         return "invalid configuration";
+      case Errc::not_owner:
+        return "not the owner of the key's partition (stale topology)";
+      case Errc::unavailable:
+        return "temporarily unavailable, retry shortly";
+      case Errc::unreachable:
+        return "unreachable";
+      case Errc::indeterminate:
+        return "indeterminate: applied on the primary, backup unconfirmed";
+      case Errc::join_refused:
+        return "join refused by the cluster";
+      case Errc::protocol_error:
+        return "protocol error";
     }
     return "unknown ingrid error " + std::to_string(value);
   }

@@ -37,6 +37,18 @@ enum class Errc {
   would_deadlock,
   // The node's configuration is not usable (zero partitions, for instance).
   invalid_configuration,
+  // The receiver is not the key's primary at the sender's topology; redirects ran out.
+  not_owner,
+  // The partition or member cannot serve right now (migrating, connecting); retry shortly.
+  unavailable,
+  // No member could be reached (connection refused, reset, closed) within the deadline.
+  unreachable,
+  // Applied on the primary, but a backup did not confirm: the outcome may not survive failover.
+  indeterminate,
+  // The cluster refused this node's join (different processors or partition count, ...).
+  join_refused,
+  // The peer broke the protocol (bad magic, wrong version, unexpected message).
+  protocol_error,
 };
 
 const std::error_category& errorCategory() noexcept;

@@ -5,6 +5,14 @@
 #include <vector>
 
 namespace ingrid {
+namespace {
+
+// kNever never expires, not even at the last representable instant.
+bool isExpired(const Entry& e, Nanos now) noexcept {
+  return e.expiresAt != kNever && e.expiresAt <= now;
+}
+
+}  // namespace
 
 bool PartitionStore::onOwnerThread() const noexcept {
   const std::thread::id owner = owner_.load(std::memory_order_relaxed);
@@ -15,7 +23,7 @@ const Entry* PartitionStore::find(std::string_view key, Nanos now) {
   assert(onOwnerThread());
   auto it = entries_.find(key);
   if (it == entries_.end()) return nullptr;
-  if (it->second.expiresAt <= now) {
+  if (isExpired(it->second, now)) {
     entries_.erase(it);
     return nullptr;
   }
@@ -55,6 +63,12 @@ void PartitionStore::erase(std::string_view key) {
   ++updateSeq_;
 }
 
+void PartitionStore::clear() noexcept {
+  assert(onOwnerThread());
+  entries_.clear();
+  sweepCursor_ = 0;
+}
+
 std::size_t PartitionStore::reclaimExpired(Nanos now, std::size_t maxBuckets) {
   assert(onOwnerThread());
   const std::size_t buckets = entries_.bucket_count();
@@ -64,7 +78,7 @@ std::size_t PartitionStore::reclaimExpired(Nanos now, std::size_t maxBuckets) {
   for (std::size_t i = 0; i < steps; ++i) {
     const std::size_t b = (sweepCursor_ + i) % buckets;
     for (auto it = entries_.cbegin(b); it != entries_.cend(b); ++it) {
-      if (it->second.expiresAt <= now) expired.push_back(it->first);
+      if (isExpired(it->second, now)) expired.push_back(it->first);
     }
   }
   sweepCursor_ = (sweepCursor_ + steps) % buckets;
@@ -92,7 +106,7 @@ void PartitionStore::forEach(Nanos now,
                              const std::function<void(std::string_view, const Entry&)>& fn) const {
   assert(onOwnerThread());
   for (const auto& [key, entry] : entries_) {
-    if (entry.expiresAt > now) fn(key, entry);
+    if (!isExpired(entry, now)) fn(key, entry);
   }
 }
 

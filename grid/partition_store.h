@@ -37,6 +37,8 @@ class PartitionStore {
   void apply(std::string_view key, MutableEntry& change);
   void put(std::string_view key, Entry entry);
   void erase(std::string_view key);
+  // Drops every entry (the partition moved away). Does not change updateSeq().
+  void clear() noexcept;
 
   // Erases expired entries, scanning at most `maxBuckets` hash buckets from a cursor that wraps,
   // so repeated calls sweep the whole store in bounded steps. Returns the number erased.

@@ -1,7 +1,9 @@
 #include <ingrid/processors/token_bucket.h>
 
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 
 namespace ingrid {
@@ -51,7 +53,7 @@ std::optional<BucketState> readState(const MutableEntry& entry) {
 // A denial's wait counted from `now` rather than from lastRefill, which is later than `now`
 // when the clock is behind the one that last wrote the bucket.
 void waitFromNow(AcquireAnswer& answer, const BucketState& state, Nanos now) noexcept {
-  if (answer.granted || answer.waitNanos == kNever || state.lastRefill <= now) return;
+  if (answer.granted || state.lastRefill <= now) return;
   answer.waitNanos = saturate(int128{answer.waitNanos} + state.lastRefill - now);
 }
 

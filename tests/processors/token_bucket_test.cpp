@@ -306,6 +306,11 @@ TEST_CASE("refill carries the fraction of a token", "[processors][token_bucket]"
   token_bucket::refill(often, params, 2857);
   CHECK(once == often);
   CHECK(once == BucketState{19, 999, 2857});  // 2857 * 7 = 19999
+
+  // Reaching capacity drops the fraction: a full bucket accrues nothing.
+  BucketState nearlyFull{9, 0, 0};
+  token_bucket::refill(nearlyFull, tenPerSecond(), 150 * kMs);  // 1.5 tokens
+  CHECK(nearlyFull == BucketState{10, 0, 150 * kMs});
 }
 
 TEST_CASE("acquire matches an independent model", "[processors][token_bucket]") {
@@ -367,11 +372,15 @@ TEST_CASE("refill at the extremes neither overflows nor goes negative",
     Store store;
     CHECK(store.acquire(slow, 1, 0) == AcquireAnswer{false, 0, kTenYears});
     CHECK(store.entry->expiresAt == kNever);
+    Store early;  // kNever to full stays kNever from a negative lastRefill
+    CHECK(early.acquire(slow, 1, kMin) == AcquireAnswer{false, 0, kTenYears});
+    CHECK(early.entry->expiresAt == kNever);
   }
   SECTION("nanosUntil saturates at kNever") {
     const BucketParams params{kMax, 1, kMax, 0};
     const BucketState empty{0, 0, 0};
     CHECK(token_bucket::nanosUntil(empty, params, 1) == kMax);
+    CHECK(token_bucket::nanosUntil(empty, BucketParams{kMax, 1, kMax - 1, 0}, 1) == kMax - 1);
     CHECK(token_bucket::nanosUntil(empty, params, 2) == kNever);
     CHECK(token_bucket::nanosUntil(empty, params, kMax) == kNever);
     const BucketParams twice{kMax, 2, kMax, 0};
@@ -399,6 +408,13 @@ TEST_CASE("a clock stepping back delays refill and never adds", "[processors][to
   CHECK(store.state() == BucketState{0, 0, kNanosPerSecond});
   CHECK(store.entry->expiresAt == 2 * kNanosPerSecond);
   CHECK(store.acquire(params, 1, 999 * kMs) == AcquireAnswer{false, 0, 101 * kMs});
+
+  // A denial is not stored, so after a step back the next request refills from the stored
+  // lastRefill (1 s), not from the denial's time (1.5 s).
+  store.entry = Entry{encode(BucketState{0, 0, kNanosPerSecond}), kNever};
+  CHECK(store.acquire(params, 6, 1500 * kMs) == AcquireAnswer{false, 5, 100 * kMs});
+  CHECK(store.acquire(params, 2, 1200 * kMs) == AcquireAnswer{true, 0, 0});
+  CHECK(store.state() == BucketState{0, 0, 1200 * kMs});
 
   // The farthest step back: the wait saturates.
   store.entry = Entry{encode(BucketState{0, 0, kMax}), kNever};

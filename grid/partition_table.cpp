@@ -1,0 +1,105 @@
+#include <ingrid/grid/partition_table.h>
+
+#include <algorithm>
+#include <array>
+#include <cassert>
+#include <stdexcept>
+#include <string>
+
+// Header-only use of libxxhash-dev, as in hash.cpp.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace ingrid {
+
+std::uint64_t rendezvousWeight(PartitionId p, MemberId m) noexcept {
+  // Explicit little-endian bytes, not a struct copy: the weight must not depend on the host.
+  std::array<unsigned char, 12> bytes{};
+  for (std::size_t i = 0; i < 4; ++i) bytes[i] = static_cast<unsigned char>(p >> (8 * i));
+  for (std::size_t i = 0; i < 8; ++i) bytes[4 + i] = static_cast<unsigned char>(m >> (8 * i));
+  return XXH64(bytes.data(), bytes.size(), /*seed=*/0);
+}
+
+std::vector<MemberId> ownersOf(PartitionId p, std::span<const MemberId> members,
+                               std::uint32_t backups) {
+  std::vector<std::pair<std::uint64_t, MemberId>> ranked;  // (weight, id)
+  ranked.reserve(members.size());
+  for (MemberId m : members) ranked.emplace_back(rendezvousWeight(p, m), m);
+  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  // A repeated id has the same weight, so its copies are adjacent.
+  ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());
+
+  const std::size_t keep = std::min(static_cast<std::size_t>(backups) + 1, ranked.size());
+  std::vector<MemberId> owners;
+  owners.reserve(keep);
+  for (std::size_t i = 0; i < keep; ++i) owners.push_back(ranked[i].second);
+  return owners;
+}
+
+PartitionTable::PartitionTable(std::uint32_t partitionCount,
+                               std::vector<std::vector<MemberId>> owners)
+    : owners_(std::move(owners)) {
+  assert(owners_.size() == partitionCount);
+  (void)partitionCount;  // only checked in debug builds
+}
+
+PartitionTable PartitionTable::balanced(std::uint32_t partitionCount,
+                                        std::span<const MemberId> members, std::uint32_t backups) {
+  std::vector<std::vector<MemberId>> owners;
+  owners.reserve(partitionCount);
+  for (PartitionId p = 0; p < partitionCount; ++p) owners.push_back(ownersOf(p, members, backups));
+  return PartitionTable(partitionCount, std::move(owners));
+}
+
+const std::vector<MemberId>& PartitionTable::owners(PartitionId p) const noexcept {
+  assert(p < owners_.size());
+  return owners_[p];
+}
+
+MemberId PartitionTable::primary(PartitionId p) const noexcept {
+  const std::vector<MemberId>& list = owners(p);
+  return list.empty() ? 0 : list.front();
+}
+
+bool PartitionTable::isOwner(PartitionId p, MemberId m) const noexcept {
+  const std::vector<MemberId>& list = owners(p);
+  return std::find(list.begin(), list.end(), m) != list.end();
+}
+
+std::uint32_t PartitionTable::primaryCount(MemberId m) const noexcept {
+  std::uint32_t count = 0;
+  for (const std::vector<MemberId>& list : owners_) {
+    if (!list.empty() && list.front() == m) ++count;
+  }
+  return count;
+}
+
+std::vector<PartitionId> PartitionTable::partitionsOf(MemberId m) const {
+  std::vector<PartitionId> result;
+  for (PartitionId p = 0; p < partitionCount(); ++p) {
+    if (isOwner(p, m)) result.push_back(p);
+  }
+  return result;
+}
+
+void PartitionTable::checkCount(std::uint32_t count, std::uint32_t max, const char* what) {
+  if (count > max) {
+    throw std::length_error(std::string("partition table ") + what + " " + std::to_string(count) +
+                            " exceeds the limit of " + std::to_string(max));
+  }
+}
+
+void PartitionTable::checkOwnerList(const std::vector<MemberId>& list) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (list[i] == 0) throw std::invalid_argument("partition table owner id 0 is not a member");
+    if (std::find(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(i), list[i]) !=
+        list.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw std::invalid_argument("partition table owner " + std::to_string(list[i]) +
+                                  " is listed twice for one partition");
+    }
+  }
+}
+
+}  // namespace ingrid
