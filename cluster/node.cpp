@@ -1,64 +1,28 @@
 #include <ingrid/cluster/node.h>
 
-#include <thread>
+#include <future>
+
+#include <ingrid/cluster/node_impl.h>
 
 namespace ingrid {
-namespace {
-
-unsigned resolveThreads(unsigned requested) {
-  if (requested != 0) return requested;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : hw;
-}
-
-std::shared_ptr<const Clock> resolveClock(std::shared_ptr<const Clock> clock) {
-  if (clock) return clock;
-  return std::make_shared<SystemClock>();
-}
-
-}  // namespace
 
 Node::Node(NodeOptions options, ProcessorRegistry registry)
-    : options_(std::move(options)),
-      registry_(std::move(registry)),
-      clock_(resolveClock(options_.clock)),
-      completionPool_(options_.completionThreads == 0 ? 1 : options_.completionThreads) {}
+    : impl_(std::make_unique<NodeImpl>(std::move(options), std::move(registry))),
+      completionPool_(
+          impl_->options().completionThreads == 0 ? 1 : impl_->options().completionThreads) {}
 
 Node::~Node() { stop(); }
 
-Result<bool> Node::start() {
-  if (state_.load() != kCreated) {
-    return Error(Errc::not_running, "start(): a Node is started once; this one already was");
-  }
-  if (options_.partitions == 0) {
-    return Error(Errc::invalid_configuration, "NodeOptions.partitions must be > 0");
-  }
-  if (options_.expirySweepInterval.count() <= 0 || options_.expirySweepBuckets == 0) {
-    return Error(Errc::invalid_configuration,
-                 "NodeOptions.expirySweepInterval and expirySweepBuckets must be > 0");
-  }
-  const unsigned threads = resolveThreads(options_.workerThreads);
-  workers_ =
-      std::make_unique<PartitionWorkers>(options_.partitions, threads, clock_,
-                                         options_.expirySweepInterval, options_.expirySweepBuckets);
-  workers_->start();
-  state_.store(kRunning, std::memory_order_release);
-  return true;
-}
+Result<bool> Node::start() { return impl_->start(); }
 
 void Node::stop() {
-  int expected = kRunning;
-  if (!state_.compare_exchange_strong(expected, kStopping)) {
-    if (expected == kCreated) state_.store(kStopped);
-    // Already stopping/stopped elsewhere: completions still drain in completionPool_.join().
-    completionPool_.join();
-    return;
-  }
-  // Every invocation admitted before the state change completes; new ones are refused.
-  for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
-  workers_->stop();
+  impl_->stop();
   completionPool_.join();
-  state_.store(kStopped, std::memory_order_release);
+}
+
+void Node::invokeRaw(std::string key, std::string_view processor, std::string args,
+                     RawCompletion done) {
+  impl_->invokeRaw(std::move(key), processor, std::move(args), std::move(done));
 }
 
 Error Node::wouldDeadlock(std::string_view processor) {
@@ -67,46 +31,41 @@ Error Node::wouldDeadlock(std::string_view processor) {
                    "') called on a partition worker thread; use invokeAsync there");
 }
 
-void Node::finishInvocation() noexcept {
-  if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
+const NodeOptions& Node::options() const noexcept { return impl_->options(); }
+const ProcessorRegistry& Node::registry() const noexcept { return impl_->registry(); }
+bool Node::running() const noexcept { return impl_->running(); }
+MemberId Node::memberId() const noexcept { return impl_->memberId(); }
+std::string Node::listenAddress() const { return impl_->listenAddress(); }
+TopologyPtr Node::topology() const { return impl_->topology(); }
+std::uint64_t Node::TEST_entryCount() { return impl_->TEST_entryCount(); }
+std::uint64_t Node::reclaimedCount() const noexcept { return impl_->reclaimedCount(); }
+std::vector<std::pair<std::string, Entry>> Node::TEST_partitionEntries(PartitionId p) {
+  return impl_->TEST_partitionEntries(p);
+}
+std::uint64_t Node::TEST_partitionSeq(PartitionId p) { return impl_->TEST_partitionSeq(p); }
+std::uint64_t Node::TEST_executed() const noexcept { return impl_->TEST_executed(); }
+
+// --- NodeImpl test hooks ---
+
+std::vector<std::pair<std::string, Entry>> NodeImpl::TEST_partitionEntries(PartitionId p) {
+  std::promise<std::vector<std::pair<std::string, Entry>>> got;
+  auto answer = got.get_future();
+  workers_->post(p, [this, &got](PartitionStore& store) {
+    std::vector<std::pair<std::string, Entry>> out;
+    store.forEach(clock_->now(),
+                  [&](std::string_view k, const Entry& e) { out.emplace_back(std::string(k), e); });
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    got.set_value(std::move(out));
+  });
+  return answer.get();
 }
 
-void Node::invokeRaw(std::string key, std::string_view processor, std::string args,
-                     RawCompletion done) {
-  // Count first, then check the state: stop() flips the state and then waits for the count, so
-  // an invocation either sees kStopping and backs out or is waited for.
-  inflight_.fetch_add(1, std::memory_order_acq_rel);
-  const int state = state_.load(std::memory_order_acquire);
-  if (state != kRunning) {
-    finishInvocation();
-    done(Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
-               "cannot run processor '" + std::string(processor) + "'"));
-    return;
-  }
-  if (key.size() > kMaxKeyBytes) {
-    finishInvocation();
-    done(Error(Errc::invalid_key, "key of " + std::to_string(key.size()) +
-                                      " bytes is longer than the limit of " +
-                                      std::to_string(kMaxKeyBytes)));
-    return;
-  }
-  ErasedProcessorFn fn = registry_.find(processor);
-  if (fn == nullptr) {
-    finishInvocation();
-    done(Error(Errc::unknown_processor,
-               "no processor named '" + std::string(processor) + "' is registered on this node"));
-    return;
-  }
-  const PartitionId p = partitionOf(key, options_.partitions);
-  workers_->post(p, [this, fn, key = std::move(key), args = std::move(args),
-                     done = std::move(done)](PartitionStore& store) mutable {
-    const Nanos now = clock_->now();
-    MutableEntry entry(key, store.find(key, now));
-    Result<std::string> result = fn(args, entry, now);
-    if (result.ok()) store.apply(key, entry);  // a failed processor changes nothing
-    done(std::move(result));
-    finishInvocation();
-  });
+std::uint64_t NodeImpl::TEST_partitionSeq(PartitionId p) {
+  std::promise<std::uint64_t> got;
+  auto answer = got.get_future();
+  workers_->post(p, [this, p, &got](PartitionStore&) { got.set_value(replicas_[p].seq); });
+  return answer.get();
 }
 
 }  // namespace ingrid

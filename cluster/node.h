@@ -13,10 +13,13 @@
 //
 // Start/stop sequence:
 //   start(): validate options -> start partition workers (each binds its partitions and begins
-//            expiry sweeps) -> admit invocations.
-//   stop():  refuse new invocations (Errc::shutting_down) -> wait until every admitted invocation
-//            has run and its completion was posted -> stop sweeps and join the workers -> run the
-//            remaining completions and join the completion threads. The destructor calls stop().
+//            expiry sweeps) -> listen -> bootstrap a cluster, or join one through the seeds ->
+//            admit invocations.
+//   stop():  leave the cluster (the coordinator moves this member's partitions to the others
+//            while it keeps serving) -> refuse new invocations (Errc::shutting_down) -> wait
+//            until every admitted invocation has completed -> close peers and the listener,
+//            join the network thread -> stop sweeps and join the workers -> run the remaining
+//            completions and join the completion threads. The destructor calls stop().
 #pragma once
 
 #include <atomic>
@@ -35,6 +38,7 @@
 
 #include <ingrid/cluster/node_options.h>
 #include <ingrid/cluster/partition_workers.h>
+#include <ingrid/cluster/topology.h>
 #include <ingrid/grid/result.h>
 #include <ingrid/grid/unique_function.h>
 #include <ingrid/processors/codec.h>
@@ -57,6 +61,8 @@ Result<typename P::Result> decodeResult(Result<std::string> raw) {
   }
 }
 
+class NodeImpl;
+
 class Node {
  public:
   explicit Node(NodeOptions options = {},
@@ -65,15 +71,18 @@ class Node {
   Node& operator=(const Node&) = delete;
   ~Node();
 
-  // Starts the node. Errors: invalid_configuration (options unusable), not_running (already
-  // started or stopped: a Node is started once).
+  // Starts the node: with no listenAddress, a single member with no network; with one and no
+  // seeds, a new cluster; with seeds, joins the cluster through them (start() returns once this
+  // node is a member). Errors: invalid_configuration, join_refused (naming the difference),
+  // unreachable (naming the seeds tried), not_running (a Node is started once).
   Result<bool> start();
-  // Stops the node; see the sequence above. Idempotent.
+  // Leaves the cluster gracefully (this member's partitions move first, within leaveTimeout),
+  // then stops; see the sequence above. Idempotent. Not from a completion handler.
   void stop();
 
-  // Runs `processor` on `key`'s entry and completes with Result<P::Result>. CompletionToken is
-  // any Asio completion token with signature void(Result<P::Result>): a callback,
-  // asio::use_future, asio::use_awaitable, ...
+  // Runs `processor` on `key`'s entry, on the key's primary (here, or one round trip away) and
+  // completes with Result<P::Result>. CompletionToken is any Asio completion token with
+  // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
     using Signature = void(Result<typename P::Result>);
@@ -109,35 +118,36 @@ class Node {
   }
 
   // The erased form: runs the processor registered as `processor` with encoded arguments.
-  // `done` runs exactly once, on a partition worker or inline (for an immediate error); it must
-  // not block and must not run user code there, only hand the result on.
+  // `done` runs exactly once, on a partition worker, the network thread, or inline (for an
+  // immediate error); it must not block and must not run user code there, only hand on.
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
 
-  const NodeOptions& options() const noexcept { return options_; }
-  const ProcessorRegistry& registry() const noexcept { return registry_; }
-  bool running() const noexcept { return state_.load(std::memory_order_acquire) == kRunning; }
+  const NodeOptions& options() const noexcept;
+  const ProcessorRegistry& registry() const noexcept;
+  bool running() const noexcept;
+  // This member's id in the cluster (1 for the first member); 0 before start().
+  MemberId memberId() const noexcept;
+  // "host:port" this node listens on (after start(); empty without a network).
+  std::string listenAddress() const;
+  // The topology this node routes by.
+  TopologyPtr topology() const;
 
   // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
-  std::uint64_t TEST_entryCount() { return workers_ ? workers_->TEST_entryCount() : 0; }
+  std::uint64_t TEST_entryCount();
   // Entries reclaimed by expiry sweeps so far.
-  std::uint64_t reclaimedCount() const noexcept {
-    return workers_ ? workers_->reclaimedCount() : 0;
-  }
+  std::uint64_t reclaimedCount() const noexcept;
+  // Live entries of partition p held here (as primary or backup), sorted by key. Blocks.
+  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
+  // Updates of partition p applied here (its replication sequence number). Blocks.
+  std::uint64_t TEST_partitionSeq(PartitionId p);
+  // Processors executed on this node so far (as primary).
+  std::uint64_t TEST_executed() const noexcept;
 
  private:
-  enum State : int { kCreated, kRunning, kStopping, kStopped };
-
   static Error wouldDeadlock(std::string_view processor);
-  void finishInvocation() noexcept;
 
-  NodeOptions options_;
-  ProcessorRegistry registry_;
-  std::shared_ptr<const Clock> clock_;
-  std::unique_ptr<PartitionWorkers> workers_;
+  std::unique_ptr<NodeImpl> impl_;
   asio::thread_pool completionPool_;
-  std::atomic<int> state_{kCreated};
-  // Invocations admitted and not yet completed; stop() waits for it to reach 0.
-  std::atomic<std::int64_t> inflight_{0};
 };
 
 }  // namespace ingrid

@@ -5,11 +5,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <ingrid/grid/clock.h>
 #include <ingrid/grid/hash.h>
 
 namespace ingrid {
+
+enum class ReplicationMode : std::uint8_t {
+  // The primary answers only after every backup of the partition acknowledged the update, so an
+  // acknowledged update survives the loss of any `backups` members (DESIGN invariant 3).
+  kSync,
+  // The primary answers first and replicates after: lower latency, but the latest updates are
+  // lost if the primary fails before its backups have them.
+  kPrimarySync,
+};
 
 struct NodeOptions {
   // Number of partitions the key space is cut into. Every member of a cluster must use the same
@@ -27,6 +38,25 @@ struct NodeOptions {
   std::chrono::milliseconds expirySweepInterval{1000};
   // Hash buckets of each partition examined per sweep; bounds the work of one sweep. Default: 64.
   std::size_t expirySweepBuckets = 64;
+
+  // --- Cluster. With an empty listenAddress the node is a single member with no network. ---
+
+  // "host:port" to listen on for members and clients; port 0 picks an ephemeral port (see
+  // Node::listenAddress()). Default: empty (no network).
+  std::string listenAddress = {};
+  // Members to join through, "host:port" each, tried in order. Empty (with a listenAddress)
+  // starts a new cluster. Default: empty.
+  std::vector<std::string> seeds = {};
+  // Backups of each partition; the cluster's value is the first member's. Default: 1.
+  std::uint32_t backups = 1;
+  // When the primary answers relative to replication. Default: kSync.
+  ReplicationMode replication = ReplicationMode::kSync;
+  // Deadline of one invocation, including redirects and retries. Default: 5 s.
+  std::chrono::milliseconds requestTimeout{5000};
+  // How long start() may take to join the cluster. Default: 10 s.
+  std::chrono::milliseconds joinTimeout{10000};
+  // How long stop() waits for this member's partitions to move away. Default: 15 s.
+  std::chrono::milliseconds leaveTimeout{15000};
 };
 
 }  // namespace ingrid

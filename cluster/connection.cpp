@@ -1,0 +1,416 @@
+#include <ingrid/cluster/connection.h>
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include <asio/bind_executor.hpp>
+#include <asio/buffer.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include <ingrid/processors/codec.h>
+
+namespace ingrid {
+namespace {
+
+// How long a connection that answered a bad frame waits for its error reply to flush and for
+// the peer to close before it closes anyway.
+constexpr std::chrono::milliseconds kLinger{1000};
+// Longest message carried in an error reply; longer ones are cut (they are for a person).
+constexpr std::size_t kMaxErrorMessage = 4096;
+
+std::string endpointName(const asio::ip::tcp::socket& socket) {
+  std::error_code ec;
+  const auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "?";
+  const auto address = endpoint.address();
+  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+std::string describe(const Error& reason) {
+  return reason.detail().empty() ? reason.code().message() : reason.detail();
+}
+
+std::uint64_t readLe(const unsigned char* in, std::size_t bytes) {
+  std::uint64_t value = 0;
+  for (std::size_t i = 0; i < bytes; ++i) value |= std::uint64_t{in[i]} << (8 * i);
+  return value;
+}
+
+ErrorBody errorBodyFor(const Error& error) {
+  ErrorBody body;
+  if (error.code().category() == errorCategory() && error.code().value() > 0 &&
+      error.code().value() <= 0xFFFF) {
+    body.code = static_cast<std::uint16_t>(error.code().value());
+    body.message = error.detail();
+  } else {  // not one of ours: keep the foreign code's text for the person reading it
+    body.code = static_cast<std::uint16_t>(Errc::unavailable);
+    body.message = error.message();
+  }
+  if (body.message.size() > kMaxErrorMessage) body.message.resize(kMaxErrorMessage);
+  return body;
+}
+
+// An ErrorBody from the wire. Its string length is checked against the bytes that are there
+// before Cereal allocates anything (DESIGN invariant 11).
+Error decodeErrorReply(const std::string& bytes, const std::string& remote) {
+  // Cereal portable binary: u8 little-endian flag, u16 code, u64 length, bytes.
+  constexpr std::size_t kFixed = 1 + 2 + 8;
+  const auto* raw = reinterpret_cast<const unsigned char*>(bytes.data());
+  std::uint64_t length = 0;
+  if (bytes.size() >= kFixed && raw[0] == 1) {
+    length = readLe(raw + 3, 8);
+  } else if (bytes.size() >= kFixed && raw[0] == 0) {  // written by a big-endian host
+    for (std::size_t i = 0; i < 8; ++i) length = (length << 8) | raw[3 + i];
+  }
+  if (bytes.size() < kFixed || raw[0] > 1 || length != bytes.size() - kFixed) {
+    return Error(Errc::malformed_message, "error reply from " + remote + " has a malformed body (" +
+                                              std::to_string(bytes.size()) + " bytes)");
+  }
+  ErrorBody body;
+  try {
+    body = decode<ErrorBody>(bytes);
+  } catch (const std::exception& e) {
+    return Error(Errc::malformed_message,
+                 "error reply from " + remote + " does not decode: " + e.what());
+  }
+  if (body.code == 0) {
+    return Error(Errc::protocol_error,
+                 "error reply from " + remote + " carries error code 0: " + body.message);
+  }
+  return Error(std::error_code(body.code, errorCategory()), std::move(body.message));
+}
+
+}  // namespace
+
+Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
+                       ConnectionHandler& handler)
+    : socket_(std::move(socket)),
+      options_(options),
+      handler_(handler),
+      remote_(endpointName(socket_)),
+      lingerTimer_(socket_.get_executor()) {
+  std::error_code ignored;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+}
+
+Connection::~Connection() = default;
+
+bool Connection::canRunInline() const noexcept {
+  const auto* io = socket_.get_executor().target<asio::io_context::executor_type>();
+  return io != nullptr && (io->running_in_this_thread() || io->context().stopped());
+}
+
+void Connection::start() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (!self->closed_) self->readHeader();
+  });
+}
+
+bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_acquire); }
+
+void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
+                         std::chrono::milliseconds timeout, ResponseHandler done) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), type, topologyVersion, body = std::move(body),
+                       timeout, done = std::move(done)]() mutable {
+    self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
+  });
+}
+
+void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
+                              std::chrono::milliseconds timeout, ResponseHandler done) {
+  if (closed_) {
+    done(Error(Errc::unreachable,
+               "connection to " + remote_ + " closed: " + describe(closeReason_)));
+    return;
+  }
+  if (body.size() > options_.maxBodyBytes) {
+    done(Error(Errc::malformed_message,
+               std::string(messageTypeName(type)) + " request body of " +
+                   std::to_string(body.size()) + " bytes exceeds the limit of " +
+                   std::to_string(options_.maxBodyBytes)));
+    return;
+  }
+  const std::uint64_t id = nextRequestId_++;
+  auto timer = std::make_unique<asio::steady_timer>(socket_.get_executor(), timeout);
+  timer->async_wait([self = shared_from_this(), id, timeout](const std::error_code& ec) {
+    if (ec) return;  // cancelled: answered or closed
+    auto it = self->pending_.find(id);
+    if (it == self->pending_.end()) return;
+    auto expired = std::move(it->second);
+    self->pending_.erase(it);
+    expired.done(Error(Errc::timeout, "no reply from " + self->remote_ + " to " +
+                                          messageTypeName(expired.type) + " request " +
+                                          std::to_string(id) + " within " +
+                                          std::to_string(timeout.count()) + " ms"));
+  });
+  pending_.emplace(id, Pending{std::move(done), std::move(timer), type});
+  FrameHeader header;
+  header.type = type;
+  header.requestId = id;
+  header.topologyVersion = topologyVersion;
+  enqueue(header, std::move(body));
+}
+
+void Connection::reply(const FrameHeader& request, MessageType type,
+                       std::uint64_t topologyVersion, std::string body) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), request, type, topologyVersion,
+                       body = std::move(body)]() mutable {
+    if (self->closed_) return;
+    if (body.size() > self->options_.maxBodyBytes) {
+      // The requester would otherwise wait for its deadline; tell it why instead.
+      self->sendError(request,
+                      Error(Errc::malformed_message,
+                            std::string(messageTypeName(type)) + " reply body of " +
+                                std::to_string(body.size()) + " bytes exceeds the limit of " +
+                                std::to_string(self->options_.maxBodyBytes)));
+      return;
+    }
+    FrameHeader header;
+    header.type = type;
+    header.flags = kFlagResponse;
+    header.requestId = request.requestId;
+    header.topologyVersion = topologyVersion;
+    self->enqueue(header, std::move(body));
+  });
+}
+
+void Connection::replyError(const FrameHeader& request, const Error& error) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), request, error] {
+    if (!self->closed_) self->sendError(request, error);
+  });
+}
+
+void Connection::sendError(const FrameHeader& request, const Error& error) {
+  FrameHeader header;
+  header.type = request.type;
+  header.flags = kFlagResponse | kFlagError;
+  header.requestId = request.requestId;
+  enqueue(header, encode(errorBodyFor(error)));
+}
+
+void Connection::close(const Error& reason) {
+  auto closeHere = [self = shared_from_this(), reason](bool deferCallbacks) {
+    if (self->closed_) {
+      if (self->lingering_) self->closeSocket();  // stop waiting for the error reply to flush
+      return;
+    }
+    self->closeNow(reason, deferCallbacks);
+  };
+  if (canRunInline()) {
+    closeHere(/*deferCallbacks=*/true);
+  } else {
+    asio::post(socket_.get_executor(), [closeHere] { closeHere(false); });
+  }
+}
+
+void Connection::onClose(CloseListener listener) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), listener = std::move(listener)]() mutable {
+    if (self->closed_) {
+      listener(self->closeReason_);
+    } else {
+      self->closeListeners_.push_back(std::move(listener));
+    }
+  });
+}
+
+void Connection::readHeader() {
+  asio::async_read(socket_, asio::buffer(headerBuf_),
+                   [self = shared_from_this()](
+                                                    const std::error_code& ec, std::size_t n) {
+                     self->onHeader(ec, n);
+                   }));
+}
+
+void Connection::onHeader(const std::error_code& ec, std::size_t bytes) {
+  if (closed_) return;
+  if (ec) {
+    if (ec == asio::error::eof && bytes > 0) {
+      failProtocol(0, MessageType::kHello,
+                   Error(Errc::malformed_message,
+                         "frame truncated: connection closed after " + std::to_string(bytes) +
+                             " of " + std::to_string(kFrameHeaderBytes) + " header bytes"));
+    } else {
+      onReadError(ec);
+    }
+    return;
+  }
+  if (auto error = decodeHeader(headerBuf_, options_.maxBodyBytes, header_)) {
+    // Answer in kind when the header is ours at least: the request id and a valid type.
+    const bool ours = readLe(&headerBuf_[0], 4) == kFrameMagic;
+    const auto rawType = static_cast<std::uint16_t>(readLe(&headerBuf_[6], 2));
+    const auto type = ours && rawType >= 1 && rawType <= kMaxMessageType
+                          ? static_cast<MessageType>(rawType)
+                          : MessageType::kHello;
+    failProtocol(ours ? readLe(&headerBuf_[16], 8) : 0, type, *error);
+    return;
+  }
+  if (header_.bodyLength == 0) {
+    dispatch(Frame{header_, {}});
+    if (!closed_) readHeader();
+    return;
+  }
+  readBody();
+}
+
+void Connection::readBody() {
+  body_.assign(header_.bodyLength, '\0');  // bounded by decodeHeader
+  asio::async_read(
+      socket_, asio::buffer(body_),
+      [self = shared_from_this()](const std::error_code& ec,
+                                                               std::size_t n) {
+        if (self->closed_) return;
+        if (ec) {
+          if (ec == asio::error::eof) {
+            const FrameHeader& h = self->header_;
+            self->failProtocol(
+                h.requestId, h.type,
+                Error(Errc::malformed_message,
+                      "frame truncated: connection closed after " + std::to_string(n) + " of " +
+                          std::to_string(h.bodyLength) + " body bytes of a " +
+                          messageTypeName(h.type) + " frame"));
+          } else {
+            self->onReadError(ec);
+          }
+          return;
+        }
+        self->dispatch(Frame{self->header_, std::exchange(self->body_, {})});
+        if (!self->closed_) self->readHeader();
+      }));
+}
+
+void Connection::onReadError(const std::error_code& ec) {
+  if (ec == asio::error::operation_aborted) return;  // we closed the socket
+  closeNow(Error(Errc::unreachable, ec == asio::error::eof ? "closed by peer" : ec.message()));
+}
+
+void Connection::dispatch(Frame frame) {
+  if (frame.header.isResponse()) {
+    auto it = pending_.find(frame.header.requestId);
+    if (it == pending_.end()) return;  // timed out already, or never ours: ignore
+    Pending answered = std::move(it->second);
+    pending_.erase(it);
+    answered.timer->cancel();
+    if (frame.header.isError()) {
+      answered.done(decodeErrorReply(frame.body, remote_));
+    } else {
+      answered.done(std::move(frame));
+    }
+    return;
+  }
+  const FrameHeader request = frame.header;
+  try {
+    handler_.onRequest(shared_from_this(), std::move(frame));
+  } catch (const std::exception& e) {
+    // A body the handler could not decode must not take the node down (DESIGN invariant 11).
+    if (!closed_) {
+      sendError(request, Error(Errc::malformed_message,
+                               std::string(messageTypeName(request.type)) +
+                                   " request could not be handled: " + e.what()));
+    }
+  }
+}
+
+void Connection::enqueue(const FrameHeader& header, std::string body) {
+  FrameHeader h = header;
+  h.bodyLength = static_cast<std::uint32_t>(body.size());
+  writes_.push_back(Outgoing{encodeHeader(h), std::move(body)});
+  if (!writing_) writeNext();
+}
+
+void Connection::writeNext() {
+  writing_ = true;
+  const Outgoing& next = writes_.front();  // deque: stays put while later frames queue
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(next.header),
+                                                  asio::buffer(next.body)};
+  asio::async_write(
+      socket_, buffers,
+      [self = shared_from_this()](const std::error_code& ec,
+                                                               std::size_t) {
+        self->writing_ = false;
+        if (ec) {
+          self->writes_.clear();
+          if (!self->closed_) {
+            self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
+          } else if (self->lingering_) {
+            self->closeSocket();
+          }
+          return;
+        }
+        self->writes_.pop_front();
+        if (!self->writes_.empty()) {
+          if (!self->closed_ || self->lingering_) self->writeNext();
+        } else if (self->lingering_) {
+          self->drainUntilEof();
+        }
+      }));
+}
+
+void Connection::failProtocol(std::uint64_t requestId, MessageType type, const Error& error) {
+  if (closed_) return;
+  lingering_ = true;
+  FrameHeader request;
+  request.type = type;
+  request.requestId = requestId;
+  sendError(request, error);
+  lingerTimer_.expires_after(kLinger);
+  lingerTimer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
+    if (!ec) self->closeSocket();
+  });
+  closeNow(error);
+}
+
+void Connection::drainUntilEof() {
+  // Our FIN goes after the error reply; reading until the peer's EOF keeps unread input from
+  // turning our close into a reset that could destroy the reply before the peer reads it.
+  std::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  drainRead();
+}
+
+void Connection::drainRead() {
+  socket_.async_read_some(
+      asio::buffer(drainBuf_),
+      [self = shared_from_this()](const std::error_code& ec,
+                                                               std::size_t) {
+        if (ec) {
+          self->closeSocket();
+        } else if (self->socket_.is_open()) {
+          self->drainRead();
+        }
+      }));
+}
+
+void Connection::closeSocket() {
+  lingerTimer_.cancel();
+  std::error_code ignored;
+  socket_.close(ignored);
+}
+
+void Connection::closeNow(const Error& reason, bool deferCallbacks) {
+  if (closed_) return;
+  closed_ = true;
+  open_.store(false, std::memory_order_release);
+  closeReason_ = reason;
+  if (!lingering_) closeSocket();  // cancels the read and any write in flight
+  for (auto& [id, p] : pending_) p.timer->cancel();
+  auto notify = [self = shared_from_this(), pending = std::exchange(pending_, {}),
+                 listeners = std::exchange(closeListeners_, {}), reason]() mutable {
+    const Error failure(Errc::unreachable,
+                        "connection to " + self->remote_ + " closed: " + describe(reason));
+    for (auto& [id, p] : pending) p.done(failure);
+    for (auto& listener : listeners) listener(reason);
+    self->handler_.onClosed(self, reason);
+  };
+  if (deferCallbacks) {
+    asio::post(socket_.get_executor(), std::move(notify));
+  } else {
+    notify();
+  }
+}
+
+}  // namespace ingrid

@@ -1,0 +1,157 @@
+// Connection: one TCP connection carrying framed requests and replies in both directions.
+//
+// One class per connection (STYLE 8): it owns its socket and buffers, keeps one write in flight
+// with a queue behind it, and holds its own lifetime with shared_from_this() in every async
+// operation. Requests are correlated with replies by request id; each has a deadline. A bad
+// frame is answered with an error reply naming what was wrong, then the connection is closed;
+// nothing else is affected. EOF, reset, timeout and cancel are normal events, never exceptions.
+//
+// Thread safety: every public member is safe from any thread (work is posted to the connection's
+// executor, the transport's network thread: one thread runs that io_context). Callbacks
+// (ConnectionHandler, ResponseHandler, close listeners) run on the network thread and must not
+// block. close() called on the network thread (or once nothing runs the io_context) closes the
+// socket at once and posts the callbacks; an io_context stopped before they run destroys them
+// uncalled, as Asio does with every outstanding handler.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/any_io_executor.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <ingrid/cluster/frame.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+
+namespace ingrid {
+
+struct Frame {
+  FrameHeader header;
+  std::string body;
+};
+
+class Connection;
+
+// What a connection delivers to its owner. Must outlive every connection it is given to.
+class ConnectionHandler {
+ public:
+  virtual ~ConnectionHandler() = default;
+  // A request frame (not a response) arrived. Answer with conn->reply() or conn->replyError().
+  virtual void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) = 0;
+  // The connection closed (EOF, reset, bad frame, close()). Its pending requests have failed.
+  virtual void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) = 0;
+};
+
+struct ConnectionOptions {
+  // Largest frame body accepted or sent. Default: 16 MiB.
+  std::uint32_t maxBodyBytes = kDefaultMaxBodyBytes;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  using ResponseHandler = UniqueFunction<void(Result<Frame>)>;
+  using CloseListener = UniqueFunction<void(const Error&)>;
+
+  // `handler` must outlive the connection. Call start() once to begin reading.
+  Connection(asio::ip::tcp::socket socket, ConnectionOptions options, ConnectionHandler& handler);
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  ~Connection();
+
+  void start();
+
+  // Sends a request. `done` runs exactly once on the network thread with: the reply frame; or
+  // the Error carried by an error reply (its Errc and message); or Errc::timeout after
+  // `timeout`; or Errc::unreachable if the connection closes first (the request may or may not
+  // have been processed by the peer). A body larger than maxBodyBytes fails with
+  // Errc::malformed_message without being sent.
+  void request(MessageType type, std::uint64_t topologyVersion, std::string body,
+               std::chrono::milliseconds timeout, ResponseHandler done);
+
+  // Replies to `request` (same request id, kFlagResponse set).
+  void reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
+             std::string body);
+  // Error reply to `request`: kFlagResponse|kFlagError, body ErrorBody{code, message}.
+  void replyError(const FrameHeader& request, const Error& error);
+
+  // Closes the connection: fails pending requests (Errc::unreachable with `reason` in the
+  // message), calls close listeners and the handler's onClosed once. Idempotent.
+  void close(const Error& reason);
+  // Runs `listener` once when the connection closes (at once, on the network thread, if it
+  // already has).
+  void onClose(CloseListener listener);
+
+  bool isOpen() const noexcept;
+  // "host:port" of the remote end, fixed at construction ("?" if unknown).
+  const std::string& remote() const noexcept { return remote_; }
+
+  // An identity the owner may attach (e.g. the peer's member id after its Hello). Network
+  // thread only.
+  std::uint64_t peerId = 0;
+
+ private:
+  // Implementation state; see connection.cpp. Touched only on the network thread.
+  struct Pending {
+    ResponseHandler done;
+    std::unique_ptr<asio::steady_timer> timer;
+    MessageType type = MessageType::kHello;
+  };
+  struct Outgoing {
+    HeaderBytes header;
+    std::string body;
+  };
+
+  void readHeader();
+  void onHeader(const std::error_code& ec, std::size_t bytes);
+  void readBody();
+  void onReadError(const std::error_code& ec);
+  void dispatch(Frame frame);
+  void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
+                    std::chrono::milliseconds timeout, ResponseHandler done);
+  void enqueue(const FrameHeader& header, std::string body);
+  void sendError(const FrameHeader& request, const Error& error);
+  void writeNext();
+  // Fails pending requests and runs the close callbacks: at once, or posted (when called from
+  // outside our own handlers, whose caller may not expect re-entry).
+  void closeNow(const Error& reason, bool deferCallbacks = false);
+  // Answers a bad or truncated frame with an error reply, then closes once it is flushed.
+  void failProtocol(std::uint64_t requestId, MessageType type, const Error& error);
+  void drainUntilEof();
+  void drainRead();
+  void closeSocket();
+  // True on the network thread, or when nothing runs the io_context any more: then close()
+  // may touch the socket directly.
+  bool canRunInline() const noexcept;
+
+  asio::ip::tcp::socket socket_;
+  ConnectionOptions options_;
+  ConnectionHandler& handler_;
+  std::string remote_;
+  HeaderBytes headerBuf_{};
+  FrameHeader header_{};
+  std::string body_;
+  std::deque<Outgoing> writes_;
+  bool writing_ = false;
+  bool closed_ = false;
+  // After a protocol error: the socket stays open until the error reply is flushed and the
+  // peer's EOF is read, or lingerTimer_ fires (at most kLinger later).
+  bool lingering_ = false;
+  asio::steady_timer lingerTimer_;
+  std::array<char, 1024> drainBuf_{};
+  Error closeReason_;
+  std::atomic<bool> open_{true};
+  std::uint64_t nextRequestId_ = 1;
+  std::unordered_map<std::uint64_t, Pending> pending_;
+  std::vector<CloseListener> closeListeners_;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,88 @@
+// Coordinator: the oldest member's role. Admits and removes members, numbers each topology, and
+// moves partitions without loss (DESIGN invariants 5 and 7).
+//
+// One membership change at a time, in two topologies:
+//   T1 = the current owners of every partition, plus its new owners (by rendezvous over the new
+//        member list) as extra backups. Primaries send each new owner a snapshot while
+//        replicating every new update to it, and report kSynced when it has everything.
+//   T2 = the new owners only, installed once every new owner is synced.
+// Each topology is installed in two phases: Prepare (members fence the partitions they are about
+// to stop being primary of, and drain their in-flight replication), then Commit (members install
+// it). So no partition ever has two serving primaries.
+//
+// Thread safety: network thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <ingrid/cluster/connection.h>
+#include <ingrid/cluster/frame.h>
+#include <ingrid/cluster/topology.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+
+namespace ingrid {
+
+// What the coordinator needs from its node.
+class CoordinatorHost {
+ public:
+  virtual MemberId selfId() const = 0;
+  virtual TopologyPtr currentTopology() const = 0;
+  // Sends a request to a member (which may not be in the current topology yet, or any more);
+  // `done` runs once on the network thread.
+  virtual void sendToMember(const MemberInfo& member, MessageType type, std::string body,
+                            Connection::ResponseHandler done) = 0;
+  // The coordinator's own node takes part in Prepare and Commit like any member.
+  virtual void prepareLocally(const Topology& next, UniqueFunction<void()> done) = 0;
+  virtual void commitLocally(TopologyPtr next) = 0;
+
+ protected:
+  ~CoordinatorHost() = default;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorHost& host) : host_(host) {}
+
+  // Queues the admission of a node listening at `address`; `reply` gets its member id once the
+  // change starts (the same id again if that address is already a member).
+  void requestJoin(std::string address, UniqueFunction<void(Result<MemberId>)> reply);
+  // Queues the graceful removal of a member.
+  void requestLeave(MemberId id);
+  // A primary reports that `member` holds a complete replica of `partition`.
+  void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
+  // No change running or queued.
+  bool idle() const noexcept { return !busy_ && queue_.empty(); }
+
+ private:
+  struct Change {
+    bool join = true;
+    MemberId id = 0;
+    std::string address;
+    UniqueFunction<void(Result<MemberId>)> reply;
+  };
+
+  void pump();
+  void run(Change change);
+  void finishMigration();
+  void install(TopologyPtr next, UniqueFunction<void()> then);
+  void commit(TopologyPtr next, UniqueFunction<void()> then);
+  // Every member of the current or the next topology except this node.
+  std::vector<MemberInfo> othersIn(const Topology& next) const;
+
+  CoordinatorHost& host_;
+  std::deque<Change> queue_;
+  bool busy_ = false;
+  // The change in progress: T2 to install once every (partition, new owner) pair is synced.
+  std::shared_ptr<Topology> target_;
+  std::uint64_t t1Version_ = 0;
+  std::set<std::pair<PartitionId, MemberId>> awaiting_;
+  bool syncing_ = false;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,165 @@
+// Bodies of the messages between nodes, in the order of MessageType. Each is encoded with the
+// Cereal portable-binary codec (processors/codec.h); docs/wire-format.md lists their fields.
+// Every container length read from the wire is checked before anything is allocated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include <ingrid/cluster/topology.h>
+#include <ingrid/grid/clock.h>
+#include <ingrid/processors/codec.h>
+
+namespace ingrid {
+
+// kHello: who opened the connection.
+struct HelloBody {
+  enum Role : std::uint8_t { kPeer = 1, kClient = 2 };
+  std::uint8_t role = kPeer;
+  MemberId memberId = 0;  // 0 for clients
+  std::string address;    // the caller's listen address (peers)
+  template <class A>
+  void serialize(A& ar) {
+    ar(role, memberId, address);
+  }
+};
+
+// kJoin request: a node asks to be admitted. Reply: JoinReply, or an error (join_refused).
+struct JoinRequest {
+  std::string address;
+  std::uint32_t partitions = 0;
+  std::uint32_t backups = 0;
+  std::vector<std::string> processors;  // sorted names
+  static constexpr std::size_t kMaxProcessors = 4096;
+  template <class A>
+  void save(A& ar) const {
+    ar(address, partitions, backups, processors);
+  }
+  template <class A>
+  void load(A& ar) {
+    ar(address, partitions, backups);
+    processors.resize(loadBoundedSize(ar, kMaxProcessors, "JoinRequest.processors"));
+    for (auto& p : processors) ar(p);
+  }
+};
+
+struct JoinReply {
+  MemberId memberId = 0;
+  std::string coordinatorAddress;
+  template <class A>
+  void serialize(A& ar) {
+    ar(memberId, coordinatorAddress);
+  }
+};
+
+// kTopologyPrepare / kTopologyCommit / kGetTopology reply / kRedirect: a whole topology.
+struct TopologyBody {
+  Topology topology;
+  template <class A>
+  void serialize(A& ar) {
+    ar(topology);
+  }
+};
+
+// kInvoke: run `processor` with encoded `args` on `key`. Reply: InvokeReply, kRedirect, or an
+// error (unknown_processor, invalid_argument, processor_failed, unavailable, indeterminate...).
+struct InvokeRequest {
+  std::string key;
+  std::string processor;
+  std::string args;
+  template <class A>
+  void serialize(A& ar) {
+    ar(key, processor, args);
+  }
+};
+
+struct InvokeReply {
+  std::string result;
+  template <class A>
+  void serialize(A& ar) {
+    ar(result);
+  }
+};
+
+// kReplicate: the entry state a processor left on the primary, the `seq`-th update of the
+// partition. Backups apply updates in seq order. Reply: empty, or an error.
+struct ReplicateBody {
+  enum Kind : std::uint8_t { kPut = 1, kRemove = 2 };
+  std::uint32_t partition = 0;
+  std::uint64_t seq = 0;
+  std::uint8_t kind = kPut;
+  std::string key;
+  std::string value;
+  Nanos expiresAt = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(partition, seq, kind, key, value, expiresAt);
+  }
+};
+
+struct SnapshotEntry {
+  std::string key;
+  std::string value;
+  Nanos expiresAt = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(key, value, expiresAt);
+  }
+};
+
+// kSnapshot: one chunk of a partition's entries as of update `seq`. The first chunk replaces
+// whatever the receiver held for the partition; the last one makes it a complete replica.
+struct SnapshotBody {
+  static constexpr std::size_t kMaxEntries = 1 << 20;
+  std::uint32_t partition = 0;
+  std::uint64_t seq = 0;
+  bool first = true;
+  bool last = true;
+  std::vector<SnapshotEntry> entries;
+  template <class A>
+  void save(A& ar) const {
+    ar(partition, seq, first, last, entries);
+  }
+  template <class A>
+  void load(A& ar) {
+    ar(partition, seq, first, last);
+    entries.resize(loadBoundedSize(ar, kMaxEntries, "SnapshotBody.entries"));
+    for (auto& e : entries) ar(e);
+  }
+};
+
+// kSynced: the primary of `partition` tells the coordinator that `member` now holds a complete
+// replica (snapshot acknowledged, every later update replicated to it).
+struct SyncedBody {
+  std::uint32_t partition = 0;
+  MemberId member = 0;
+  std::uint64_t topologyVersion = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(partition, member, topologyVersion);
+  }
+};
+
+// kLeave: a member asks the coordinator to move its partitions away and remove it.
+struct LeaveBody {
+  MemberId memberId = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(memberId);
+  }
+};
+
+// kHeartbeat: liveness, both directions between members and the coordinator.
+struct HeartbeatBody {
+  MemberId memberId = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(memberId);
+  }
+};
+
+}  // namespace ingrid

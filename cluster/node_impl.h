@@ -1,0 +1,150 @@
+// NodeImpl: the machinery behind Node (internal header; users include node.h).
+//
+// Threads: partition workers (own partitions: execute processors, apply replicas, take
+// snapshots), one network thread (transport, peers, membership, the coordinator role, the ack
+// collection of replication), completion threads (owned by Node). Members marked "network
+// thread" are touched only there; members marked "worker of p" only on partition p's worker.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <ingrid/cluster/coordinator.h>
+#include <ingrid/cluster/messages.h>
+#include <ingrid/cluster/node_options.h>
+#include <ingrid/cluster/partition_workers.h>
+#include <ingrid/cluster/peer.h>
+#include <ingrid/cluster/topology.h>
+#include <ingrid/cluster/transport.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+#include <ingrid/processors/registry.h>
+
+namespace ingrid {
+
+using RawCompletion = UniqueFunction<void(Result<std::string>)>;
+
+class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
+ public:
+  NodeImpl(NodeOptions options, ProcessorRegistry registry);
+  ~NodeImpl() override;
+
+  Result<bool> start();
+  void stop();
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  const NodeOptions& options() const noexcept { return options_; }
+  const ProcessorRegistry& registry() const noexcept { return registry_; }
+  bool running() const noexcept { return state_.load(std::memory_order_acquire) == kRunning; }
+  MemberId memberId() const noexcept { return selfId_.load(std::memory_order_acquire); }
+  std::string listenAddress() const { return selfAddress_; }
+  TopologyPtr topology() const { return topology_.load(std::memory_order_acquire); }
+  std::uint64_t TEST_entryCount() { return workers_ ? workers_->TEST_entryCount() : 0; }
+  std::uint64_t reclaimedCount() const noexcept {
+    return workers_ ? workers_->reclaimedCount() : 0;
+  }
+  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
+  std::uint64_t TEST_partitionSeq(PartitionId p);
+  std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
+
+  // ConnectionHandler (network thread).
+  void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
+  void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) override;
+
+ private:
+  enum State : int { kCreated, kRunning, kStopping, kStopped };
+  enum class ReplicaMode : std::uint8_t {
+    kEmpty,   // holds nothing authoritative; updates are acknowledged and ignored
+    kReady,   // a complete replica: updates apply in seq order
+    kResync,  // missed an update: refuses updates until a new snapshot arrives
+  };
+  // Replication state of one partition on this node. Worker of p, except `outstanding`.
+  struct Replica {
+    std::uint64_t seq = 0;  // updates applied (primary: produced)
+    ReplicaMode mode = ReplicaMode::kEmpty;
+    bool fenced = false;              // primary about to lose the partition: refuses invocations
+    std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
+  };
+  // One invocation on its way (routing state).
+  struct Call;
+  using CallPtr = std::unique_ptr<Call>;
+
+  // --- invoke path (node_invoke.cpp) ---
+  void route(CallPtr call);
+  void sendRemote(CallPtr call, TopologyPtr routing);
+  void retryLater(CallPtr call, const Error& why);
+  void finish(CallPtr call, Result<std::string> result);
+  void finishInvocation() noexcept;
+  // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate.
+  // `done` gets the encoded result, Errc::not_owner (redirect) or Errc::unavailable (fenced).
+  void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
+               std::string_view args, RawCompletion done);
+  void replicate(PartitionId p, std::string body, const std::vector<MemberId>& backups,
+                 Result<std::string> result, RawCompletion done);
+  void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
+
+  // --- replicas and migration (node_replica.cpp) ---
+  void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
+  void handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame);
+  void sendSnapshot(PartitionId p, PartitionStore& store, MemberId to, std::uint64_t version);
+  void reportSynced(PartitionId p, MemberId member, std::uint64_t version);
+
+  // --- membership (node_membership.cpp) ---
+  Result<bool> bootstrap();
+  Result<bool> join();
+  void leave();
+  void handleHello(const std::shared_ptr<Connection>& conn, Frame frame);
+  void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
+  void prepareTopology(const Topology& next, UniqueFunction<void()> done);
+  void commitTopology(TopologyPtr next);
+  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address);
+  void syncPeers(const Topology& t);
+  bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
+
+  // CoordinatorHost (network thread).
+  MemberId selfId() const override { return memberId(); }
+  TopologyPtr currentTopology() const override { return topology(); }
+  void sendToMember(const MemberInfo& member, MessageType type, std::string body,
+                    Connection::ResponseHandler done) override;
+  void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;
+  void commitLocally(TopologyPtr next) override;
+
+  NodeOptions options_;
+  ProcessorRegistry registry_;
+  std::shared_ptr<const Clock> clock_;
+  std::unique_ptr<PartitionWorkers> workers_;
+  std::unique_ptr<Replica[]> replicas_;
+  std::atomic<int> state_{kCreated};
+  std::atomic<bool> stopCalled_{false};
+  std::atomic<std::int64_t> inflight_{0};
+  std::atomic<std::uint64_t> executed_{0};
+  std::atomic<MemberId> selfId_{0};
+  std::string selfAddress_;  // constant after start()
+  std::atomic<TopologyPtr> topology_;
+
+  // Network (absent for a node without a listenAddress).
+  asio::io_context netIo_{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> netGuard_;
+  std::thread netThread_;
+  std::unique_ptr<Transport> transport_;
+  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
+  std::unique_ptr<Coordinator> coordinator_;                   // network thread
+
+  // Lets start()/stop() wait for topology changes.
+  std::mutex topoMu_;
+  std::condition_variable topoCv_;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,70 @@
+// Topology: a numbered view of the cluster, what every request is routed by.
+//
+// A topology is immutable once made and shared as std::shared_ptr<const Topology> (STYLE 7):
+// the members (by id; the smallest id is the oldest member and the coordinator) and the
+// partition table (for each partition, the primary then its backups; during a migration the new
+// owners ride along as extra backups until ownership flips). Versions only grow.
+// Thread safety: immutable; safe to share.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cereal/cereal.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+
+#include <ingrid/grid/partition_table.h>
+
+namespace ingrid {
+
+struct MemberInfo {
+  MemberId id = 0;
+  std::string address;  // "host:port" the member listens on
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(id, address);
+  }
+  friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
+};
+
+struct Topology {
+  std::uint64_t version = 0;
+  std::vector<MemberInfo> members;  // sorted by id
+  PartitionTable table;
+  std::uint32_t backups = 1;
+  MemberId nextMemberId = 1;  // the id the coordinator gives the next member that joins
+
+  MemberId coordinator() const noexcept { return members.empty() ? 0 : members.front().id; }
+  const MemberInfo* member(MemberId id) const noexcept;
+  bool hasMember(MemberId id) const noexcept { return member(id) != nullptr; }
+  std::vector<MemberId> memberIds() const;
+
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(version, members, table, backups, nextMemberId);
+  }
+  template <class Archive>
+  void load(Archive& ar);
+};
+
+using TopologyPtr = std::shared_ptr<const Topology>;
+
+// Most members a topology may list; a larger count on the wire is refused before allocating.
+inline constexpr std::size_t kMaxMembers = 1024;
+
+template <class Archive>
+void Topology::load(Archive& ar) {
+  ar(version);
+  std::uint64_t count = 0;
+  ar(cereal::make_size_tag(count));
+  if (count > kMaxMembers) throw std::length_error("topology lists too many members");
+  members.resize(static_cast<std::size_t>(count));
+  for (auto& m : members) ar(m);
+  ar(table, backups, nextMemberId);
+}
+
+}  // namespace ingrid

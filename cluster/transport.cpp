@@ -1,0 +1,332 @@
+#include <ingrid/cluster/transport.h>
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include <asio/connect.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+namespace ingrid {
+namespace {
+
+// Wait before accepting again after an accept error (out of file descriptors, for instance).
+constexpr std::chrono::milliseconds kAcceptRetry{100};
+
+std::string joinAddress(const std::string& host, std::uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Error stoppedError(const std::string& what) {
+  return Error(Errc::shutting_down, "transport stopped" + what);
+}
+
+}  // namespace
+
+std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') return std::nullopt;
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return std::nullopt;  // an IPv6 address must be written [addr]:port
+  }
+  if (port.empty() || port.size() > 5) return std::nullopt;
+  unsigned value = 0;
+  for (const char c : port) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (value < 1 || value > 65535) return std::nullopt;
+  return std::make_pair(std::move(host), static_cast<std::uint16_t>(value));
+}
+
+struct Transport::State {
+  State(asio::io_context& context, TransportOptions opts, ConnectionHandler& h)
+      : io(context),
+        options(std::move(opts)),
+        handler(h),
+        acceptor(context),
+        retryTimer(context) {}
+
+  asio::io_context& io;
+  const TransportOptions options;
+  ConnectionHandler& handler;
+  asio::ip::tcp::acceptor acceptor;  // opened by listen(), then network thread only
+  asio::steady_timer retryTimer;
+  std::atomic<std::uint16_t> port{0};
+  std::mutex mu;
+  bool stopped = false;    // guarded by mu
+  bool listening = false;  // guarded by mu
+  std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
+  std::size_t sweepAt = 64;                                            // guarded by mu
+  std::set<std::shared_ptr<Dial>> dials;                               // guarded by mu
+};
+
+// One dial in progress; network thread only.
+struct Transport::Dial {
+  Dial(asio::io_context& io, std::string addr, ConnectHandler handler)
+      : socket(asio::any_io_executor(io.get_executor())),
+        timer(io),
+        resolver(io),
+        address(std::move(addr)),
+        done(std::move(handler)) {}
+
+  asio::ip::tcp::socket socket;
+  asio::steady_timer timer;
+  asio::ip::tcp::resolver resolver;
+  std::string address;
+  ConnectHandler done;
+  bool finished = false;
+  bool timedOut = false;
+  bool cancelled = false;  // by stop()
+
+  void abort() {
+    resolver.cancel();
+    std::error_code ignored;
+    socket.close(ignored);
+  }
+};
+
+Transport::Transport(asio::io_context& io, TransportOptions options, ConnectionHandler& handler)
+    : io_(io), options_(options), state_(std::make_shared<State>(io, options, handler)) {}
+
+Transport::~Transport() { stop(); }
+
+Result<std::uint16_t> Transport::listen() {
+  State& s = *state_;
+  std::lock_guard lock(s.mu);
+  const std::string where = joinAddress(options_.listenHost, options_.listenPort);
+  if (s.stopped) return stoppedError("; not listening on " + where);
+  if (s.listening) {
+    return Error(Errc::invalid_configuration,
+                 "already listening on " + joinAddress(options_.listenHost, s.port.load()));
+  }
+  std::error_code ec;
+  asio::ip::tcp::endpoint endpoint;
+  const auto address = asio::ip::make_address(options_.listenHost, ec);
+  if (!ec) {
+    endpoint = {address, options_.listenPort};
+  } else {
+    asio::ip::tcp::resolver resolver(io_);
+    const auto results =
+        resolver.resolve(options_.listenHost, std::to_string(options_.listenPort), ec);
+    if (ec || results.empty()) {
+      return Error(Errc::invalid_configuration,
+                   "cannot listen on " + where + ": " +
+                       (ec ? ec.message() : std::string("host has no address")));
+    }
+    endpoint = results.begin()->endpoint();
+  }
+  auto fail = [&](const char* step) -> Error {
+    std::error_code ignored;
+    s.acceptor.close(ignored);
+    return Error(Errc::unavailable, "cannot listen on " + where + ": " + step + ": " + ec.message());
+  };
+  s.acceptor.open(endpoint.protocol(), ec);
+  if (ec) return fail("open");
+  s.acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (ec) return fail("set SO_REUSEADDR");
+  s.acceptor.bind(endpoint, ec);
+  if (ec) return fail("bind");
+  s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen");
+  const auto local = s.acceptor.local_endpoint(ec);
+  if (ec) return fail("local address");
+  s.port.store(local.port());
+  s.listening = true;
+  asio::post(io_, [state = state_] { accept(state); });
+  return local.port();
+}
+
+std::uint16_t Transport::listenPort() const noexcept { return state_->port.load(); }
+
+std::string Transport::listenAddress() const {
+  return joinAddress(options_.listenHost, state_->port.load());
+}
+
+void Transport::accept(const std::shared_ptr<State>& state) {
+  state->acceptor.async_accept(
+      asio::any_io_executor(state->io.get_executor()),
+      [state](const std::error_code& ec, asio::ip::tcp::socket socket) {
+        if (ec == asio::error::operation_aborted) return;
+        {
+          std::lock_guard lock(state->mu);
+          if (state->stopped) return;
+        }
+        if (ec) {  // e.g. out of descriptors: not fatal, try again shortly
+          state->retryTimer.expires_after(kAcceptRetry);
+          state->retryTimer.async_wait([state](const std::error_code& timerEc) {
+            if (!timerEc) accept(state);
+          });
+          return;
+        }
+        auto conn = std::make_shared<Connection>(std::move(socket), state->options.connection,
+                                                 state->handler);
+        if (track(state, conn)) conn->start();
+        accept(state);
+      });
+}
+
+bool Transport::track(const std::shared_ptr<State>& state,
+                      const std::shared_ptr<Connection>& conn) {
+  {
+    std::lock_guard lock(state->mu);
+    if (!state->stopped) {
+      // Closed connections stay listed until they are destroyed, so that stop() also ends one
+      // that is still flushing an error reply; expired entries are swept as the set grows.
+      state->connections.insert(conn);
+      if (state->connections.size() >= state->sweepAt) {
+        std::erase_if(state->connections, [](const auto& weak) { return weak.expired(); });
+        state->sweepAt = std::max<std::size_t>(64, 2 * state->connections.size());
+      }
+      return true;
+    }
+  }
+  conn->close(stoppedError(""));
+  return false;
+}
+
+void Transport::connect(const std::string& address, ConnectHandler done) {
+  auto parsed = parseAddress(address);
+  auto failSoon = [this](ConnectHandler handler, Error error) {
+    asio::post(io_, [handler = std::move(handler), error = std::move(error)]() mutable {
+      handler(std::move(error));
+    });
+  };
+  if (!parsed) {
+    failSoon(std::move(done),
+             Error(Errc::unreachable, "cannot dial '" + address + "': not a host:port address"));
+    return;
+  }
+  auto dial = std::make_shared<Dial>(io_, address, std::move(done));
+  {
+    std::lock_guard lock(state_->mu);
+    if (!state_->stopped) {
+      state_->dials.insert(dial);
+    } else {
+      failSoon(std::move(dial->done), stoppedError("; not dialing " + address));
+      return;
+    }
+  }
+  asio::post(io_, [state = state_, dial, host = std::move(parsed->first),
+                            port = parsed->second] { startDial(state, dial, host, port); });
+}
+
+void Transport::startDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
+                          const std::string& host, std::uint16_t port) {
+  if (dial->cancelled) {
+    finishDial(state, dial, asio::error::operation_aborted);
+    return;
+  }
+  dial->timer.expires_after(state->options.connectTimeout);
+  dial->timer.async_wait([dial](const std::error_code& ec) {
+    if (ec || dial->finished) return;
+    dial->timedOut = true;
+    dial->abort();  // the connect completes with operation_aborted
+  });
+  auto connected = [state, dial](const std::error_code& ec, const asio::ip::tcp::endpoint&) {
+    finishDial(state, dial, ec);
+  };
+  std::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (!ec) {
+    const std::array<asio::ip::tcp::endpoint, 1> endpoints{{{address, port}}};
+    asio::async_connect(dial->socket, endpoints, std::move(connected));
+    return;
+  }
+  dial->resolver.async_resolve(
+      host, std::to_string(port),
+      [state, dial, connected = std::move(connected)](
+                              const std::error_code& resolveEc,
+                              asio::ip::tcp::resolver::results_type results) mutable {
+                            if (resolveEc) {
+                              finishDial(state, dial, resolveEc);
+                            } else {
+                              asio::async_connect(dial->socket, results, std::move(connected));
+                            }
+                          });
+}
+
+void Transport::finishDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
+                           const std::error_code& ec) {
+  if (dial->finished) return;
+  dial->finished = true;
+  dial->timer.cancel();
+  {
+    std::lock_guard lock(state->mu);
+    state->dials.erase(dial);
+  }
+  auto done = std::move(dial->done);
+  if (dial->cancelled) {
+    done(stoppedError(" while dialing " + dial->address));
+    return;
+  }
+  if (ec) {
+    const std::string reason =
+        dial->timedOut
+            ? "timed out after " + std::to_string(state->options.connectTimeout.count()) + " ms"
+            : ec.message();
+    done(Error(Errc::unreachable, "cannot connect to " + dial->address + ": " + reason));
+    return;
+  }
+  auto conn = std::make_shared<Connection>(std::move(dial->socket), state->options.connection,
+                                           state->handler);
+  if (!track(state, conn)) {
+    done(stoppedError(" while dialing " + dial->address));
+    return;
+  }
+  conn->start();
+  done(std::move(conn));
+}
+
+void Transport::stop() {
+  std::vector<std::shared_ptr<Connection>> connections;
+  std::vector<std::shared_ptr<Dial>> dials;
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->stopped) return;
+    state_->stopped = true;
+    for (const auto& weak : state_->connections) {
+      if (auto conn = weak.lock()) connections.push_back(std::move(conn));
+    }
+    state_->connections.clear();
+    dials.assign(state_->dials.begin(), state_->dials.end());
+  }
+  // On the network thread, or when nothing runs the io_context any more, no handler can race
+  // us: close here, so that peers see the sockets close even if the owner stops the io_context
+  // right after. From any other thread, post to the network thread.
+  const bool runInline = io_.get_executor().running_in_this_thread() || io_.stopped();
+  auto closeAcceptor = [state = state_] {
+    std::lock_guard lock(state->mu);  // listen() may be running on another thread
+    std::error_code ignored;
+    state->acceptor.close(ignored);
+    state->retryTimer.cancel();
+  };
+  if (runInline) {
+    closeAcceptor();
+  } else {
+    asio::post(io_, closeAcceptor);
+  }
+  for (const auto& dial : dials) {
+    auto cancel = [dial] {
+      dial->cancelled = true;
+      dial->abort();
+    };
+    if (runInline) {
+      cancel();
+    } else {
+      asio::post(io_, cancel);
+    }
+  }
+  for (const auto& conn : connections) conn->close(stoppedError(""));
+}
+
+}  // namespace ingrid

@@ -1,0 +1,80 @@
+// Transport: the TCP listener and dialer of a node (or client), and the set of its connections.
+//
+// Runs on an asio::io_context that the owner runs on its network thread(s). Accepted and dialed
+// connections are started, registered, and delivered to one ConnectionHandler.
+// Thread safety: every public member is safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+
+#include <ingrid/cluster/connection.h>
+
+namespace ingrid {
+
+struct TransportOptions {
+  // Address to listen on. Default: 127.0.0.1.
+  std::string listenHost = "127.0.0.1";
+  // Port to listen on; 0 picks an ephemeral port (see listenPort()). Default: 0.
+  std::uint16_t listenPort = 0;
+  // How long a dial may take before it fails with Errc::unreachable. Default: 2 s.
+  std::chrono::milliseconds connectTimeout{2000};
+  ConnectionOptions connection;
+};
+
+// Splits "host:port"; nullopt if it is not of that form with a port in 1..65535.
+std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::string& address);
+
+class Transport {
+ public:
+  // `handler` must outlive the transport and every connection it makes.
+  Transport(asio::io_context& io, TransportOptions options, ConnectionHandler& handler);
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+  ~Transport();
+
+  // Binds, listens and starts accepting. Returns the bound port, or an Error naming the address
+  // and the reason (e.g. address in use).
+  Result<std::uint16_t> listen();
+  std::uint16_t listenPort() const noexcept;
+  // "host:port" this transport listens on (after listen()).
+  std::string listenAddress() const;
+
+  using ConnectHandler = UniqueFunction<void(Result<std::shared_ptr<Connection>>)>;
+  // Dials `address` ("host:port"). `done` runs once on the network thread with the started,
+  // registered connection, or Errc::unreachable naming the address and the reason (refused,
+  // timed out after connectTimeout, bad address).
+  void connect(const std::string& address, ConnectHandler done);
+
+  // Stops accepting and closes every connection (their pending requests fail). Idempotent.
+  // The owner then lets its io_context run out (or stops it) before destroying the handler.
+  void stop();
+
+  asio::io_context& io() noexcept { return io_; }
+  const TransportOptions& options() const noexcept { return options_; }
+
+ private:
+  // The acceptor, the set of connections and dials in progress. Shared with in-flight
+  // handlers, so that none of them outlives what it touches; see transport.cpp.
+  struct State;
+  struct Dial;
+  static void accept(const std::shared_ptr<State>& state);
+  static bool track(const std::shared_ptr<State>& state, const std::shared_ptr<Connection>& conn);
+  static void startDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
+                        const std::string& host, std::uint16_t port);
+  static void finishDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
+                         const std::error_code& ec);
+
+  asio::io_context& io_;
+  TransportOptions options_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ingrid
