@@ -100,8 +100,9 @@ Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
 
 Connection::~Connection() = default;
 
-bool Connection::canRunInline() const noexcept {
-  const auto* io = socket_.get_executor().target<asio::io_context::executor_type>();
+bool Connection::canRunInline() noexcept {
+  const asio::any_io_executor executor = socket_.get_executor();  // target() points into it
+  const auto* io = executor.target<asio::io_context::executor_type>();
   return io != nullptr && (io->running_in_this_thread() || io->context().stopped());
 }
 
@@ -115,10 +116,11 @@ bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_a
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                          std::chrono::milliseconds timeout, ResponseHandler done) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), type, topologyVersion, body = std::move(body),
-                       timeout, done = std::move(done)]() mutable {
-    self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
-  });
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this(), type, topologyVersion, body = std::move(body), timeout,
+              done = std::move(done)]() mutable {
+               self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
+             });
 }
 
 void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
@@ -129,10 +131,10 @@ void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, s
     return;
   }
   if (body.size() > options_.maxBodyBytes) {
-    done(Error(Errc::malformed_message,
-               std::string(messageTypeName(type)) + " request body of " +
-                   std::to_string(body.size()) + " bytes exceeds the limit of " +
-                   std::to_string(options_.maxBodyBytes)));
+    done(Error(Errc::malformed_message, std::string(messageTypeName(type)) + " request body of " +
+                                            std::to_string(body.size()) +
+                                            " bytes exceeds the limit of " +
+                                            std::to_string(options_.maxBodyBytes)));
     return;
   }
   const std::uint64_t id = nextRequestId_++;
@@ -156,10 +158,10 @@ void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, s
   enqueue(header, std::move(body));
 }
 
-void Connection::reply(const FrameHeader& request, MessageType type,
-                       std::uint64_t topologyVersion, std::string body) {
+void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
+                       std::string body) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), request, type, topologyVersion,
-                       body = std::move(body)]() mutable {
+                                      body = std::move(body)]() mutable {
     if (self->closed_) return;
     if (body.size() > self->options_.maxBodyBytes) {
       // The requester would otherwise wait for its deadline; tell it why instead.
@@ -209,21 +211,21 @@ void Connection::close(const Error& reason) {
 }
 
 void Connection::onClose(CloseListener listener) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), listener = std::move(listener)]() mutable {
-    if (self->closed_) {
-      listener(self->closeReason_);
-    } else {
-      self->closeListeners_.push_back(std::move(listener));
-    }
-  });
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this(), listener = std::move(listener)]() mutable {
+               if (self->closed_) {
+                 listener(self->closeReason_);
+               } else {
+                 self->closeListeners_.push_back(std::move(listener));
+               }
+             });
 }
 
 void Connection::readHeader() {
   asio::async_read(socket_, asio::buffer(headerBuf_),
-                   [self = shared_from_this()](
-                                                    const std::error_code& ec, std::size_t n) {
+                   [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
                      self->onHeader(ec, n);
-                   }));
+                   });
 }
 
 void Connection::onHeader(const std::error_code& ec, std::size_t bytes) {
@@ -259,28 +261,28 @@ void Connection::onHeader(const std::error_code& ec, std::size_t bytes) {
 
 void Connection::readBody() {
   body_.assign(header_.bodyLength, '\0');  // bounded by decodeHeader
-  asio::async_read(
-      socket_, asio::buffer(body_),
-      [self = shared_from_this()](const std::error_code& ec,
-                                                               std::size_t n) {
-        if (self->closed_) return;
-        if (ec) {
-          if (ec == asio::error::eof) {
-            const FrameHeader& h = self->header_;
-            self->failProtocol(
-                h.requestId, h.type,
-                Error(Errc::malformed_message,
-                      "frame truncated: connection closed after " + std::to_string(n) + " of " +
-                          std::to_string(h.bodyLength) + " body bytes of a " +
-                          messageTypeName(h.type) + " frame"));
-          } else {
-            self->onReadError(ec);
-          }
-          return;
-        }
-        self->dispatch(Frame{self->header_, std::exchange(self->body_, {})});
-        if (!self->closed_) self->readHeader();
-      }));
+  asio::async_read(socket_, asio::buffer(body_),
+                   [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
+                     self->onBody(ec, n);
+                   });
+}
+
+void Connection::onBody(const std::error_code& ec, std::size_t bytes) {
+  if (closed_) return;
+  if (ec == asio::error::eof) {
+    failProtocol(header_.requestId, header_.type,
+                 Error(Errc::malformed_message,
+                       "frame truncated: connection closed after " + std::to_string(bytes) +
+                           " of " + std::to_string(header_.bodyLength) + " body bytes (" +
+                           messageTypeName(header_.type) + " frame)"));
+    return;
+  }
+  if (ec) {
+    onReadError(ec);
+    return;
+  }
+  dispatch(Frame{header_, std::exchange(body_, {})});
+  if (!closed_) readHeader();
 }
 
 void Connection::onReadError(const std::error_code& ec) {
@@ -308,9 +310,9 @@ void Connection::dispatch(Frame frame) {
   } catch (const std::exception& e) {
     // A body the handler could not decode must not take the node down (DESIGN invariant 11).
     if (!closed_) {
-      sendError(request, Error(Errc::malformed_message,
-                               std::string(messageTypeName(request.type)) +
-                                   " request could not be handled: " + e.what()));
+      sendError(request,
+                Error(Errc::malformed_message, std::string(messageTypeName(request.type)) +
+                                                   " request could not be handled: " + e.what()));
     }
   }
 }
@@ -327,27 +329,25 @@ void Connection::writeNext() {
   const Outgoing& next = writes_.front();  // deque: stays put while later frames queue
   const std::array<asio::const_buffer, 2> buffers{asio::buffer(next.header),
                                                   asio::buffer(next.body)};
-  asio::async_write(
-      socket_, buffers,
-      [self = shared_from_this()](const std::error_code& ec,
-                                                               std::size_t) {
-        self->writing_ = false;
-        if (ec) {
-          self->writes_.clear();
-          if (!self->closed_) {
-            self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
-          } else if (self->lingering_) {
-            self->closeSocket();
-          }
-          return;
-        }
-        self->writes_.pop_front();
-        if (!self->writes_.empty()) {
-          if (!self->closed_ || self->lingering_) self->writeNext();
-        } else if (self->lingering_) {
-          self->drainUntilEof();
-        }
-      }));
+  asio::async_write(socket_, buffers,
+                    [self = shared_from_this()](const std::error_code& ec, std::size_t) {
+                      self->writing_ = false;
+                      if (ec) {
+                        self->writes_.clear();
+                        if (!self->closed_) {
+                          self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
+                        } else if (self->lingering_) {
+                          self->closeSocket();
+                        }
+                        return;
+                      }
+                      self->writes_.pop_front();
+                      if (!self->writes_.empty()) {
+                        if (!self->closed_ || self->lingering_) self->writeNext();
+                      } else if (self->lingering_) {
+                        self->drainUntilEof();
+                      }
+                    });
 }
 
 void Connection::failProtocol(std::uint64_t requestId, MessageType type, const Error& error) {
@@ -373,16 +373,14 @@ void Connection::drainUntilEof() {
 }
 
 void Connection::drainRead() {
-  socket_.async_read_some(
-      asio::buffer(drainBuf_),
-      [self = shared_from_this()](const std::error_code& ec,
-                                                               std::size_t) {
-        if (ec) {
-          self->closeSocket();
-        } else if (self->socket_.is_open()) {
-          self->drainRead();
-        }
-      }));
+  socket_.async_read_some(asio::buffer(drainBuf_),
+                          [self = shared_from_this()](const std::error_code& ec, std::size_t) {
+                            if (ec) {
+                              self->closeSocket();
+                            } else if (self->socket_.is_open()) {
+                              self->drainRead();
+                            }
+                          });
 }
 
 void Connection::closeSocket() {

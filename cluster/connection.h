@@ -113,6 +113,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void readHeader();
   void onHeader(const std::error_code& ec, std::size_t bytes);
   void readBody();
+  void onBody(const std::error_code& ec, std::size_t bytes);
   void onReadError(const std::error_code& ec);
   void dispatch(Frame frame);
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
@@ -130,7 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void closeSocket();
   // True on the network thread, or when nothing runs the io_context any more: then close()
   // may touch the socket directly.
-  bool canRunInline() const noexcept;
+  bool canRunInline() noexcept;
 
   asio::ip::tcp::socket socket_;
   ConnectionOptions options_;

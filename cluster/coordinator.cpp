@@ -151,14 +151,20 @@ void Coordinator::commit(TopologyPtr next, UniqueFunction<void()> then) {
   auto pending = std::make_shared<std::size_t>(targets.size());
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
   const bool stillCoordinator = next->coordinator() == host.selfId();
+  host.commitRoundStarted();
   for (const MemberInfo& m : targets) {
     host.sendToMember(m, MessageType::kTopologyCommit, body,
-                      [pending, thenPtr, stillCoordinator](Result<Frame>) {
-                        if (--*pending == 0 && stillCoordinator && *thenPtr) (*thenPtr)();
+                      [&host, pending, thenPtr, stillCoordinator](Result<Frame>) {
+                        if (--*pending != 0) return;
+                        host.commitRoundFinished();
+                        if (stillCoordinator && *thenPtr) (*thenPtr)();
                       });
   }
-  host.commitLocally(next);  // may destroy this Coordinator (it handed the role on)
-  if (targets.empty() && stillCoordinator && *thenPtr) (*thenPtr)();
+  host.commitLocally(next);  // may retire this Coordinator (it handed the role on)
+  if (targets.empty()) {
+    host.commitRoundFinished();
+    if (stillCoordinator && *thenPtr) (*thenPtr)();
+  }
 }
 
 }  // namespace ingrid

@@ -40,6 +40,10 @@ class CoordinatorHost {
   // The coordinator's own node takes part in Prepare and Commit like any member.
   virtual void prepareLocally(const Topology& next, UniqueFunction<void()> done) = 0;
   virtual void commitLocally(TopologyPtr next) = 0;
+  // A commit round is out (started) or every member has answered it (finished): a coordinator
+  // that is leaving must not shut down while its last commit is still in flight.
+  virtual void commitRoundStarted() = 0;
+  virtual void commitRoundFinished() = 0;
 
  protected:
   ~CoordinatorHost() = default;

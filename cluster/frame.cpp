@@ -64,12 +64,12 @@ std::optional<Error> decodeHeader(const HeaderBytes& bytes, std::uint32_t maxBod
     }
     const auto flags = getLe<std::uint16_t>(&bytes[8]);
     if ((flags & ~kKnownFlags) != 0) {
-      return Error(Errc::protocol_error, "unknown frame flags " + hex(flags, 4) + " (known: " +
-                                             hex(kKnownFlags, 4) + ")");
+      return Error(Errc::protocol_error, "unknown frame flags " + hex(flags, 4) +
+                                             " (known: " + hex(kKnownFlags, 4) + ")");
     }
     if ((flags & kFlagError) != 0 && (flags & kFlagResponse) == 0) {
-      return Error(Errc::protocol_error,
-                   "frame flags " + hex(flags, 4) + " set error (0x0002) without response (0x0001)");
+      return Error(Errc::protocol_error, "frame flags " + hex(flags, 4) +
+                                             " set error (0x0002) without response (0x0001)");
     }
     const auto reserved = getLe<std::uint16_t>(&bytes[10]);
     if (reserved != 0) {

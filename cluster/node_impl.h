@@ -120,6 +120,8 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
                     Connection::ResponseHandler done) override;
   void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;
   void commitLocally(TopologyPtr next) override;
+  void commitRoundStarted() override { commitRounds_.fetch_add(1); }
+  void commitRoundFinished() override;
 
   NodeOptions options_;
   ProcessorRegistry registry_;
@@ -128,6 +130,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
   std::unique_ptr<Replica[]> replicas_;
   std::atomic<int> state_{kCreated};
   std::atomic<bool> stopCalled_{false};
+  std::atomic<int> commitRounds_{0};  // commit rounds this node (as coordinator) has in flight
   std::atomic<std::int64_t> inflight_{0};
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<MemberId> selfId_{0};

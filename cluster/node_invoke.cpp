@@ -122,9 +122,10 @@ void NodeImpl::sendRemote(CallPtr call, TopologyPtr routing) {
       std::max(timeout, std::chrono::milliseconds(1)),
       [this, call = std::move(call), primary, target](Result<Frame> r) mutable {
         if (!r) {
-          // Not retried unless the primary said it did not run it (unavailable): a request
-          // that reached it may have run, and running it twice would grant twice.
-          if (r.error() == Errc::unavailable) {
+          // Not retried unless the primary said it did not run it (moving, stopping): a
+          // request that reached it may have run, and running it twice would grant twice.
+          if (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
+              r.error() == Errc::not_running) {
             const Error why = r.error();
             retryLater(std::move(call), why);
           } else {
@@ -244,10 +245,14 @@ void NodeImpl::replicate(PartitionId p, std::string body, const std::vector<Memb
       const MemberInfo* info = topo->member(b);
       std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
       auto arrive = [this, p, acks, b](Result<Frame> r) {
+        // A backup that left the partition's owners meanwhile (a committed topology moved it
+        // away) no longer holds a copy anyone relies on: its answer is not needed.
+        if (!r && !topology()->table.isOwner(p, b)) r = Frame{};
         if (!r) {
           if (!acks->failures.empty()) acks->failures += "; ";
           acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
-          if (r.error() == Errc::unavailable) {
+          if (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
+              r.error() == Errc::not_running) {
             // The backup missed an update and asks for a fresh snapshot.
             workers_->post(p, [this, p, b](PartitionStore& store) {
               const TopologyPtr t = topology();

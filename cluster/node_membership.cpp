@@ -111,6 +111,7 @@ Result<bool> NodeImpl::bootstrap() {
   for (PartitionId p = 0; p < options_.partitions; ++p) replicas_[p].mode = ReplicaMode::kReady;
   selfId_.store(1, std::memory_order_release);
   topology_.store(t);
+  if (options_.onTopology) options_.onTopology(*t);
   if (transport_) {
     std::promise<void> made;
     asio::post(netIo_, [this, &made] {
@@ -194,7 +195,9 @@ bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::funct
 void NodeImpl::leave() {
   const auto deadline = SteadyClock::now() + options_.leaveTimeout;
   const MemberId self = memberId();
-  auto gone = [this, self] { return !topology()->hasMember(self); };
+  // Gone once a topology without this member is installed here and, if this member was the
+  // coordinator, the others have acknowledged it too.
+  auto gone = [this, self] { return !topology()->hasMember(self) && commitRounds_.load() == 0; };
   while (!gone() && SteadyClock::now() < deadline) {
     if (topology()->members.size() <= 1) return;  // last member: nothing to hand over
     asio::post(netIo_, [this, self] {
@@ -258,10 +261,13 @@ void NodeImpl::syncPeers(const Topology& t) {
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (t.hasMember(it->first)) {
       ++it;
-    } else {
-      it->second->close();
-      it = peers_.erase(it);
+      continue;
     }
+    // A member that left may still answer requests already sent to it (redirects, the last
+    // replies): close its link only after a request's full deadline.
+    auto timer = std::make_shared<asio::steady_timer>(netIo_, options_.requestTimeout);
+    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    it = peers_.erase(it);
   }
 }
 
@@ -329,6 +335,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     topology_.store(next, std::memory_order_release);
   }
   topoCv_.notify_all();
+  if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);
   if (next->coordinator() == self && !coordinator_) {
     coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
@@ -483,5 +490,13 @@ void NodeImpl::prepareLocally(const Topology& next, UniqueFunction<void()> done)
 }
 
 void NodeImpl::commitLocally(TopologyPtr next) { commitTopology(std::move(next)); }
+
+void NodeImpl::commitRoundFinished() {
+  {
+    std::lock_guard lock(topoMu_);
+    commitRounds_.fetch_sub(1);
+  }
+  topoCv_.notify_all();
+}
 
 }  // namespace ingrid

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include <ingrid/grid/hash.h>
 
 namespace ingrid {
+
+struct Topology;
 
 enum class ReplicationMode : std::uint8_t {
   // The primary answers only after every backup of the partition acknowledged the update, so an
@@ -57,6 +60,10 @@ struct NodeOptions {
   std::chrono::milliseconds joinTimeout{10000};
   // How long stop() waits for this member's partitions to move away. Default: 15 s.
   std::chrono::milliseconds leaveTimeout{15000};
+  // Called with each topology this node installs (its first, then every change), on the
+  // node's network thread: keep it short and never block or call back into the node there.
+  // Default: none.
+  std::function<void(const Topology&)> onTopology = nullptr;
 };
 
 }  // namespace ingrid

@@ -14,8 +14,7 @@ std::string describe(const Error& error) {
 
 }  // namespace
 
-std::shared_ptr<Peer> Peer::create(Transport& transport, std::string address,
-                                   PeerOptions options) {
+std::shared_ptr<Peer> Peer::create(Transport& transport, std::string address, PeerOptions options) {
   std::shared_ptr<Peer> peer(new Peer(transport, std::move(address), std::move(options)));
   if (peer->options_.dial) {
     asio::post(transport.io(), [peer] { peer->dialNow(); });
@@ -38,8 +37,8 @@ bool Peer::connected() const noexcept { return connectedFlag_.load(std::memory_o
 
 void Peer::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                    std::chrono::milliseconds timeout, Connection::ResponseHandler done) {
-  asio::post(transport_.io(), [self = shared_from_this(), type, topologyVersion, body = std::move(body),
-                       timeout, done = std::move(done)]() mutable {
+  asio::post(transport_.io(), [self = shared_from_this(), type, topologyVersion,
+                               body = std::move(body), timeout, done = std::move(done)]() mutable {
     self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
   });
 }
@@ -50,7 +49,7 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
     done(Error(Errc::shutting_down, "peer " + address_ + " is closed"));
     return;
   }
-  if (ready_ && conn_) {
+  if (ready_ && conn_ && conn_->isOpen()) {  // closed but not yet told: queue for the next one
     conn_->request(type, topologyVersion, std::move(body), timeout, std::move(done));
     return;
   }
@@ -65,9 +64,9 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
   timer->async_wait([self = shared_from_this(), id](const std::error_code& ec) {
     if (!ec) self->expire(id);
   });
-  queue_.emplace(id, Queued{type, topologyVersion, std::move(body), timeout,
-                            std::chrono::steady_clock::now() + timeout, std::move(done),
-                            std::move(timer)});
+  queue_.emplace(
+      id, Queued{type, topologyVersion, std::move(body), timeout,
+                 std::chrono::steady_clock::now() + timeout, std::move(done), std::move(timer)});
 }
 
 void Peer::expire(std::uint64_t id) {
@@ -76,7 +75,7 @@ void Peer::expire(std::uint64_t id) {
   Queued expired = std::move(it->second);
   queue_.erase(it);
   std::string why = lastError_;
-  if (conn_ && !ready_) {
+  if (why.empty() && conn_ && !ready_) {
     why = "connected, but no reply to Hello yet";
   } else if (why.empty()) {
     why = options_.dial ? "not connected yet" : "waiting for the peer to connect to us";
@@ -127,15 +126,15 @@ void Peer::closeNow(bool deferCallbacks) {
 void Peer::dialNow() {
   if (closed_ || dialing_ || conn_) return;
   dialing_ = true;
-  transport_.connect(address_, [weak = weak_from_this()](
-                                   Result<std::shared_ptr<Connection>> result) mutable {
-    auto self = weak.lock();
-    if (!self) {
-      if (result) result.value()->close(Error(Errc::shutting_down, "peer gone"));
-      return;
-    }
-    self->onDialed(std::move(result));
-  });
+  transport_.connect(address_,
+                     [weak = weak_from_this()](Result<std::shared_ptr<Connection>> result) mutable {
+                       auto self = weak.lock();
+                       if (!self) {
+                         if (result) result.value()->close(Error(Errc::shutting_down, "peer gone"));
+                         return;
+                       }
+                       self->onDialed(std::move(result));
+                     });
 }
 
 void Peer::scheduleDial() {
@@ -177,7 +176,6 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
 
 void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {
   conn_ = std::move(conn);
-  lastError_.clear();
   const std::uint64_t generation = ++generation_;
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);
@@ -207,6 +205,7 @@ void Peer::onHello(std::uint64_t generation, Result<Frame> reply) {
 
 void Peer::markReady() {
   ready_ = true;
+  lastError_.clear();
   backoff_ = std::max(options_.backoffMin, std::chrono::milliseconds(1));
   connectedFlag_.store(true, std::memory_order_release);
   flush();
@@ -214,10 +213,11 @@ void Peer::markReady() {
 
 void Peer::onConnectionClosed(std::uint64_t generation, const Error& reason) {
   if (generation != generation_) return;  // an older connection
+  // Keep a Hello refusal (or an earlier connect error) over a close that followed it.
+  if (ready_ || lastError_.empty()) lastError_ = "connection closed: " + describe(reason);
   conn_.reset();
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);
-  if (lastError_.empty()) lastError_ = "connection closed: " + describe(reason);
   scheduleDial();
 }
 

@@ -50,11 +50,7 @@ std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::str
 
 struct Transport::State {
   State(asio::io_context& context, TransportOptions opts, ConnectionHandler& h)
-      : io(context),
-        options(std::move(opts)),
-        handler(h),
-        acceptor(context),
-        retryTimer(context) {}
+      : io(context), options(std::move(opts)), handler(h), acceptor(context), retryTimer(context) {}
 
   asio::io_context& io;
   const TransportOptions options;
@@ -63,8 +59,8 @@ struct Transport::State {
   asio::steady_timer retryTimer;
   std::atomic<std::uint16_t> port{0};
   std::mutex mu;
-  bool stopped = false;    // guarded by mu
-  bool listening = false;  // guarded by mu
+  bool stopped = false;                                                // guarded by mu
+  bool listening = false;                                              // guarded by mu
   std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
   std::size_t sweepAt = 64;                                            // guarded by mu
   std::set<std::shared_ptr<Dial>> dials;                               // guarded by mu
@@ -128,7 +124,8 @@ Result<std::uint16_t> Transport::listen() {
   auto fail = [&](const char* step) -> Error {
     std::error_code ignored;
     s.acceptor.close(ignored);
-    return Error(Errc::unavailable, "cannot listen on " + where + ": " + step + ": " + ec.message());
+    return Error(Errc::unavailable,
+                 "cannot listen on " + where + ": " + step + ": " + ec.message());
   };
   s.acceptor.open(endpoint.protocol(), ec);
   if (ec) return fail("open");
@@ -216,8 +213,9 @@ void Transport::connect(const std::string& address, ConnectHandler done) {
       return;
     }
   }
-  asio::post(io_, [state = state_, dial, host = std::move(parsed->first),
-                            port = parsed->second] { startDial(state, dial, host, port); });
+  asio::post(io_, [state = state_, dial, host = std::move(parsed->first), port = parsed->second] {
+    startDial(state, dial, host, port);
+  });
 }
 
 void Transport::startDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
@@ -245,14 +243,13 @@ void Transport::startDial(const std::shared_ptr<State>& state, const std::shared
   dial->resolver.async_resolve(
       host, std::to_string(port),
       [state, dial, connected = std::move(connected)](
-                              const std::error_code& resolveEc,
-                              asio::ip::tcp::resolver::results_type results) mutable {
-                            if (resolveEc) {
-                              finishDial(state, dial, resolveEc);
-                            } else {
-                              asio::async_connect(dial->socket, results, std::move(connected));
-                            }
-                          });
+          const std::error_code& resolveEc, asio::ip::tcp::resolver::results_type results) mutable {
+        if (resolveEc) {
+          finishDial(state, dial, resolveEc);
+        } else {
+          asio::async_connect(dial->socket, results, std::move(connected));
+        }
+      });
 }
 
 void Transport::finishDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,

@@ -1,7 +1,9 @@
 // Transport: the TCP listener and dialer of a node (or client), and the set of its connections.
 //
-// Runs on an asio::io_context that the owner runs on its network thread(s). Accepted and dialed
-// connections are started, registered, and delivered to one ConnectionHandler.
+// Runs on an asio::io_context that the owner runs on one network thread (handlers of the
+// transport, its connections and peers are not otherwise serialized). Accepted and dialed
+// connections are started, registered, and delivered to one ConnectionHandler. The io_context
+// must outlive the transport.
 // Thread safety: every public member is safe from any thread.
 #pragma once
 
@@ -55,6 +57,10 @@ class Transport {
 
   // Stops accepting and closes every connection (their pending requests fail). Idempotent.
   // The owner then lets its io_context run out (or stops it) before destroying the handler.
+  // Called on the network thread, or once nothing runs the io_context, it closes the sockets
+  // before returning; from another thread it posts that to the network thread. Callbacks
+  // (failed requests, onClosed) are always posted: an io_context stopped before they run
+  // destroys them uncalled.
   void stop();
 
   asio::io_context& io() noexcept { return io_; }

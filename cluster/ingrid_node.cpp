@@ -1,0 +1,133 @@
+// ingrid-node: a standalone ingrid member, for a separate tier and for multi-process tests.
+//
+// Prints "ingrid-node: member ID listening on HOST:PORT" once started, one line per topology
+// change, and leaves the cluster gracefully on SIGINT or SIGTERM.
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <ingrid/cluster/node.h>
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: ingrid-node [options]
+
+Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster gracefully.
+
+  --listen HOST:PORT   address to listen on for members and clients; port 0 picks a free
+                       port (printed on start). Default: 127.0.0.1:0
+  --seed HOST:PORT     a member to join through; repeat for several. None: start a new cluster.
+  --partitions N       partitions of the key space; must match the cluster. Default: 1024
+  --backups N          backups per partition (the first member's value wins). Default: 1
+  --workers N          partition worker threads; 0 = one per core. Default: 0
+  --log-level LEVEL    error, warn, info or debug. Default: info
+  --help               this text
+)";
+
+enum Level { kError, kWarn, kInfo, kDebug };
+
+bool parseUnsigned(const char* text, unsigned long max, unsigned long& out) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long v = std::strtoul(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v > max) return false;
+  out = v;
+  return true;
+}
+
+void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
+  std::map<ingrid::MemberId, int> primaries;
+  for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p)
+    ++primaries[t.table.primary(p)];
+  std::string members;
+  for (const auto& m : t.members) {
+    members += (members.empty() ? "" : ", ") + std::to_string(m.id) + "@" + m.address;
+    if (level >= kDebug) members += " (" + std::to_string(primaries[m.id]) + " primaries)";
+  }
+  std::printf(
+      "ingrid-node: topology v%llu: %zu members [%s], coordinator %llu, member %llu is "
+      "primary of %d partitions\n",
+      static_cast<unsigned long long>(t.version), t.members.size(), members.c_str(),
+      static_cast<unsigned long long>(t.coordinator()), static_cast<unsigned long long>(self),
+      primaries[self]);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ingrid::NodeOptions options;
+  options.listenAddress = "127.0.0.1:0";
+  Level level = kInfo;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ingrid-node: %s needs a value\n%s", name, kUsage);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    unsigned long n = 0;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--listen") {
+      options.listenAddress = value("--listen");
+    } else if (arg == "--seed") {
+      options.seeds.emplace_back(value("--seed"));
+    } else if (arg == "--partitions" && parseUnsigned(value("--partitions"), 1u << 20, n) &&
+               n > 0) {
+      options.partitions = static_cast<std::uint32_t>(n);
+    } else if (arg == "--backups" && parseUnsigned(value("--backups"), 8, n)) {
+      options.backups = static_cast<std::uint32_t>(n);
+    } else if (arg == "--workers" && parseUnsigned(value("--workers"), 256, n)) {
+      options.workerThreads = static_cast<unsigned>(n);
+    } else if (arg == "--log-level") {
+      const std::string l = value("--log-level");
+      const std::map<std::string, Level> levels{
+          {"error", kError}, {"warn", kWarn}, {"info", kInfo}, {"debug", kDebug}};
+      if (!levels.count(l)) {
+        std::fprintf(stderr, "ingrid-node: unknown log level '%s'\n%s", l.c_str(), kUsage);
+        return 2;
+      }
+      level = levels.at(l);
+    } else {
+      std::fprintf(stderr, "ingrid-node: bad or unknown argument '%s'\n%s", arg.c_str(), kUsage);
+      return 2;
+    }
+  }
+
+  ingrid::Node* self = nullptr;
+  options.onTopology = [&self, level](const ingrid::Topology& t) {
+    if (level >= kInfo) describe(t, self ? self->memberId() : 0, level);
+  };
+  ingrid::Node node(options);
+  self = &node;
+  if (auto started = node.start(); !started) {
+    std::fprintf(stderr, "ingrid-node: cannot start: %s\n", started.error().message().c_str());
+    return 1;
+  }
+  std::printf("ingrid-node: member %llu listening on %s\n",
+              static_cast<unsigned long long>(node.memberId()), node.listenAddress().c_str());
+  std::fflush(stdout);
+
+  asio::io_context signals;
+  asio::signal_set set(signals, SIGINT, SIGTERM);
+  int received = 0;
+  set.async_wait([&](std::error_code, int sig) { received = sig; });
+  signals.run();
+  if (level >= kInfo) {
+    std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
+    std::fflush(stdout);
+  }
+  node.stop();
+  if (level >= kInfo) std::printf("ingrid-node: stopped\n");
+  return 0;
+}

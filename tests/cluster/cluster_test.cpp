@@ -1,0 +1,243 @@
+#include <ingrid/cluster/node.h>
+
+#include <catch2/catch.hpp>
+
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using ingrid::testing::eventually;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+NodeOptions clusterOptions(std::shared_ptr<const Clock> clock) {
+  NodeOptions o;
+  o.partitions = 64;
+  o.workerThreads = 2;
+  o.completionThreads = 1;
+  o.backups = 1;
+  o.clock = std::move(clock);
+  return o;
+}
+
+// Hammers counters and buckets from threads on every live node until told to stop; counts what
+// was acknowledged, per counter, and what failed.
+struct Load {
+  static constexpr int kCounters = 16;
+  std::atomic<bool> stop{false};
+  std::vector<std::atomic<std::int64_t>> acked = std::vector<std::atomic<std::int64_t>>(kCounters);
+  std::atomic<std::int64_t> failures{0};
+  std::atomic<std::int64_t> indeterminate{0};
+  std::string lastError;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+
+  void start(const std::vector<Node*>& nodes, int threadsPerNode) {
+    stop = false;
+    int id = 0;
+    for (Node* node : nodes) {
+      for (int t = 0; t < threadsPerNode; ++t, ++id) {
+        threads.emplace_back([this, node, id] {
+          for (int i = 0; i < 200000 && !stop.load(); ++i) {
+            const int c = (id * 7 + i) % kCounters;
+            auto r = node->invoke("counter-" + std::to_string(c), Increment{1});
+            if (r.ok()) {
+              ++acked[c];
+            } else {
+              (r.error() == Errc::indeterminate ? indeterminate : failures)++;
+              std::lock_guard lock(mu);
+              lastError = r.error().message();
+            }
+          }
+        });
+      }
+    }
+  }
+  ~Load() { finish(); }
+  std::string describe() {
+    std::lock_guard lock(mu);
+    return "failures " + std::to_string(failures) + ", indeterminate " +
+           std::to_string(indeterminate) + ", last error: " + lastError;
+  }
+  void finish() {
+    stop = true;
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+// Every partition's replicas (primary and backups) hold identical entries and sequence numbers.
+void checkReplicasIdentical(TestCluster& cluster) {
+  auto nodes = cluster.live();
+  const TopologyPtr t = nodes[0]->topology();
+  for (PartitionId p = 0; p < t->table.partitionCount(); ++p) {
+    const auto& owners = t->table.owners(p);
+    REQUIRE(owners.size() == std::min<std::size_t>(nodes.size(), t->backups + 1));
+    Node* primary = cluster.byId(owners[0]);
+    REQUIRE(primary != nullptr);
+    const auto expected = primary->TEST_partitionEntries(p);
+    const auto seq = primary->TEST_partitionSeq(p);
+    for (std::size_t i = 1; i < owners.size(); ++i) {
+      Node* backup = cluster.byId(owners[i]);
+      REQUIRE(backup != nullptr);
+      INFO("partition " << p << " primary " << owners[0] << " backup " << owners[i]);
+      CHECK(backup->TEST_partitionSeq(p) == seq);
+      const auto got = backup->TEST_partitionEntries(p);
+      REQUIRE(got.size() == expected.size());
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        CHECK(got[k].first == expected[k].first);
+        CHECK(got[k].second.value == expected[k].second.value);
+        CHECK(got[k].second.expiresAt == expected[k].second.expiresAt);
+      }
+    }
+  }
+}
+
+std::int64_t readCounter(Node& node, int c) {
+  auto r = node.invoke("counter-" + std::to_string(c), GetCounter{});
+  REQUIRE(r.ok());
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("Three nodes: a shared bucket grants exactly its capacity, counters are exact",
+          "[cluster][multinode]") {
+  auto clock = std::make_shared<ManualClock>(1'000'000'000);  // frozen: no refill
+  TestCluster cluster(clusterOptions(clock));
+  for (int i = 0; i < 3; ++i) {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+
+  constexpr int kBuckets = 5;
+  constexpr std::int64_t kCapacity = 300;
+  const BucketParams params = BucketParams::perPeriod(kCapacity, kNanosPerSecond);
+  std::atomic<std::int64_t> granted[kBuckets] = {};
+  std::atomic<int> errors{0};
+  Load load;
+  load.start(cluster.live(), 2);
+  std::vector<std::thread> threads;
+  for (Node* node : cluster.live()) {
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, node] {
+        std::vector<std::pair<int, std::future<Result<AcquireAnswer>>>> pending;
+        for (int i = 0; i < 400; ++i) {
+          const int b = i % kBuckets;
+          pending.emplace_back(
+              b, node->invokeAsync("bucket-" + std::to_string(b), TokenBucketAcquire{params, 1},
+                                   asio::use_future));
+        }
+        for (auto& [b, f] : pending) {
+          auto r = f.get();
+          if (!r) {
+            ++errors;
+          } else if (r->granted) {
+            ++granted[b];
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  load.finish();
+  CHECK(errors == 0);
+  CHECK(load.failures == 0);
+  CHECK(load.indeterminate == 0);
+  for (int b = 0; b < kBuckets; ++b) CHECK(granted[b] == kCapacity);  // 6 x 400 / 5 = 480 asked
+  for (int c = 0; c < Load::kCounters; ++c) {
+    CHECK(readCounter(cluster.at(0), c) == load.acked[c]);
+  }
+  checkReplicasIdentical(cluster);
+}
+
+TEST_CASE("A node joins and another leaves under load: nothing lost, nothing applied twice",
+          "[cluster][multinode][migration]") {
+  auto clock = std::make_shared<ManualClock>(1'000'000'000);
+  TestCluster cluster(clusterOptions(clock));
+  for (int i = 0; i < 3; ++i) {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+  Load load;
+  load.start(cluster.live(), 2);
+  REQUIRE(eventually([&] { return load.acked[0] > 50; }));
+
+  SECTION("join, then a member leaves") {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+    REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 4; }));
+    const std::int64_t before = load.acked[1];
+    REQUIRE(eventually([&] { return load.acked[1] > before + 50; }));  // still serving
+    load.finish();  // load threads use node 1; stop them before it goes
+    load.start({&cluster.at(0), &cluster.at(3)}, 2);
+    cluster.remove(1);
+  }
+  SECTION("the coordinator leaves") {
+    load.finish();
+    load.start({&cluster.at(1), &cluster.at(2)}, 2);
+    cluster.remove(0);
+  }
+  const bool settled = eventually([&] { return cluster.settled(); });
+  for (Node* n : cluster.live()) {
+    const TopologyPtr t = n->topology();
+    std::string ids;
+    for (MemberId m : t->memberIds()) ids += std::to_string(m) + " ";
+    INFO("member " << n->memberId() << " at topology v" << t->version << " members " << ids);
+    CHECK(true);
+  }
+  REQUIRE(settled);
+  const std::int64_t before = load.acked[2];
+  INFO(load.describe());
+  REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));
+  load.finish();
+  INFO(load.describe());
+  CHECK(load.failures == 0);
+  CHECK(load.indeterminate == 0);
+  Node& any = *cluster.live().front();
+  for (int c = 0; c < Load::kCounters; ++c) {
+    INFO("counter " << c);
+    CHECK(readCounter(any, c) == load.acked[c]);
+  }
+  checkReplicasIdentical(cluster);
+}
+
+TEST_CASE("A node with different processors is refused, naming the difference",
+          "[cluster][multinode]") {
+  TestCluster cluster(clusterOptions(nullptr));
+  cluster.add();
+  REQUIRE(cluster.lastStart().ok());
+  ProcessorRegistry fewer;
+  fewer.add<Increment>();
+  cluster.add(std::move(fewer));
+  REQUIRE_FALSE(cluster.lastStart().ok());
+  CHECK(cluster.lastStart().error() == Errc::join_refused);
+  CHECK_THAT(cluster.lastStart().error().message(),
+             Catch::Contains("ingrid.TokenBucketAcquire") && Catch::Contains("lacks"));
+}
+
+TEST_CASE("Joining through unreachable seeds fails within the deadline, naming them",
+          "[cluster][multinode]") {
+  NodeOptions o = clusterOptions(nullptr);
+  o.listenAddress = "127.0.0.1:0";
+  o.seeds = {"127.0.0.1:1"};
+  o.joinTimeout = std::chrono::milliseconds(500);
+  Node node(o);
+  auto started = node.start();
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.error() == Errc::unreachable);
+  CHECK_THAT(started.error().message(), Catch::Contains("127.0.0.1:1"));
+}

@@ -1,0 +1,99 @@
+// TestCluster: several embedded nodes on 127.0.0.1 (ephemeral ports) in one process, for tests.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/cluster/node.h>
+
+namespace ingrid::testing {
+
+// Waits until pred() holds or `limit` passes; returns whether it held. Polls every millisecond.
+inline bool eventually(const std::function<bool()>& pred,
+                       std::chrono::milliseconds limit = std::chrono::seconds(20)) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+class TestCluster {
+ public:
+  explicit TestCluster(NodeOptions base) : base_(std::move(base)) {}
+  ~TestCluster() {
+    for (auto& n : nodes_) {
+      if (n) n->stop();
+    }
+  }
+
+  // Starts one more node, joining through the first live node (or bootstrapping the cluster).
+  Node& add(ProcessorRegistry registry = ProcessorRegistry::withBuiltins()) {
+    NodeOptions o = base_;
+    o.listenAddress = "127.0.0.1:0";
+    for (auto& n : nodes_) {
+      if (n && n->running()) {
+        o.seeds = {n->listenAddress()};
+        break;
+      }
+    }
+    auto node = std::make_unique<Node>(o, std::move(registry));
+    lastStart_ = node->start();
+    nodes_.push_back(std::move(node));
+    return *nodes_.back();
+  }
+  const Result<bool>& lastStart() const { return lastStart_; }
+
+  // Stops node i gracefully (it leaves the cluster first) and forgets it.
+  void remove(std::size_t i) {
+    nodes_[i]->stop();
+    nodes_[i].reset();
+  }
+
+  std::vector<Node*> live() const {
+    std::vector<Node*> out;
+    for (auto& n : nodes_) {
+      if (n && n->running()) out.push_back(n.get());
+    }
+    return out;
+  }
+  Node& at(std::size_t i) { return *nodes_[i]; }
+
+  // Every live node has the same topology, listing exactly the live nodes, with the balanced
+  // table (no migration in flight).
+  bool settled() const {
+    auto nodes = live();
+    if (nodes.empty()) return true;
+    const TopologyPtr first = nodes[0]->topology();
+    std::vector<MemberId> ids;
+    for (Node* n : nodes) ids.push_back(n->memberId());
+    std::sort(ids.begin(), ids.end());
+    if (first->memberIds() != ids) return false;
+    const PartitionTable ideal =
+        PartitionTable::balanced(first->table.partitionCount(), ids, first->backups);
+    if (!(first->table == ideal)) return false;
+    for (Node* n : nodes) {
+      if (n->topology()->version != first->version) return false;
+    }
+    return true;
+  }
+
+  Node* byId(MemberId id) const {
+    for (Node* n : live()) {
+      if (n->memberId() == id) return n;
+    }
+    return nullptr;
+  }
+
+ private:
+  NodeOptions base_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  Result<bool> lastStart_ = true;
+};
+
+}  // namespace ingrid::testing
