@@ -1,16 +1,13 @@
-// In-process invoke benchmark: token-bucket acquires through an embedded Node.
+// In-process invoke benchmark: token-bucket acquires through an embedded single Node.
 //
-// Closed loop: `inflight` chains each keep one invokeAsync outstanding and issue the next from its
-// completion, for `seconds`. Scenarios: every chain on one hot key; chains on `keys` keys chosen at
-// random. Prints ops/s, latency percentiles (submit -> completion callback) and peak RSS.
+// Closed loop (closed_loop.h) with `inflight` requests outstanding, for `seconds` per scenario:
+// every request on one hot key; requests on `keys` keys at random; one hot key at 1 in flight.
+// Prints ops/s, latency percentiles (submit -> completion callback) and peak RSS.
 //
 //   bench_invoke [--seconds S] [--inflight N] [--keys K] [--workers W]
-#include <atomic>
-#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <future>
-#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,10 +16,9 @@
 #include <ingrid/processors/token_bucket.h>
 
 #include "bench_report.h"
+#include "closed_loop.h"
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 struct Config {
   double seconds = 2.0;
@@ -31,57 +27,21 @@ struct Config {
   unsigned workers = 2;
 };
 
-// One closed-loop chain of requests.
-struct Chain {
-  ingrid::Node* node = nullptr;
-  const std::vector<std::string>* keys = nullptr;
-  Clock::time_point deadline;
-  std::mt19937_64 rng;
-  std::vector<std::int64_t> latencies;
-  std::promise<void> finished;
-
-  void next() {
-    const std::string& key = (*keys)[rng() % keys->size()];
-    const auto start = Clock::now();
-    // Always-granting bucket: we measure the invoke path, not denials.
-    const ingrid::TokenBucketAcquire acquire{
-        ingrid::BucketParams::perPeriod(1'000'000'000'000, ingrid::kNanosPerSecond), 1};
-    node->invokeAsync(key, acquire, [this, start](ingrid::Result<ingrid::AcquireAnswer> r) {
-      const auto end = Clock::now();
-      if (r.ok()) latencies.push_back((end - start).count());
-      if (end >= deadline || !r.ok()) {
-        finished.set_value();
-      } else {
-        next();
-      }
-    });
-  }
-};
-
-void run(const char* name, ingrid::Node& node, const Config& cfg, int keyCount) {
+void run(const char* name, ingrid::Node& node, int inflight, double seconds, int keyCount) {
   std::vector<std::string> keys;
   for (int i = 0; i < keyCount; ++i) keys.push_back("bench-key-" + std::to_string(i));
-  std::vector<std::unique_ptr<Chain>> chains;
-  const auto begin = Clock::now();
-  const auto deadline = begin + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(cfg.seconds));
-  for (int i = 0; i < cfg.inflight; ++i) {
-    auto c = std::make_unique<Chain>();
-    c->node = &node;
-    c->keys = &keys;
-    c->deadline = deadline;
-    c->rng.seed(static_cast<std::uint64_t>(i) + 1);
-    c->latencies.reserve(1 << 16);
-    chains.push_back(std::move(c));
-  }
-  for (auto& c : chains) c->next();
-  std::vector<std::int64_t> all;
-  for (auto& c : chains) {
-    c->finished.get_future().wait();
-    all.insert(all.end(), c->latencies.begin(), c->latencies.end());
-  }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
-  ingrid::bench::report(name, std::move(all), elapsed);
+  // An always-granting bucket: this measures the invoke path, not denials.
+  const ingrid::TokenBucketAcquire acquire{
+      ingrid::BucketParams::perPeriod(1'000'000'000'000, ingrid::kNanosPerSecond), 1};
+  auto op = [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
+    const std::uint64_t pick =
+        (static_cast<std::uint64_t>(chain) * 0x9E3779B97F4A7C15ULL) ^ (i * 0xBF58476D1CE4E5B9ULL);
+    node.invokeAsync(
+        keys[pick % keys.size()], acquire,
+        [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) { done(r.ok()); });
+  };
+  auto result = ingrid::bench::runClosedLoop(op, inflight, seconds);
+  ingrid::bench::report(name, std::move(result.latenciesNs), result.seconds);
 }
 
 }  // namespace
@@ -109,11 +69,9 @@ int main(int argc, char** argv) {
   if (!node.start()) return 1;
   std::printf("bench_invoke: %.1f s per scenario, %d in flight, %u workers\n", cfg.seconds,
               cfg.inflight, cfg.workers);
-  run("acquire, 1 key", node, cfg, 1);
-  run("acquire, many keys", node, cfg, cfg.keys);
-  Config one = cfg;
-  one.inflight = 1;
-  run("acquire, 1 key, 1 in flight", node, one, 1);
+  run("acquire, 1 key", node, cfg.inflight, cfg.seconds, 1);
+  run("acquire, many keys", node, cfg.inflight, cfg.seconds, cfg.keys);
+  run("acquire, 1 key, 1 in flight", node, 1, cfg.seconds, 1);
   node.stop();
   return 0;
 }
