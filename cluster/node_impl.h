@@ -21,6 +21,7 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <ingrid/cluster/call_router.h>
 #include <ingrid/cluster/coordinator.h>
 #include <ingrid/cluster/messages.h>
 #include <ingrid/cluster/node_options.h>
@@ -36,7 +37,7 @@ namespace ingrid {
 
 using RawCompletion = UniqueFunction<void(Result<std::string>)>;
 
-class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
+class NodeImpl final : public ConnectionHandler, private CoordinatorHost, private CallRouter::Host {
  public:
   NodeImpl(NodeOptions options, ProcessorRegistry registry);
   ~NodeImpl() override;
@@ -77,16 +78,13 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
     bool fenced = false;              // primary about to lose the partition: refuses invocations
     std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
   };
-  // One invocation on its way (routing state).
-  struct Call;
-  using CallPtr = std::unique_ptr<Call>;
-
   // --- invoke path (node_invoke.cpp) ---
-  void route(CallPtr call);
-  void sendRemote(CallPtr call, TopologyPtr routing);
-  void retryLater(CallPtr call, const Error& why);
-  void finish(CallPtr call, Result<std::string> result);
   void finishInvocation() noexcept;
+  // CallRouter::Host.
+  TopologyPtr routingTopology() const override { return topology(); }
+  bool runLocally(RoutedCallPtr& call, MemberId primary) override;
+  void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
+  void callFinished() noexcept override { finishInvocation(); }
   // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate.
   // `done` gets the encoded result, Errc::not_owner (redirect) or Errc::unavailable (fenced).
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
@@ -109,7 +107,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
   void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
   void commitTopology(TopologyPtr next);
-  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address);
+  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
   void syncPeers(const Topology& t);
   bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
 
@@ -144,6 +142,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost {
   std::unique_ptr<Transport> transport_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   std::unique_ptr<Coordinator> coordinator_;                   // network thread
+  CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
 
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;

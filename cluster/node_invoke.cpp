@@ -8,26 +8,9 @@
 namespace ingrid {
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
-// Redirects and "partition moving" answers are retried this often at most, within the deadline.
-constexpr int kMaxAttempts = 32;
-
 std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
 
 }  // namespace
-
-struct NodeImpl::Call {
-  std::string key;
-  std::string_view processor;  // points into the registry, which outlives every call
-  ErasedProcessorFn fn = nullptr;
-  std::string args;
-  RawCompletion done;
-  PartitionId partition = 0;
-  SteadyClock::time_point deadline;
-  int attempts = 0;
-  TopologyPtr hint;  // a newer topology learned from a redirect; used for routing only
-};
 
 void NodeImpl::finishInvocation() noexcept {
   if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
@@ -56,126 +39,35 @@ void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::strin
     done(std::move(refused));
     return;
   }
-  auto call = std::make_unique<Call>();
+  auto call = std::make_unique<RoutedCall>();
   call->partition = partitionOf(key, options_.partitions);
   call->key = std::move(key);
-  call->processor = processor;
-  call->fn = fn;
+  call->processor = std::string(processor);
   call->args = std::move(args);
   call->done = std::move(done);
-  call->deadline = SteadyClock::now() + options_.requestTimeout;
-  route(std::move(call));
+  call->deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
+  router_.route(std::move(call));
 }
 
-void NodeImpl::route(CallPtr call) {
-  TopologyPtr routing = topology();
-  if (call->hint && call->hint->version > routing->version) routing = call->hint;
+bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
+  if (primary != memberId()) return false;
   const PartitionId p = call->partition;
-  const MemberId primary = routing->table.primary(p);
-  if (primary != 0 && primary == memberId()) {
-    workers_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
-      Call& c = *call;
-      execute(c.partition, store, c.key, c.fn, c.args,
-              [this, call = std::move(call)](Result<std::string> r) mutable {
-                if (!r && (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
-                  const Error why = r.error();
-                  retryLater(std::move(call), why);
-                } else {
-                  finish(std::move(call), std::move(r));
-                }
-              });
-    });
-    return;
-  }
-  if (primary == 0 || !transport_) {
-    retryLater(std::move(call),
-               Error(Errc::unavailable, partitionName(p) + " has no primary at topology " +
-                                            std::to_string(routing->version)));
-    return;
-  }
-  asio::post(netIo_, [this, call = std::move(call), routing]() mutable {
-    sendRemote(std::move(call), routing);
+  workers_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
+    RoutedCall& c = *call;
+    // Registered: invokeRaw checked it, and the registry is immutable while running.
+    const ErasedProcessorFn fn = registry_.find(c.processor);
+    execute(c.partition, store, c.key, fn, c.args,
+            [this, call = std::move(call)](Result<std::string> r) mutable {
+              if (!r && transport_ &&
+                  (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
+                const Error why = r.error();
+                router_.retryLater(std::move(call), why);
+              } else {
+                router_.finish(std::move(call), std::move(r));
+              }
+            });
   });
-}
-
-void NodeImpl::sendRemote(CallPtr call, TopologyPtr routing) {
-  const MemberId primary = routing->table.primary(call->partition);
-  const MemberInfo* info = routing->member(primary);
-  const auto now = SteadyClock::now();
-  if (info == nullptr || now >= call->deadline) {
-    retryLater(std::move(call), Error(Errc::unavailable, "no route to the primary of " +
-                                                             partitionName(call->partition)));
-    return;
-  }
-  std::shared_ptr<Peer> peer = peerFor(primary, info->address);
-  if (!peer) {
-    retryLater(std::move(call),
-               Error(Errc::unavailable, "no link to member " + std::to_string(primary)));
-    return;
-  }
-  ++call->attempts;
-  const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - now);
-  std::string body = encode(InvokeRequest{call->key, std::string(call->processor), call->args});
-  const std::string target = info->address;
-  peer->request(
-      MessageType::kInvoke, topology()->version, std::move(body),
-      std::max(timeout, std::chrono::milliseconds(1)),
-      [this, call = std::move(call), primary, target](Result<Frame> r) mutable {
-        if (!r) {
-          // Not retried unless the primary said it did not run it (moving, stopping): a
-          // request that reached it may have run, and running it twice would grant twice.
-          if (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
-              r.error() == Errc::not_running) {
-            const Error why = r.error();
-            retryLater(std::move(call), why);
-          } else {
-            finish(std::move(call),
-                   Error(r.error().code(), "member " + std::to_string(primary) + " (" + target +
-                                               "): " + r.error().detail()));
-          }
-          return;
-        }
-        Frame& frame = r.value();
-        try {
-          if (frame.header.type == MessageType::kRedirect) {
-            auto t = std::make_shared<Topology>(decode<TopologyBody>(frame.body).topology);
-            if (!call->hint || t->version > call->hint->version) call->hint = std::move(t);
-            retryLater(std::move(call), Error(Errc::not_owner, "member " + std::to_string(primary) +
-                                                                   " is not the primary of " +
-                                                                   partitionName(call->partition)));
-            return;
-          }
-          finish(std::move(call), decode<InvokeReply>(frame.body).result);
-        } catch (const std::exception& e) {
-          finish(std::move(call),
-                 Error(Errc::malformed_message,
-                       "reply from member " + std::to_string(primary) + ": " + e.what()));
-        }
-      });
-}
-
-void NodeImpl::retryLater(CallPtr call, const Error& why) {
-  const auto now = SteadyClock::now();
-  if (call->attempts >= kMaxAttempts || now >= call->deadline || !transport_) {
-    const std::string detail =
-        why.detail() + " (gave up after " + std::to_string(call->attempts) + " attempts)";
-    finish(std::move(call),
-           Error(now >= call->deadline ? make_error_code(Errc::timeout) : why.code(), detail));
-    return;
-  }
-  ++call->attempts;
-  // Back off briefly (1 ms doubling, at most 50 ms): the topology that fixes this is on its way.
-  const auto delay = std::chrono::milliseconds(std::min(50, 1 << std::min(call->attempts, 6)));
-  auto timer = std::make_shared<asio::steady_timer>(netIo_, delay);
-  timer->async_wait(
-      [this, timer, call = std::move(call)](std::error_code) mutable { route(std::move(call)); });
-}
-
-void NodeImpl::finish(CallPtr call, Result<std::string> result) {
-  RawCompletion done = std::move(call->done);
-  call.reset();
-  done(std::move(result));
-  finishInvocation();
+  return true;
 }
 
 void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view key,
