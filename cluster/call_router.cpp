@@ -52,6 +52,7 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
     return;
   }
   ++call->attempts;
+  host_.requestSent();
   std::string body = encode(InvokeRequest{call->key, call->processor, call->args});
   const std::string target = info->address;
   peer->request(

@@ -53,6 +53,8 @@ class CallRouter {
     virtual void learnTopology(const TopologyPtr& topology) = 0;
     // A call is about to be retried because its route looked stale.
     virtual void routeLooksStale() {}
+    // Network thread: an invocation request is being written to a member.
+    virtual void requestSent() noexcept {}
     // After a call's completion ran.
     virtual void callFinished() noexcept = 0;
 

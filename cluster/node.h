@@ -36,6 +36,7 @@
 #include <asio/post.hpp>
 #include <asio/thread_pool.hpp>
 
+#include <ingrid/cluster/invoke_async.h>
 #include <ingrid/cluster/node_options.h>
 #include <ingrid/cluster/partition_workers.h>
 #include <ingrid/cluster/topology.h>
@@ -45,21 +46,6 @@
 #include <ingrid/processors/registry.h>
 
 namespace ingrid {
-
-// The completion of an invocation in erased form: encoded result bytes or an Error.
-using RawCompletion = UniqueFunction<void(Result<std::string>)>;
-
-// Decodes an erased result into P::Result; a decode failure becomes an Error naming P.
-template <EntryProcessor P>
-Result<typename P::Result> decodeResult(Result<std::string> raw) {
-  if (!raw) return std::move(raw).error();
-  try {
-    return decode<typename P::Result>(raw.value());
-  } catch (const std::exception& e) {
-    return Error(Errc::malformed_message, "result of processor '" + std::string(P::kName) +
-                                              "' does not decode: " + e.what());
-  }
-}
 
 class NodeImpl;
 
@@ -85,36 +71,15 @@ class Node {
   // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
-    using Signature = void(Result<typename P::Result>);
-    return asio::async_initiate<CompletionToken, Signature>(
-        [this](auto handler, std::string k, std::string args) {
-          auto ex = asio::get_associated_executor(handler, completionPool_.get_executor());
-          auto work = asio::make_work_guard(ex);
-          invokeRaw(std::move(k), P::kName, std::move(args),
-                    [handler = std::move(handler),
-                     work = std::move(work)](Result<std::string> raw) mutable {
-                      auto target = work.get_executor();
-                      asio::post(target, [handler = std::move(handler), raw = std::move(raw),
-                                          work = std::move(work)]() mutable {
-                        std::move(handler)(decodeResult<P>(std::move(raw)));
-                      });
-                    });
-        },
-        token, std::move(key), encode(processor));
+    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+                          std::forward<CompletionToken>(token));
   }
 
   // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread.
   template <EntryProcessor P>
   Result<typename P::Result> invoke(std::string key, const P& processor) {
     if (PartitionWorkers::onAnyWorkerThread()) return wouldDeadlock(P::kName);
-    std::promise<Result<std::string>> done;
-    auto answer = done.get_future();
-    // Setting a promise is not user code, so it may run on the worker; the caller decodes.
-    invokeRaw(std::move(key), P::kName, encode(processor),
-              [done = std::move(done)](Result<std::string> raw) mutable {
-                done.set_value(std::move(raw));
-              });
-    return decodeResult<P>(answer.get());
+    return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
   }
 
   // The erased form: runs the processor registered as `processor` with encoded arguments.
@@ -145,6 +110,11 @@ class Node {
 
  private:
   static Error wouldDeadlock(std::string_view processor);
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
 
   std::unique_ptr<NodeImpl> impl_;
   asio::thread_pool completionPool_;

@@ -23,6 +23,7 @@
 
 #include <ingrid/cluster/call_router.h>
 #include <ingrid/cluster/coordinator.h>
+#include <ingrid/cluster/invoke_async.h>
 #include <ingrid/cluster/messages.h>
 #include <ingrid/cluster/node_options.h>
 #include <ingrid/cluster/partition_workers.h>
@@ -34,8 +35,6 @@
 #include <ingrid/processors/registry.h>
 
 namespace ingrid {
-
-using RawCompletion = UniqueFunction<void(Result<std::string>)>;
 
 class NodeImpl final : public ConnectionHandler, private CoordinatorHost, private CallRouter::Host {
  public:

@@ -250,6 +250,7 @@ std::shared_ptr<Peer> NodeImpl::peerFor(MemberId id, const std::string& address)
   if (auto it = peers_.find(id); it != peers_.end()) return it->second;
   PeerOptions o;
   o.dial = self != 0 && self < id;  // one connection per pair: the smaller id dials
+  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
   o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);

@@ -163,6 +163,14 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
       closeNow(false);
       return;
     }
+    if (options_.failQueuedOnDialError) {
+      auto queued = std::exchange(queue_, {});
+      for (auto& [id, q] : queued) {
+        q.timer->cancel();
+        q.done(Error(Errc::unavailable,
+                     "not sent: cannot connect to " + address_ + ": " + lastError_));
+      }
+    }
     scheduleDial();
     return;
   }

@@ -40,6 +40,10 @@ struct PeerOptions {
   // Requests that may wait for a connection; past it requests fail with Errc::overloaded.
   // Default: 65536.
   std::size_t maxQueued = 65536;
+  // Whether a failed dial fails the requests queued behind it at once, with Errc::unavailable
+  // ("not sent", so a caller may safely send them elsewhere), instead of at their deadlines.
+  // Nodes and clients set it: they route elsewhere. Default: false (wait for the peer).
+  bool failQueuedOnDialError = false;
   // Body of the Hello sent first on every dialed connection; none if empty. Default: none.
   std::function<std::string()> helloBody;
 };

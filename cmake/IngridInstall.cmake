@@ -6,12 +6,12 @@ include(CMakePackageConfigHelpers)
 set(INGRID_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingrid)
 
 install(TARGETS ingrid-node RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS ingrid_grid ingrid_processors ingrid_wire ingrid_cluster ingrid ingrid_asio
+install(TARGETS ingrid_grid ingrid_processors ingrid_wire ingrid_cluster ingrid_client ingrid ingrid_asio
         EXPORT ingridTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(module grid processors cluster)
+foreach(module grid processors cluster client)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ingrid/${module}
           FILES_MATCHING PATTERN "*.h")

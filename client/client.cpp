@@ -1,0 +1,289 @@
+#include <ingrid/client/client.h>
+
+#include <atomic>
+#include <future>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <ingrid/cluster/call_router.h>
+#include <ingrid/cluster/messages.h>
+#include <ingrid/cluster/transport.h>
+
+namespace ingrid {
+
+class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
+ public:
+  explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {}
+  ~ClientImpl() override { stop(); }
+
+  Result<bool> start();
+  void stop();
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+  TopologyPtr topology() const { return topology_.load(std::memory_order_acquire); }
+  Result<Topology> topologyOf(const std::string& address);
+  std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
+  const ClientOptions& options() const noexcept { return options_; }
+
+  // ConnectionHandler: a client serves nothing.
+  void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override {
+    conn->replyError(frame.header, Error(Errc::protocol_error, "a client serves no requests"));
+  }
+  void onClosed(const std::shared_ptr<Connection>&, const Error&) override {}
+
+ private:
+  enum State : int { kCreated, kRunning, kStopping, kStopped };
+
+  // CallRouter::Host.
+  TopologyPtr routingTopology() const override { return topology(); }
+  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
+  bool runLocally(RoutedCallPtr&, MemberId) override { return false; }
+  void learnTopology(const TopologyPtr& t) override;
+  void routeLooksStale() override;
+  void requestSent() noexcept override { sent_.fetch_add(1, std::memory_order_relaxed); }
+  void callFinished() noexcept override {
+    if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
+  }
+
+  // Connects to `address`, sends one request, closes. Blocking; not on the network thread.
+  Result<Frame> requestOnce(const std::string& address, MessageType type, std::string body,
+                            std::chrono::milliseconds timeout);
+  void refreshFrom(std::size_t next);
+
+  ClientOptions options_;
+  asio::io_context io_{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  std::thread thread_;
+  std::unique_ptr<Transport> transport_;
+  std::atomic<TopologyPtr> topology_;
+  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
+  bool refreshing_ = false;                                    // network thread
+  std::size_t refreshCursor_ = 0;                              // network thread
+  CallRouter router_{static_cast<CallRouter::Host&>(*this), io_};
+  std::atomic<int> state_{kCreated};
+  std::atomic<std::int64_t> inflight_{0};
+  std::atomic<std::uint64_t> sent_{0};
+};
+
+Result<bool> ClientImpl::start() {
+  if (state_.load() != kCreated) {
+    return Error(Errc::not_running, "start(): a Client is started once; this one already was");
+  }
+  if (options_.seeds.empty()) {
+    return Error(Errc::invalid_configuration, "ClientOptions.seeds is empty: name a member");
+  }
+  for (const auto& seed : options_.seeds) {
+    if (!parseAddress(seed)) {
+      return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
+    }
+  }
+  TransportOptions topts;
+  topts.connectTimeout = options_.connectTimeout;
+  transport_ = std::make_unique<Transport>(io_, topts, *this);
+  guard_.emplace(io_.get_executor());
+  thread_ = std::thread([this] { io_.run(); });
+  state_.store(kRunning, std::memory_order_release);
+
+  const auto deadline = std::chrono::steady_clock::now() + options_.connectTimeout;
+  std::string tried, lastError = "no seed answered";
+  for (std::size_t i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
+    const std::string& seed = options_.seeds[i % options_.seeds.size()];
+    if (i < options_.seeds.size()) tried += (tried.empty() ? "" : ", ") + seed;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    Result<Frame> reply = requestOnce(seed, MessageType::kGetTopology, {},
+                                      std::max(left, std::chrono::milliseconds(1)));
+    if (!reply) {
+      lastError = seed + ": " + reply.error().message();
+      if (i + 1 >= options_.seeds.size()) {  // a full round failed: pause before the next
+        std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+      }
+      continue;
+    }
+    try {
+      auto t = std::make_shared<const Topology>(decode<TopologyBody>(reply->body).topology);
+      if (t->members.empty()) throw std::runtime_error("the member has no topology yet");
+      topology_.store(std::move(t), std::memory_order_release);
+      return true;
+    } catch (const std::exception& e) {
+      lastError = seed + ": " + e.what();
+    }
+  }
+  stop();
+  return Error(Errc::unreachable, "could not reach any seed of [" + tried + "] within " +
+                                      std::to_string(options_.connectTimeout.count()) +
+                                      " ms; last error: " + lastError);
+}
+
+void ClientImpl::stop() {
+  const int state = state_.exchange(kStopping);
+  if (state == kStopping || state == kStopped || state == kCreated) {
+    if (state == kCreated) state_.store(kStopped);
+    return;
+  }
+  for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
+  asio::post(io_, [this] {
+    for (auto& [id, peer] : peers_) peer->close();
+    peers_.clear();
+    transport_->stop();
+  });
+  guard_.reset();
+  asio::post(io_, [this] { io_.stop(); });
+  if (thread_.joinable()) thread_.join();
+  state_.store(kStopped);
+}
+
+void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::string args,
+                           RawCompletion done) {
+  inflight_.fetch_add(1, std::memory_order_acq_rel);
+  const int state = state_.load(std::memory_order_acquire);
+  std::optional<Error> refused;
+  if (state != kRunning) {
+    refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
+                    "client cannot send processor '" + std::string(processor) + "'");
+  } else if (key.size() > kMaxKeyBytes) {
+    refused = Error(Errc::invalid_key, "key of " + std::to_string(key.size()) +
+                                           " bytes is longer than the limit of " +
+                                           std::to_string(kMaxKeyBytes));
+  }
+  if (refused) {
+    done(std::move(*refused));
+    callFinished();
+    return;
+  }
+  const TopologyPtr t = topology();
+  auto call = std::make_unique<RoutedCall>();
+  call->partition = partitionOf(key, t->table.partitionCount());
+  call->key = std::move(key);
+  call->processor = std::string(processor);
+  call->args = std::move(args);
+  call->done = std::move(done);
+  call->deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
+  router_.route(std::move(call));
+}
+
+std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& address) {
+  if (auto it = peers_.find(id); it != peers_.end()) {
+    if (it->second->address() == address) return it->second;
+    it->second->close();  // the id now names another address (should not happen)
+    peers_.erase(it);
+  }
+  PeerOptions o;
+  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
+  auto peer = Peer::create(*transport_, address, std::move(o));
+  peers_.emplace(id, peer);
+  return peer;
+}
+
+void ClientImpl::learnTopology(const TopologyPtr& t) {
+  const TopologyPtr cur = topology();
+  if (cur && t->version <= cur->version) return;
+  topology_.store(t, std::memory_order_release);
+  // Links to members that left are closed after a request's full deadline (in-flight answers).
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    if (t->hasMember(it->first)) {
+      ++it;
+      continue;
+    }
+    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
+    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    it = peers_.erase(it);
+  }
+}
+
+void ClientImpl::routeLooksStale() {
+  asio::post(io_, [this] {
+    if (refreshing_ || state_.load() != kRunning) return;
+    refreshing_ = true;
+    refreshFrom(refreshCursor_++);
+  });
+}
+
+void ClientImpl::refreshFrom(std::size_t next) {
+  // Ask the members we know (then the seeds) in turn, one at a time.
+  std::vector<std::string> addresses;
+  for (const auto& m : topology()->members) addresses.push_back(m.address);
+  addresses.insert(addresses.end(), options_.seeds.begin(), options_.seeds.end());
+  const std::string address = addresses[next % addresses.size()];
+  transport_->connect(address, [this](Result<std::shared_ptr<Connection>> conn) {
+    if (!conn) {
+      refreshing_ = false;
+      return;
+    }
+    auto c = conn.value();
+    c->request(
+        MessageType::kGetTopology, topology()->version, {}, options_.requestTimeout,
+        [this, c](Result<Frame> r) {
+          refreshing_ = false;
+          c->close(Error(Errc::shutting_down, "topology refreshed"));
+          if (!r) return;
+          try {
+            learnTopology(std::make_shared<const Topology>(decode<TopologyBody>(r->body).topology));
+          } catch (const std::exception&) {
+            // A bad answer is ignored; the next stale route asks another member.
+          }
+        });
+  });
+}
+
+Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType type,
+                                      std::string body, std::chrono::milliseconds timeout) {
+  std::promise<Result<Frame>> answered;
+  auto answer = answered.get_future();
+  transport_->connect(
+      address, [&answered, type, &body, timeout](Result<std::shared_ptr<Connection>> conn) mutable {
+        if (!conn) {
+          answered.set_value(std::move(conn).error());
+          return;
+        }
+        auto c = conn.value();
+        c->request(type, 0, std::move(body), timeout, [&answered, c](Result<Frame> r) mutable {
+          answered.set_value(std::move(r));
+          c->close(Error(Errc::shutting_down, "one request done"));
+        });
+      });
+  return answer.get();
+}
+
+Result<Topology> ClientImpl::topologyOf(const std::string& address) {
+  if (state_.load() != kRunning) return Error(Errc::not_running, "client is not running");
+  Result<Frame> reply =
+      requestOnce(address, MessageType::kGetTopology, {}, options_.requestTimeout);
+  if (!reply) return std::move(reply).error();
+  try {
+    return decode<TopologyBody>(reply->body).topology;
+  } catch (const std::exception& e) {
+    return Error(Errc::malformed_message, address + ": topology does not decode: " + e.what());
+  }
+}
+
+// --- Client ---
+
+Client::Client(ClientOptions options)
+    : impl_(std::make_unique<ClientImpl>(std::move(options))),
+      completionPool_(
+          impl_->options().completionThreads == 0 ? 1 : impl_->options().completionThreads) {}
+
+Client::~Client() { stop(); }
+Result<bool> Client::start() { return impl_->start(); }
+void Client::stop() {
+  impl_->stop();
+  completionPool_.join();
+}
+void Client::invokeRaw(std::string key, std::string_view processor, std::string args,
+                       RawCompletion done) {
+  impl_->invokeRaw(std::move(key), processor, std::move(args), std::move(done));
+}
+TopologyPtr Client::topology() const { return impl_->topology(); }
+Result<Topology> Client::topologyOf(const std::string& address) {
+  return impl_->topologyOf(address);
+}
+std::uint64_t Client::requestsSent() const noexcept { return impl_->requestsSent(); }
+const ClientOptions& Client::options() const noexcept { return impl_->options(); }
+
+}  // namespace ingrid

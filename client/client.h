@@ -1,0 +1,88 @@
+// Client: a thin, partition-aware client of an ingrid cluster. Holds no data.
+//
+// start() reaches any seed and learns the topology (members and partition table); each
+// invocation then goes straight to its key's primary in one round trip over a connection kept to
+// each member. Redirects carry a newer topology, which the client adopts; when a route looks
+// stale it also asks a member for the current topology. Connections reconnect with backoff,
+// every request has a deadline (ClientOptions.requestTimeout), and retries are bounded (see
+// CallRouter). The invoke surface is the embedded Node's: code written against one works
+// against the other.
+//
+// Thread safety: every member is safe from any thread, except that start() and stop() must not
+// race. Completions run on the handler's associated executor, else on the client's completion
+// threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/thread_pool.hpp>
+
+#include <ingrid/cluster/invoke_async.h>
+#include <ingrid/cluster/topology.h>
+#include <ingrid/grid/result.h>
+
+namespace ingrid {
+
+struct ClientOptions {
+  // Members to learn the cluster from, "host:port" each, tried in order. Required.
+  std::vector<std::string> seeds = {};
+  // Deadline of one invocation, including redirects and retries. Default: 5 s.
+  std::chrono::milliseconds requestTimeout{5000};
+  // How long start() may try the seeds before giving up. Default: 5 s.
+  std::chrono::milliseconds connectTimeout{5000};
+  // Threads that run completions whose handler has no associated executor. Default: 1.
+  unsigned completionThreads = 1;
+};
+
+class ClientImpl;
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // Reaches a seed and learns the topology. Errors: invalid_configuration (no seeds, a seed that
+  // is not host:port), unreachable (naming every seed tried and the last error), not_running
+  // (a Client is started once).
+  Result<bool> start();
+  // Fails nothing admitted: waits for in-flight invocations, then closes. Idempotent.
+  void stop();
+
+  template <EntryProcessor P, class CompletionToken>
+  auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+                          std::forward<CompletionToken>(token));
+  }
+  template <EntryProcessor P>
+  Result<typename P::Result> invoke(std::string key, const P& processor) {
+    return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
+  }
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  // The topology the client routes by (nullptr before start()).
+  TopologyPtr topology() const;
+  // Asks the member at `address` for its topology (blocking, within requestTimeout).
+  Result<Topology> topologyOf(const std::string& address);
+  // Invoke requests written to members so far (each single or batch processor is one).
+  std::uint64_t requestsSent() const noexcept;
+  const ClientOptions& options() const noexcept;
+
+ private:
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
+
+  std::unique_ptr<ClientImpl> impl_;
+  asio::thread_pool completionPool_;
+};
+
+}  // namespace ingrid

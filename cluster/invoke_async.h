@@ -1,0 +1,77 @@
+// The typed invoke surface shared by Node and Client: from a processor P and an Asio completion
+// token to the erased invokeRaw(key, name, args, done) each of them implements, and back.
+//
+// asyncInvoke: completion signature void(Result<P::Result>); the handler runs on its associated
+// executor, or on `fallback` if it has none, and is always posted (never run inline, never on a
+// partition worker). blockingInvoke waits on the caller's thread.
+#pragma once
+
+#include <exception>
+#include <future>
+#include <string>
+#include <utility>
+
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/entry_processor.h>
+
+namespace ingrid {
+
+// The completion of an invocation in erased form: encoded result bytes or an Error.
+using RawCompletion = UniqueFunction<void(Result<std::string>)>;
+
+// Decodes an erased result into P::Result; a decode failure becomes an Error naming P.
+template <EntryProcessor P>
+Result<typename P::Result> decodeResult(Result<std::string> raw) {
+  if (!raw) return std::move(raw).error();
+  try {
+    return decode<typename P::Result>(raw.value());
+  } catch (const std::exception& e) {
+    return Error(Errc::malformed_message, "result of processor '" + std::string(P::kName) +
+                                              "' does not decode: " + e.what());
+  }
+}
+
+// invokeRaw: callable as invokeRaw(std::string key, std::string_view name, std::string args,
+// RawCompletion done).
+template <EntryProcessor P, class InvokeRaw, class Executor, class CompletionToken>
+auto asyncInvoke(InvokeRaw invokeRaw, const Executor& fallback, std::string key, const P& processor,
+                 CompletionToken&& token) {
+  using Signature = void(Result<typename P::Result>);
+  return asio::async_initiate<CompletionToken, Signature>(
+      [invokeRaw, fallback](auto handler, std::string k, std::string args) {
+        auto ex = asio::get_associated_executor(handler, fallback);
+        auto work = asio::make_work_guard(ex);
+        invokeRaw(std::move(k), P::kName, std::move(args),
+                  [handler = std::move(handler),
+                   work = std::move(work)](Result<std::string> raw) mutable {
+                    auto target = work.get_executor();
+                    asio::post(target, [handler = std::move(handler), raw = std::move(raw),
+                                        work = std::move(work)]() mutable {
+                      std::move(handler)(decodeResult<P>(std::move(raw)));
+                    });
+                  });
+      },
+      token, std::move(key), encode(processor));
+}
+
+template <EntryProcessor P, class InvokeRaw>
+Result<typename P::Result> blockingInvoke(InvokeRaw invokeRaw, std::string key,
+                                          const P& processor) {
+  std::promise<Result<std::string>> done;
+  auto answer = done.get_future();
+  // Setting a promise is not user code, so it may run wherever the result arrives.
+  invokeRaw(std::move(key), P::kName, encode(processor),
+            [done = std::move(done)](Result<std::string> raw) mutable {
+              done.set_value(std::move(raw));
+            });
+  return decodeResult<P>(answer.get());
+}
+
+}  // namespace ingrid

@@ -1,0 +1,239 @@
+#include <ingrid/client/client.h>
+
+#include <catch2/catch.hpp>
+
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/io_context.hpp>
+#include <asio/use_awaitable.hpp>
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/client/rate_limiter.h>
+#include <ingrid/cluster/node.h>
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using namespace std::chrono_literals;
+using ingrid::testing::eventually;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+NodeOptions options(std::shared_ptr<const Clock> clock) {
+  NodeOptions o;
+  o.partitions = 64;
+  o.workerThreads = 1;
+  o.backups = 1;
+  o.clock = std::move(clock);
+  return o;
+}
+
+ClientOptions clientOf(TestCluster& cluster) {
+  ClientOptions c;
+  for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's capacity",
+          "[client][multinode]") {
+  auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
+  TestCluster cluster(options(clock));
+  for (int i = 0; i < 3; ++i) {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+  Client a(clientOf(cluster)), b(clientOf(cluster));
+  REQUIRE(a.start().ok());
+  REQUIRE(b.start().ok());
+
+  constexpr std::int64_t kCapacity = 500;
+  const BucketParams params = BucketParams::perPeriod(kCapacity, kNanosPerSecond);
+  std::atomic<std::int64_t> granted{0}, answered{0}, failed{0};
+  auto tally = [&](const Result<AcquireAnswer>& r) {
+    if (!r) {
+      ++failed;
+    } else if (r->granted) {
+      ++granted;
+    }
+    ++answered;
+  };
+  std::vector<std::thread> threads;
+  // Threads through each thin client.
+  for (Client* c : {&a, &b}) {
+    for (int t = 0; t < 3; ++t) {
+      threads.emplace_back([&, c] {
+        RateLimiter limiter(*c, "hot", params);
+        for (int i = 0; i < 100; ++i) tally(limiter.tryAcquire(1));
+      });
+    }
+  }
+  // Coroutines through a thin client.
+  threads.emplace_back([&] {
+    asio::io_context io;
+    for (int k = 0; k < 8; ++k) {
+      asio::co_spawn(
+          io,
+          [&]() -> asio::awaitable<void> {
+            for (int i = 0; i < 25; ++i) {
+              tally(co_await a.invokeAsync("hot", TokenBucketAcquire{params, 1},
+                                           asio::use_awaitable));
+            }
+          },
+          asio::detached);
+    }
+    io.run();
+  });
+  // Threads through the embedded nodes.
+  for (Node* n : cluster.live()) {
+    threads.emplace_back([&, n] {
+      RateLimiter limiter(*n, "hot", params);
+      for (int i = 0; i < 100; ++i) tally(limiter.tryAcquire(1));
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failed == 0);
+  CHECK(answered == 6 * 100 + 8 * 25 + 3 * 100);
+  CHECK(granted == kCapacity);
+  // At concurrency 1 (each thread waits for its answer) every request is one message: no
+  // batching, no added delay.
+  CHECK(a.requestsSent() >= 3 * 100);
+}
+
+TEST_CASE("The client follows a join and a leave under load: nothing lost or doubled",
+          "[client][multinode][migration]") {
+  TestCluster cluster(options(nullptr));
+  for (int i = 0; i < 3; ++i) {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+  Client client(clientOf(cluster));
+  REQUIRE(client.start().ok());
+
+  constexpr int kCounters = 8;
+  std::vector<std::atomic<std::int64_t>> acked(kCounters);
+  std::atomic<std::int64_t> failures{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string lastError;
+  std::atomic<std::int64_t> slowest{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&, t] {
+      for (int i = 0; i < 1'000'000 && !stop; ++i) {
+        const int c = (t + i) % kCounters;
+        const auto start = std::chrono::steady_clock::now();
+        auto r = client.invoke("client-counter-" + std::to_string(c), Increment{1});
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+        if (took > slowest) slowest = took;
+        if (r) {
+          ++acked[c];
+        } else {
+          ++failures;
+          std::lock_guard lock(mu);
+          lastError = r.error().message();
+        }
+      }
+    });
+  }
+  auto progress = [&](std::int64_t more) {
+    const std::int64_t before = acked[0];
+    return eventually([&] { return acked[0] > before + more; });
+  };
+  REQUIRE(progress(50));
+  cluster.add();  // a fourth member joins
+  REQUIRE(cluster.lastStart().ok());
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 4; }));
+  REQUIRE(progress(50));
+  cluster.remove(1);  // a member leaves
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(progress(50));
+  stop = true;
+  for (auto& t : load) t.join();
+
+  INFO("last error: " << lastError);
+  CHECK(failures == 0);
+  CHECK(slowest <= client.options().requestTimeout.count() + 1000);  // none hung past it
+  CHECK(client.topology()->version == cluster.live().front()->topology()->version);
+  for (int c = 0; c < kCounters; ++c) {
+    auto v = client.invoke("client-counter-" + std::to_string(c), GetCounter{});
+    REQUIRE(v.ok());
+    CHECK(*v == acked[c]);
+  }
+}
+
+TEST_CASE("Bad use of the client gets clear errors", "[client]") {
+  SECTION("a cluster that cannot be reached: an error within the deadline, naming the seeds") {
+    ClientOptions o;
+    o.seeds = {"127.0.0.1:1", "127.0.0.1:2"};
+    o.connectTimeout = 300ms;
+    Client client(o);
+    const auto start = std::chrono::steady_clock::now();
+    auto started = client.start();
+    const auto took = std::chrono::steady_clock::now() - start;
+    REQUIRE_FALSE(started.ok());
+    CHECK(started.error() == Errc::unreachable);
+    CHECK_THAT(started.error().message(),
+               Catch::Contains("127.0.0.1:1") && Catch::Contains("127.0.0.1:2"));
+    CHECK(took < 5s);  // bounded by connectTimeout, with generous slack for a loaded machine
+  }
+  SECTION("no seeds, a malformed seed") {
+    Client none(ClientOptions{});
+    CHECK(none.start().error() == Errc::invalid_configuration);
+    ClientOptions o;
+    o.seeds = {"not-an-address"};
+    Client bad(o);
+    auto r = bad.start();
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().message(), Catch::Contains("not-an-address"));
+  }
+  SECTION("invalid acquires are refused before anything is sent") {
+    TestCluster cluster(options(nullptr));
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+    Client client(clientOf(cluster));
+    REQUIRE(client.start().ok());
+    const auto sent = client.requestsSent();
+    const BucketParams good = BucketParams::perPeriod(10, kNanosPerSecond);
+
+    auto zero = RateLimiter(client, "k", good).tryAcquire(0);
+    REQUIRE_FALSE(zero.ok());
+    CHECK(zero.error() == Errc::invalid_argument);
+    CHECK_THAT(zero.error().message(), Catch::Contains("tokens must be > 0, got 0"));
+
+    auto negative = RateLimiter(client, "k", good).tryAcquireAsync(-3, asio::use_future).get();
+    REQUIRE_FALSE(negative.ok());
+    CHECK_THAT(negative.error().message(), Catch::Contains("got -3"));
+
+    BucketParams nonsense = good;
+    nonsense.refillPeriod = 0;
+    auto bad = RateLimiter(client, "k", nonsense).tryAcquire(1);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error() == Errc::invalid_argument);
+    CHECK_THAT(bad.error().message(), Catch::Contains("refillPeriod"));
+
+    auto emptyKey = RateLimiter(client, "", good).tryAcquire(1);
+    REQUIRE_FALSE(emptyKey.ok());
+    CHECK(emptyKey.error() == Errc::invalid_key);
+    CHECK(client.requestsSent() == sent);  // none of these reached the cluster
+
+    auto fine = RateLimiter(client, "k", good).tryAcquire(1);
+    REQUIRE(fine.ok());
+    CHECK(fine->granted);
+  }
+}
