@@ -15,8 +15,8 @@
 #include <ingrid/cluster/node.h>
 #include <ingrid/processors/token_bucket.h>
 
-#include "bench_report.h"
 #include "closed_loop.h"
+#include "report.h"
 
 namespace {
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/token_bucket.h>
 
 namespace ingrid {
@@ -24,6 +25,7 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<TokenBucketBatchAcquire>();
   registry.add<Increment>();
   registry.add<GetCounter>();
+  registry.add<GetEntry>();
   return registry;
 }
 

@@ -56,7 +56,8 @@ class ProcessorRegistry {
  public:
   // An empty registry. Most users want withBuiltins().
   ProcessorRegistry() = default;
-  // The built-in processors: token bucket acquire and batch acquire, increment, get.
+  // The built-in processors: token bucket acquire and batch acquire, increment, get counter,
+  // get entry.
   static ProcessorRegistry withBuiltins();
 
   // Registers P. Returns false (and changes nothing) if a processor of that name is registered.

@@ -46,6 +46,7 @@ struct BucketParams {
   void serialize(Archive& ar) {
     ar(capacity, refillTokens, refillPeriod, initialTokens);
   }
+  friend bool operator==(const BucketParams&, const BucketParams&) = default;
 };
 
 // A bucket's state, as stored in its entry.
@@ -100,10 +101,14 @@ AcquireAnswer tryTake(BucketState& state, const BucketParams& params, std::int64
 
 }  // namespace token_bucket
 
+struct TokenBucketBatchAcquire;
+
 // Takes `tokens` tokens from the bucket at the entry's key if it has them.
 struct TokenBucketAcquire {
   static constexpr std::string_view kName = "ingrid.TokenBucketAcquire";
   using Result = AcquireAnswer;
+  // The batch form, for client/batcher.h (BatchableProcessor).
+  using Batch = TokenBucketBatchAcquire;
 
   BucketParams bucket;
   // Tokens wanted. REQUIRES: > 0.
@@ -114,6 +119,12 @@ struct TokenBucketAcquire {
   void serialize(Archive& ar) {
     ar(bucket, tokens);
   }
+
+  // Whether `other` may share a batch with `first`: only acquires on the same BucketParams.
+  static bool joinable(const TokenBucketAcquire& first, const TokenBucketAcquire& other);
+  // One batch of the items' wants, in order. REQUIRES: items non-empty, all joinable with the
+  // first.
+  static TokenBucketBatchAcquire batch(std::vector<TokenBucketAcquire> items);
 };
 
 // Several acquires on one bucket, answered in order; reads the state once and writes it once.
@@ -140,5 +151,18 @@ struct TokenBucketBatchAcquire {
     for (auto& t : tokens) ar(t);
   }
 };
+
+inline bool TokenBucketAcquire::joinable(const TokenBucketAcquire& first,
+                                         const TokenBucketAcquire& other) {
+  return first.bucket == other.bucket;
+}
+
+inline TokenBucketBatchAcquire TokenBucketAcquire::batch(std::vector<TokenBucketAcquire> items) {
+  TokenBucketBatchAcquire out;
+  if (!items.empty()) out.bucket = items.front().bucket;
+  out.tokens.reserve(items.size());
+  for (const auto& item : items) out.tokens.push_back(item.tokens);
+  return out;
+}
 
 }  // namespace ingrid

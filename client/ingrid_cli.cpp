@@ -1,0 +1,264 @@
+// ingrid-cli: look at and exercise an ingrid cluster through the thin client.
+//
+//   ingrid-cli status  --seed HOST:PORT
+//   ingrid-cli acquire --seed HOST:PORT KEY N [bucket options]
+//   ingrid-cli inspect --seed HOST:PORT KEY          (alias: get)
+//   ingrid-cli load    --seed HOST:PORT [load options]
+#include <asio/post.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ingrid/client/batcher.h>
+#include <ingrid/client/client.h>
+#include <ingrid/client/rate_limiter.h>
+#include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "closed_loop.h"
+#include "report.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: ingrid-cli COMMAND --seed HOST:PORT [options]
+
+Commands:
+  status                 members, topology version, partitions per member, replica health
+  acquire KEY N          take N tokens from the bucket KEY; prints granted, remaining, wait
+  inspect KEY            the entry's state and the members that hold it (alias: get)
+  load                   a bounded load test; prints ops/s and latency percentiles
+
+Common options:
+  --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
+  --timeout-ms N         deadline of each request. Default: 5000
+
+Bucket options (acquire, load):
+  --capacity N           bucket capacity. Default: 100
+  --refill N             tokens added per period. Default: capacity
+  --period-ms N          refill period in milliseconds. Default: 1000
+  --initial N            tokens of a new bucket. Default: capacity
+
+Load options:
+  --keys N               distinct bucket keys (1 = one hot key). Default: 1
+  --concurrency N        requests in flight. Default: 16
+  --seconds S            duration, at most 600. Default: 5
+  --batching on|off      client-side batching of hot keys. Default: off
+
+Run 'ingrid-cli COMMAND --help' for this text.
+)";
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> options;
+
+  std::string get(const std::string& name, const std::string& fallback) const {
+    auto it = options.find(name);
+    return it == options.end() ? fallback : it->second.back();
+  }
+};
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "ingrid-cli: %s\n", message.c_str());
+  std::exit(2);
+}
+
+long long number(const Args& a, const std::string& name, long long fallback, long long min,
+                 long long max) {
+  const std::string text = a.get(name, "");
+  if (text.empty()) return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (end == text.c_str() || *end != '\0' || v < min || v > max) {
+    fail("--" + name + " must be a whole number from " + std::to_string(min) + " to " +
+         std::to_string(max) + ", got '" + text + "'");
+  }
+  return v;
+}
+
+ingrid::BucketParams bucketOf(const Args& a) {
+  ingrid::BucketParams p;
+  p.capacity = number(a, "capacity", 100, 1, INT64_MAX);
+  p.refillTokens = number(a, "refill", p.capacity, 1, INT64_MAX);
+  p.refillPeriod = number(a, "period-ms", 1000, 1, INT64_MAX / 1'000'000) * 1'000'000;
+  if (a.options.count("initial")) p.initialTokens = number(a, "initial", 0, 0, p.capacity);
+  return p;
+}
+
+std::unique_ptr<ingrid::Client> connect(const Args& a) {
+  ingrid::ClientOptions o;
+  auto it = a.options.find("seed");
+  if (it == a.options.end()) fail("--seed HOST:PORT is required");
+  o.seeds = it->second;
+  o.requestTimeout = std::chrono::milliseconds(number(a, "timeout-ms", 5000, 1, 3'600'000));
+  o.connectTimeout = o.requestTimeout;
+  auto client = std::make_unique<ingrid::Client>(o);
+  if (auto started = client->start(); !started) fail(started.error().message());
+  return client;
+}
+
+int status(const Args& a) {
+  auto client = connect(a);
+  const ingrid::TopologyPtr t = client->topology();
+  std::map<ingrid::MemberId, int> primaries, backups;
+  int healthy = 0;
+  for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
+    const auto& owners = t->table.owners(p);
+    for (std::size_t i = 0; i < owners.size(); ++i) ++(i == 0 ? primaries : backups)[owners[i]];
+    const std::size_t want = std::min<std::size_t>(t->backups + 1, t->members.size());
+    if (owners.size() >= want) ++healthy;
+  }
+  std::printf("topology v%llu, %zu members, %u partitions, %u backup(s) each, coordinator %llu\n",
+              static_cast<unsigned long long>(t->version), t->members.size(),
+              t->table.partitionCount(), t->backups,
+              static_cast<unsigned long long>(t->coordinator()));
+  for (const auto& m : t->members) {
+    auto seen = client->topologyOf(m.address);
+    const std::string view =
+        seen ? "sees v" + std::to_string(seen->version) : "unreachable: " + seen.error().message();
+    std::printf("  member %llu  %-21s  primary %4d  backup %4d  %s\n",
+                static_cast<unsigned long long>(m.id), m.address.c_str(), primaries[m.id],
+                backups[m.id], view.c_str());
+  }
+  std::printf("replica health: %d of %u partitions have all their replicas%s\n", healthy,
+              t->table.partitionCount(),
+              t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(),
+                                                           t->memberIds(), t->backups)
+                  ? ""
+                  : " (a migration is in progress)");
+  return 0;
+}
+
+int acquire(const Args& a) {
+  if (a.positional.size() != 2) fail("acquire takes KEY and N");
+  const long long n = std::strtoll(a.positional[1].c_str(), nullptr, 10);
+  auto client = connect(a);
+  ingrid::RateLimiter limiter(*client, a.positional[0], bucketOf(a));
+  auto r = limiter.tryAcquire(n);
+  if (!r) fail(r.error().message());
+  std::printf("granted %s, remaining %lld, wait %s\n", r->granted ? "yes" : "no",
+              static_cast<long long>(r->remaining),
+              r->waitNanos == ingrid::kNever
+                  ? "never (more than the capacity)"
+                  : (std::to_string(r->waitNanos / 1000) + " us").c_str());
+  return r->granted ? 0 : 1;
+}
+
+int inspect(const Args& a) {
+  if (a.positional.size() != 1) fail("inspect takes KEY");
+  const std::string& key = a.positional[0];
+  auto client = connect(a);
+  auto r = client->invoke(key, ingrid::GetEntry{});
+  if (!r) fail(r.error().message());
+  const ingrid::TopologyPtr t = client->topology();
+  const ingrid::PartitionId p = ingrid::partitionOf(key, t->table.partitionCount());
+  std::string holders;
+  for (ingrid::MemberId m : t->table.owners(p)) {
+    const auto* info = t->member(m);
+    holders += (holders.empty() ? "primary " : ", backup ") + std::to_string(m) + " (" +
+               (info ? info->address : "?") + ")";
+  }
+  std::printf("key '%s': partition %u, held by %s\n", key.c_str(), p, holders.c_str());
+  if (!r->exists) {
+    std::printf("no entry (never used, or expired)\n");
+    return 0;
+  }
+  std::printf("expires %s\n", r->expiresAt == ingrid::kNever
+                                  ? "never"
+                                  : ("at " + std::to_string(r->expiresAt) + " ns").c_str());
+  try {  // a token bucket?
+    const auto s = ingrid::decode<ingrid::BucketState>(r->value);
+    std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",
+                static_cast<long long>(s.tokens), static_cast<long long>(s.remainder),
+                static_cast<long long>(s.lastRefill));
+    return 0;
+  } catch (const std::exception&) {
+  }
+  try {  // a counter?
+    std::printf("counter: %lld\n", static_cast<long long>(ingrid::decode<std::int64_t>(r->value)));
+    return 0;
+  } catch (const std::exception&) {
+  }
+  std::printf("%zu bytes of state\n", r->value.size());
+  return 0;
+}
+
+int load(const Args& a) {
+  const int keys = static_cast<int>(number(a, "keys", 1, 1, 1'000'000));
+  const int concurrency = static_cast<int>(number(a, "concurrency", 16, 1, 100'000));
+  const double seconds = static_cast<double>(number(a, "seconds", 5, 1, 600));
+  const std::string batching = a.get("batching", "off");
+  if (batching != "on" && batching != "off") fail("--batching takes on or off");
+  const ingrid::BucketParams bucket = bucketOf(a);
+  auto client = connect(a);
+  std::vector<std::string> names;
+  for (int i = 0; i < keys; ++i) names.push_back("load-" + std::to_string(i));
+  ingrid::Batcher<ingrid::Client, ingrid::TokenBucketAcquire> batcher(*client, {});
+  std::atomic<std::uint64_t> granted{0};
+  auto op = [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
+    const std::string& key = names[(static_cast<std::size_t>(chain) + i) % names.size()];
+    auto onAnswer = [&granted, done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
+      if (r && r->granted) granted.fetch_add(1, std::memory_order_relaxed);
+      done(r.ok());
+    };
+    if (batching == "on") {
+      batcher.invokeAsync(key, ingrid::TokenBucketAcquire{bucket, 1}, std::move(onAnswer));
+    } else {
+      client->invokeAsync(key, ingrid::TokenBucketAcquire{bucket, 1}, std::move(onAnswer));
+    }
+  };
+  const std::uint64_t sentBefore = client->requestsSent();
+  auto result = ingrid::bench::runClosedLoop(op, concurrency, seconds);
+  const std::uint64_t messages = client->requestsSent() - sentBefore;
+  const std::size_t ops = result.latenciesNs.size();
+  std::printf(
+      "load: %d key(s), %d in flight, batching %s, %.1f s: %llu granted, %llu failed, "
+      "%llu messages (%.1f requests per message)\n",
+      keys, concurrency, batching.c_str(), result.seconds,
+      static_cast<unsigned long long>(granted.load()),
+      static_cast<unsigned long long>(result.failures), static_cast<unsigned long long>(messages),
+      messages ? static_cast<double>(ops + result.failures) / static_cast<double>(messages) : 0.0);
+  ingrid::bench::report("load", std::move(result.latenciesNs), result.seconds);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg.rfind("--", 0) == 0) {
+      if (i + 1 >= argc) fail(arg + " needs a value");
+      a.options[arg.substr(2)].push_back(argv[++i]);
+    } else if (a.command.empty()) {
+      a.command = arg;
+    } else {
+      a.positional.push_back(arg);
+    }
+  }
+  for (const auto& [name, values] : a.options) {
+    static const char* known[] = {"seed",    "timeout-ms", "capacity",    "refill",  "period-ms",
+                                  "initial", "keys",       "concurrency", "seconds", "batching"};
+    if (std::none_of(std::begin(known), std::end(known),
+                     [&](const char* k) { return name == k; })) {
+      fail("unknown option --" + name + " (see --help)");
+    }
+  }
+  if (a.command == "status") return status(a);
+  if (a.command == "acquire") return acquire(a);
+  if (a.command == "inspect" || a.command == "get") return inspect(a);
+  if (a.command == "load") return load(a);
+  std::fputs(kUsage, a.command.empty() ? stdout : stderr);
+  return a.command.empty() ? 0 : 2;
+}
