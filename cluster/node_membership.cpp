@@ -222,8 +222,13 @@ void NodeImpl::stop() {
     state_.store(kStopped);
     return;
   }
-  // 1. Hand this member's partitions over while still serving (graceful leave).
-  if (transport_ && state_.load() == kRunning) leave();
+  // 1. Hand this member's partitions over while still serving (graceful leave), then keep
+  //    answering (redirects) for the drain period so that stale senders learn where keys went.
+  if (transport_ && state_.load() == kRunning) {
+    leave();
+    std::unique_lock lock(topoMu_);
+    topoCv_.wait_for(lock, options_.drainPeriod, [] { return false; });
+  }
   // 2. Refuse new invocations; let every admitted one finish.
   state_.store(kStopping, std::memory_order_release);
   for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
@@ -250,7 +255,7 @@ std::shared_ptr<Peer> NodeImpl::peerFor(MemberId id, const std::string& address)
   if (auto it = peers_.find(id); it != peers_.end()) return it->second;
   PeerOptions o;
   o.dial = self != 0 && self < id;  // one connection per pair: the smaller id dials
-  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
+  o.failQueuedOnDialError = true;   // a member that refuses connections is gone: route elsewhere
   o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);

@@ -58,6 +58,10 @@ struct NodeOptions {
   std::chrono::milliseconds requestTimeout{5000};
   // How long start() may take to join the cluster. Default: 10 s.
   std::chrono::milliseconds joinTimeout{10000};
+  // After leaving, how long stop() keeps answering requests (redirects to the new owners) before
+  // closing its connections, so that clients and members with a stale topology learn the new
+  // one instead of losing a request to a closed socket. Default: 250 ms.
+  std::chrono::milliseconds drainPeriod{250};
   // How long stop() waits for this member's partitions to move away. Default: 15 s.
   std::chrono::milliseconds leaveTimeout{15000};
   // Called with each topology this node installs (its first, then every change), on the
