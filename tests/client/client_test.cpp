@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include <ingrid/client/batcher.h>
 #include <ingrid/client/rate_limiter.h>
 #include <ingrid/cluster/node.h>
 #include <ingrid/processors/counter.h>
@@ -236,4 +237,69 @@ TEST_CASE("Bad use of the client gets clear errors", "[client]") {
     REQUIRE(fine.ok());
     CHECK(fine->granted);
   }
+}
+
+TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in few messages",
+          "[client][multinode][batching]") {
+  auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
+  TestCluster cluster(options(clock));
+  for (int i = 0; i < 3; ++i) {
+    cluster.add();
+    REQUIRE(cluster.lastStart().ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }));
+  Client client(clientOf(cluster));
+  REQUIRE(client.start().ok());
+
+  constexpr std::int64_t kCapacity = 1000;
+  constexpr int kPerCaller = 40, kClientCallers = 64;
+  const BucketParams params = BucketParams::perPeriod(kCapacity, kNanosPerSecond);
+  BatchingRateLimiter viaClient(client, "hot-batched", params);
+  std::vector<std::unique_ptr<BatchingRateLimiter<Node>>> viaNodes;
+  for (Node* n : cluster.live()) {
+    viaNodes.push_back(std::make_unique<BatchingRateLimiter<Node>>(*n, "hot-batched", params));
+  }
+  std::atomic<std::int64_t> granted{0}, answered{0}, failed{0};
+  const std::uint64_t sentBefore = client.requestsSent();
+  // 64 concurrent callers through the thin client (each keeps one acquire in flight), and one
+  // caller per node through that node, all on the same bucket.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClientCallers; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kPerCaller; ++i) {
+        auto r = viaClient.tryAcquire(1);
+        if (!r) {
+          ++failed;
+        } else if (r->granted) {
+          ++granted;
+        }
+        ++answered;
+      }
+    });
+  }
+  for (auto& limiter : viaNodes) {
+    threads.emplace_back([&, l = limiter.get()] {
+      for (int i = 0; i < kPerCaller; ++i) {
+        auto r = l->tryAcquire(1);
+        if (!r) {
+          ++failed;
+        } else if (r->granted) {
+          ++granted;
+        }
+        ++answered;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::uint64_t requests = kClientCallers * kPerCaller;
+  const std::uint64_t messages = client.requestsSent() - sentBefore;
+  const auto stats = viaClient.stats();
+  WARN("64 callers through the thin client: "
+       << requests << " acquires in " << messages << " messages, mean batch "
+       << static_cast<double>(requests) / static_cast<double>(messages));
+  CHECK(failed == 0);
+  CHECK(static_cast<std::uint64_t>(answered.load()) == requests + viaNodes.size() * kPerCaller);
+  CHECK(granted == kCapacity);
+  CHECK(stats.sends == messages);
+  CHECK(messages * 4 < requests);  // far fewer messages than requests
 }

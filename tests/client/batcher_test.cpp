@@ -1,0 +1,533 @@
+#include <ingrid/client/batcher.h>
+
+#include <catch2/catch.hpp>
+
+#include <asio/use_future.hpp>
+
+#include <any>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/cluster/node.h>
+#include <ingrid/grid/clock.h>
+#include <ingrid/processors/token_bucket.h>
+
+using namespace ingrid;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr Nanos kStart = 1'000'000'000;
+const BucketParams kParams = BucketParams::perPeriod(1000, kNanosPerSecond);
+
+TokenBucketAcquire acquire(std::int64_t tokens, BucketParams params = kParams) {
+  return TokenBucketAcquire{params, tokens};
+}
+
+// An invoker that records what it is sent and completes nothing by itself: the test takes each
+// call and completes it by hand, on the test's thread.
+class FakeInvoker {
+ public:
+  template <class Q>
+  struct Taken {
+    std::string key;
+    Q processor;
+    std::shared_ptr<UniqueFunction<void(Result<typename Q::Result>)>> handler;
+    void complete(Result<typename Q::Result> r) { (*handler)(std::move(r)); }
+  };
+
+  template <EntryProcessor Q, class Token>
+  auto invokeAsync(std::string key, const Q& processor, Token&& token) {
+    return asio::async_initiate<Token, void(Result<typename Q::Result>)>(
+        [this](auto handler, std::string k, Q q) {
+          auto h = std::make_shared<UniqueFunction<void(Result<typename Q::Result>)>>(
+              std::move(handler));
+          std::lock_guard lock(mu_);
+          calls_.push_back(Call{std::move(k), std::move(q), std::move(h)});
+        },
+        token, std::move(key), processor);
+  }
+
+  std::size_t pending() const {
+    std::lock_guard lock(mu_);
+    return calls_.size();
+  }
+
+  // The oldest call, if there is one and it sent a Q.
+  template <class Q>
+  std::optional<Taken<Q>> take() {
+    std::lock_guard lock(mu_);
+    if (calls_.empty()) return std::nullopt;
+    const Q* q = std::any_cast<Q>(&calls_.front().processor);
+    if (q == nullptr) return std::nullopt;
+    Taken<Q> taken{calls_.front().key, *q,
+                   std::static_pointer_cast<UniqueFunction<void(Result<typename Q::Result>)>>(
+                       calls_.front().handler)};
+    calls_.pop_front();
+    return taken;
+  }
+
+ private:
+  struct Call {
+    std::string key;
+    std::any processor;
+    std::shared_ptr<void> handler;
+  };
+  mutable std::mutex mu_;
+  std::deque<Call> calls_;
+};
+
+// A toy batchable processor whose batch form accepts at most 3 requests.
+struct AddBatch;
+struct Add {
+  static constexpr std::string_view kName = "test.Add";
+  using Result = std::int64_t;
+  using Batch = AddBatch;
+  std::int64_t n = 0;
+  Result process(MutableEntry&, Nanos) const { return n; }
+  static bool joinable(const Add&, const Add&) { return true; }
+  static AddBatch batch(std::vector<Add> items);
+};
+struct AddBatch {
+  static constexpr std::string_view kName = "test.AddBatch";
+  using Result = std::vector<std::int64_t>;
+  static constexpr std::size_t kMaxWants = 3;
+  std::vector<std::int64_t> ns;
+  Result process(MutableEntry&, Nanos) const { return ns; }
+};
+AddBatch Add::batch(std::vector<Add> items) {
+  AddBatch b;
+  for (const Add& a : items) b.ns.push_back(a.n);
+  return b;
+}
+static_assert(BatchableProcessor<Add>);
+static_assert(BatchableProcessor<TokenBucketAcquire>);
+
+using Answer = Result<AcquireAnswer>;
+using AnswerFuture = std::future<Answer>;
+
+template <class T>
+T await(std::future<T>& f) {
+  REQUIRE(f.wait_for(5s) == std::future_status::ready);
+  return f.get();
+}
+
+AcquireAnswer answer(std::int64_t remaining) { return AcquireAnswer{true, remaining, 0}; }
+
+// An embedded single node whose clock never moves: no bucket ever refills.
+struct FrozenNode {
+  FrozenNode()
+      : clock(std::make_shared<ManualClock>(kStart)),
+        node(NodeOptions{.partitions = 16, .workerThreads = 2, .clock = clock}) {
+    REQUIRE(node.start().ok());
+  }
+  std::shared_ptr<ManualClock> clock;
+  Node node;
+};
+
+}  // namespace
+
+TEST_CASE("a request issued while nothing is in flight goes at once, alone", "[client][batcher]") {
+  SECTION("fake invoker: handed over before invokeAsync returns") {
+    FakeInvoker fake;
+    Batcher<FakeInvoker, TokenBucketAcquire> batcher(fake);
+    for (std::int64_t i = 0; i < 10; ++i) {
+      AnswerFuture f = batcher.invokeAsync("k", acquire(1), asio::use_future);
+      REQUIRE(fake.pending() == 1);
+      auto call = fake.take<TokenBucketAcquire>();
+      REQUIRE(call);
+      CHECK(call->key == "k");
+      call->complete(answer(100 + i));
+      Answer r = await(f);
+      REQUIRE(r.ok());
+      CHECK(r->remaining == 100 + i);
+    }
+    const auto s = batcher.stats();
+    CHECK(s.requests == 10);
+    CHECK(s.sends == 10);
+    CHECK(s.batches == 0);
+    CHECK(s.batchedRequests == 0);
+  }
+  SECTION("embedded node at concurrency 1") {
+    FrozenNode n;
+    Batcher<Node, TokenBucketAcquire> batcher(n.node);
+    for (int i = 0; i < 50; ++i) {
+      AnswerFuture f = batcher.invokeAsync("solo", acquire(1), asio::use_future);
+      Answer r = await(f);
+      REQUIRE(r.ok());
+      CHECK(r->granted);
+      CHECK(r->remaining == 999 - i);
+    }
+    const auto s = batcher.stats();
+    CHECK(s.requests == 50);
+    CHECK(s.sends == 50);
+    CHECK(s.batches == 0);
+  }
+}
+
+TEST_CASE("64 callers on one hot key: exactly the capacity is granted, in few sends",
+          "[client][batcher]") {
+  constexpr int kCallers = 64;
+  constexpr int kPerCaller = 20;
+  constexpr int kTotal = kCallers * kPerCaller;
+  constexpr std::int64_t kCapacity = 500;
+  FrozenNode n;
+  Batcher<Node, TokenBucketAcquire> batcher(n.node);
+  const TokenBucketAcquire want{BucketParams::perPeriod(kCapacity, kNanosPerSecond), 1};
+
+  std::vector<std::atomic<int>> answers(kTotal);
+  std::atomic<int> granted{0}, denied{0}, errors{0}, timedOut{0};
+  std::latch go(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      go.arrive_and_wait();
+      for (int j = 0; j < kPerCaller; ++j) {
+        const int idx = c * kPerCaller + j;
+        std::promise<void> got;
+        auto done = got.get_future();
+        batcher.invokeAsync("hot", want, [&, idx, got = std::move(got)](Answer r) mutable {
+          answers[idx].fetch_add(1);
+          if (!r) {
+            errors.fetch_add(1);
+          } else if (r->granted) {
+            granted.fetch_add(1);
+          } else {
+            denied.fetch_add(1);
+          }
+          got.set_value();
+        });
+        if (done.wait_for(10s) != std::future_status::ready) {
+          timedOut.fetch_add(1);
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+
+  REQUIRE(timedOut.load() == 0);
+  CHECK(errors.load() == 0);
+  CHECK(granted.load() == kCapacity);
+  CHECK(granted.load() + denied.load() == kTotal);
+  int notOnce = 0;
+  for (auto& a : answers) notOnce += a.load() != 1 ? 1 : 0;
+  CHECK(notOnce == 0);
+
+  const auto s = batcher.stats();
+  const double mean = static_cast<double>(s.requests) / static_cast<double>(s.sends);
+  std::printf("batcher: %d callers, %llu requests in %llu sends (%llu batches): mean batch %.1f\n",
+              kCallers, static_cast<unsigned long long>(s.requests),
+              static_cast<unsigned long long>(s.sends), static_cast<unsigned long long>(s.batches),
+              mean);
+  INFO("requests " << s.requests << ", sends " << s.sends << ", mean batch " << mean);
+  CHECK(s.requests == static_cast<std::uint64_t>(kTotal));
+  CHECK(s.rejected == 0);
+  CHECK(s.sends * 4 <= s.requests);
+}
+
+TEST_CASE("a batch carries the queued requests in order and answers each its own",
+          "[client][batcher]") {
+  FakeInvoker fake;
+  Batcher<FakeInvoker, TokenBucketAcquire> batcher(fake);
+  AnswerFuture first = batcher.invokeAsync("k", acquire(7), asio::use_future);
+  std::vector<AnswerFuture> queued;
+  for (std::int64_t t = 1; t <= 5; ++t) {
+    queued.push_back(batcher.invokeAsync("k", acquire(t), asio::use_future));
+  }
+  REQUIRE(fake.pending() == 1);  // the five wait behind the one in flight
+
+  auto inFlight = fake.take<TokenBucketAcquire>();
+  REQUIRE(inFlight);
+  CHECK(inFlight->processor.tokens == 7);
+  inFlight->complete(answer(42));
+  CHECK(await(first)->remaining == 42);
+
+  auto batch = fake.take<TokenBucketBatchAcquire>();
+  REQUIRE(batch);
+  CHECK(batch->key == "k");
+  CHECK(batch->processor.bucket == kParams);
+  CHECK(batch->processor.tokens == std::vector<std::int64_t>{1, 2, 3, 4, 5});
+  batch->complete(
+      std::vector<AcquireAnswer>{answer(101), answer(102), answer(103), answer(104), answer(105)});
+  for (std::size_t i = 0; i < queued.size(); ++i) {
+    Answer r = await(queued[i]);
+    REQUIRE(r.ok());
+    CHECK(r->remaining == 101 + static_cast<std::int64_t>(i));
+  }
+  CHECK(fake.pending() == 0);
+  const auto s = batcher.stats();
+  CHECK(s.requests == 6);
+  CHECK(s.sends == 2);
+  CHECK(s.batches == 1);
+  CHECK(s.batchedRequests == 5);
+}
+
+TEST_CASE("requests with other params end the batch (longest joinable prefix)",
+          "[client][batcher]") {
+  const BucketParams a = BucketParams::perPeriod(10, kNanosPerSecond);
+  const BucketParams b = BucketParams::perPeriod(20, kNanosPerSecond);
+  FakeInvoker fake;
+  Batcher<FakeInvoker, TokenBucketAcquire> batcher(fake);
+  AnswerFuture f0 = batcher.invokeAsync("k", acquire(1, a), asio::use_future);
+  AnswerFuture f1 = batcher.invokeAsync("k", acquire(1, a), asio::use_future);
+  AnswerFuture f2 = batcher.invokeAsync("k", acquire(2, a), asio::use_future);
+  AnswerFuture f3 = batcher.invokeAsync("k", acquire(3, b), asio::use_future);
+  AnswerFuture f4 = batcher.invokeAsync("k", acquire(4, a), asio::use_future);
+
+  auto c0 = fake.take<TokenBucketAcquire>();
+  REQUIRE(c0);
+  c0->complete(answer(0));
+  auto c12 = fake.take<TokenBucketBatchAcquire>();
+  REQUIRE(c12);
+  CHECK(c12->processor.bucket == a);
+  CHECK(c12->processor.tokens == std::vector<std::int64_t>{1, 2});
+  c12->complete(std::vector<AcquireAnswer>{answer(1), answer(2)});
+  auto c3 = fake.take<TokenBucketAcquire>();  // a prefix of one goes as a single
+  REQUIRE(c3);
+  CHECK(c3->processor.bucket == b);
+  CHECK(c3->processor.tokens == 3);
+  c3->complete(answer(3));
+  auto c4 = fake.take<TokenBucketAcquire>();
+  REQUIRE(c4);
+  CHECK(c4->processor.tokens == 4);
+  c4->complete(answer(4));
+
+  CHECK(await(f0)->remaining == 0);
+  CHECK(await(f1)->remaining == 1);
+  CHECK(await(f2)->remaining == 2);
+  CHECK(await(f3)->remaining == 3);
+  CHECK(await(f4)->remaining == 4);
+  const auto s = batcher.stats();
+  CHECK(s.sends == 4);
+  CHECK(s.batches == 1);
+  CHECK(s.batchedRequests == 2);
+}
+
+TEST_CASE("a full per-key queue refuses with overloaded, naming the key and the bound",
+          "[client][batcher]") {
+  FakeInvoker fake;
+  Batcher<FakeInvoker, TokenBucketAcquire> batcher(
+      fake, BatcherOptions{.maxBatch = 1024, .maxQueuedPerKey = 3});
+  std::vector<AnswerFuture> accepted;
+  for (int i = 0; i < 4; ++i) {
+    accepted.push_back(batcher.invokeAsync("busy-key", acquire(1), asio::use_future));
+  }
+  std::atomic<bool> inCall{true};
+  std::atomic<int> ranInline{-1};
+  std::promise<Answer> refused;
+  auto refusedAnswer = refused.get_future();
+  batcher.invokeAsync("busy-key", acquire(1), [&](Answer r) {
+    ranInline.store(inCall.load() ? 1 : 0);
+    refused.set_value(std::move(r));
+  });
+  inCall.store(false);
+  Answer r = await(refusedAnswer);
+  CHECK(ranInline.load() == 0);
+  REQUIRE(!r.ok());
+  CHECK(r.error() == Errc::overloaded);
+  CHECK_THAT(r.error().detail(), Catch::Contains("busy-key") && Catch::Contains("3"));
+
+  // Another key is not held back.
+  AnswerFuture other = batcher.invokeAsync("other-key", acquire(1), asio::use_future);
+  CHECK(fake.pending() == 2);
+  CHECK(batcher.stats().rejected == 1);
+
+  auto c0 = fake.take<TokenBucketAcquire>();
+  REQUIRE(c0);
+  c0->complete(answer(0));
+  auto cOther = fake.take<TokenBucketAcquire>();
+  REQUIRE(cOther);
+  CHECK(cOther->key == "other-key");
+  cOther->complete(answer(9));
+  auto c123 = fake.take<TokenBucketBatchAcquire>();
+  REQUIRE(c123);
+  CHECK(c123->processor.tokens.size() == 3);
+  c123->complete(std::vector<AcquireAnswer>{answer(1), answer(2), answer(3)});
+  for (auto& f : accepted) CHECK(await(f).ok());
+  CHECK(await(other)->remaining == 9);
+}
+
+TEST_CASE("batches never exceed maxBatch nor the batch processor's limit", "[client][batcher]") {
+  SECTION("maxBatch") {
+    FakeInvoker fake;
+    Batcher<FakeInvoker, TokenBucketAcquire> batcher(
+        fake, BatcherOptions{.maxBatch = 4, .maxQueuedPerKey = 100});
+    std::vector<AnswerFuture> fs;
+    for (int i = 0; i < 11; ++i)
+      fs.push_back(batcher.invokeAsync("k", acquire(1), asio::use_future));
+    auto c0 = fake.take<TokenBucketAcquire>();
+    REQUIRE(c0);
+    c0->complete(answer(0));
+    for (std::size_t expected : {4u, 4u, 2u}) {
+      auto b = fake.take<TokenBucketBatchAcquire>();
+      REQUIRE(b);
+      CHECK(b->processor.tokens.size() == expected);
+      b->complete(std::vector<AcquireAnswer>(expected, answer(1)));
+    }
+    CHECK(fake.pending() == 0);
+    for (auto& f : fs) CHECK(await(f).ok());
+    CHECK(batcher.stats().batches == 3);
+    CHECK(batcher.stats().batchedRequests == 10);
+  }
+  SECTION("P::Batch::kMaxWants caps a larger maxBatch") {
+    FakeInvoker fake;
+    Batcher<FakeInvoker, Add> batcher(fake);
+    std::vector<std::future<Result<std::int64_t>>> fs;
+    for (std::int64_t i = 0; i < 8; ++i) {
+      fs.push_back(batcher.invokeAsync("k", Add{i}, asio::use_future));
+    }
+    auto c0 = fake.take<Add>();
+    REQUIRE(c0);
+    c0->complete(std::int64_t{0});
+    for (std::vector<std::int64_t> expected : {std::vector<std::int64_t>{1, 2, 3}, {4, 5, 6}}) {
+      auto b = fake.take<AddBatch>();
+      REQUIRE(b);
+      CHECK(b->processor.ns == expected);
+      b->complete(b->processor.ns);
+    }
+    auto last = fake.take<Add>();
+    REQUIRE(last);
+    CHECK(last->processor.n == 7);
+    last->complete(std::int64_t{7});
+    for (std::int64_t i = 0; i < 8; ++i) {
+      auto r = await(fs[static_cast<std::size_t>(i)]);
+      REQUIRE(r.ok());
+      CHECK(*r == i);
+    }
+  }
+}
+
+TEST_CASE("a batch's error reaches every caller of that batch", "[client][batcher]") {
+  FakeInvoker fake;
+  Batcher<FakeInvoker, TokenBucketAcquire> batcher(fake);
+  AnswerFuture f0 = batcher.invokeAsync("k", acquire(1), asio::use_future);
+  std::vector<AnswerFuture> fs;
+  for (int i = 0; i < 3; ++i) fs.push_back(batcher.invokeAsync("k", acquire(1), asio::use_future));
+
+  SECTION("an error") {
+    auto c0 = fake.take<TokenBucketAcquire>();
+    REQUIRE(c0);
+    c0->complete(Error(Errc::unavailable, "only the first"));
+    Answer r0 = await(f0);
+    REQUIRE(!r0.ok());
+    CHECK(r0.error().detail() == "only the first");
+    auto b = fake.take<TokenBucketBatchAcquire>();
+    REQUIRE(b);
+    b->complete(Error(Errc::processor_failed, "boom"));
+    for (auto& f : fs) {
+      Answer r = await(f);
+      REQUIRE(!r.ok());
+      CHECK(r.error() == Errc::processor_failed);
+      CHECK(r.error().detail() == "boom");
+    }
+  }
+  SECTION("a result vector of the wrong length") {
+    auto c0 = fake.take<TokenBucketAcquire>();
+    REQUIRE(c0);
+    c0->complete(answer(0));
+    CHECK(await(f0).ok());
+    auto b = fake.take<TokenBucketBatchAcquire>();
+    REQUIRE(b);
+    b->complete(std::vector<AcquireAnswer>{answer(1), answer(2)});
+    for (auto& f : fs) {
+      Answer r = await(f);
+      REQUIRE(!r.ok());
+      CHECK(r.error() == Errc::malformed_message);
+      CHECK_THAT(r.error().detail(), Catch::Contains("2 results to 3 requests"));
+    }
+  }
+  CHECK(fake.pending() == 0);
+}
+
+TEST_CASE("BatchingRateLimiter refuses bad use at once, naming the problem", "[client][batcher]") {
+  FakeInvoker fake;
+  struct Case {
+    std::string key;
+    BucketParams params;
+    std::int64_t tokens;
+    Errc code;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {"k", kParams, 0, Errc::invalid_argument, "tokens must be > 0, got 0"},
+      {"k", kParams, -3, Errc::invalid_argument, "tokens must be > 0, got -3"},
+      {"k", BucketParams::perPeriod(0, kNanosPerSecond), 1, Errc::invalid_argument, "capacity"},
+      {"", kParams, 1, Errc::invalid_key, "empty"},
+  };
+  for (const Case& c : cases) {
+    INFO("key '" << c.key << "', tokens " << c.tokens);
+    BatchingRateLimiter<FakeInvoker> limiter(fake, c.key, c.params);
+    Answer blocking = limiter.tryAcquire(c.tokens);
+    REQUIRE(!blocking.ok());
+    CHECK(blocking.error() == c.code);
+    CHECK_THAT(blocking.error().detail(), Catch::Contains(c.named));
+    AnswerFuture f = limiter.tryAcquireAsync(c.tokens, asio::use_future);
+    Answer async = await(f);
+    REQUIRE(!async.ok());
+    CHECK(async.error() == c.code);
+    CHECK_THAT(async.error().detail(), Catch::Contains(c.named));
+    CHECK(limiter.stats().requests == 0);
+  }
+  CHECK(fake.pending() == 0);
+}
+
+TEST_CASE("BatchingRateLimiter grants exactly the capacity under concurrency",
+          "[client][batcher]") {
+  constexpr int kCallers = 64;
+  constexpr int kPerCaller = 8;
+  constexpr std::int64_t kCapacity = 200;
+  FrozenNode n;
+  BatchingRateLimiter<Node> limiter(n.node, "api:hot",
+                                    BucketParams::perPeriod(kCapacity, kNanosPerSecond));
+  CHECK(limiter.key() == "api:hot");
+  CHECK(limiter.params().capacity == kCapacity);
+
+  std::atomic<int> granted{0}, denied{0}, errors{0};
+  std::latch go(kCallers);
+  std::vector<std::thread> callers;
+  for (int c = 0; c < kCallers; ++c) {
+    callers.emplace_back([&, c] {
+      go.arrive_and_wait();
+      for (int j = 0; j < kPerCaller; ++j) {
+        // Half the callers block, half go through the async form.
+        Answer r = Answer(AcquireAnswer{});
+        if (c % 2 == 0) {
+          r = limiter.tryAcquire(1);
+        } else {
+          auto f = limiter.tryAcquireAsync(1, asio::use_future);
+          if (f.wait_for(10s) != std::future_status::ready) {
+            errors.fetch_add(1);
+            return;
+          }
+          r = f.get();
+        }
+        if (!r) {
+          errors.fetch_add(1);
+        } else if (r->granted) {
+          granted.fetch_add(1);
+        } else {
+          denied.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  CHECK(errors.load() == 0);
+  CHECK(granted.load() == kCapacity);
+  CHECK(granted.load() + denied.load() == kCallers * kPerCaller);
+  const auto s = limiter.stats();
+  CHECK(s.requests == static_cast<std::uint64_t>(kCallers * kPerCaller));
+  CHECK(s.sends < s.requests);
+}
