@@ -324,15 +324,16 @@ TEST_CASE("a full per-key queue refuses with overloaded, naming the key and the 
   for (int i = 0; i < 4; ++i) {
     accepted.push_back(batcher.invokeAsync("busy-key", acquire(1), asio::use_future));
   }
-  std::atomic<bool> inCall{true};
+  // Not inline: the refusal is posted, so it runs on another thread than this caller's (a check
+  // of "still inside invokeAsync" would race with the posted handler on a second core).
+  const std::thread::id caller = std::this_thread::get_id();
   std::atomic<int> ranInline{-1};
   std::promise<Answer> refused;
   auto refusedAnswer = refused.get_future();
   batcher.invokeAsync("busy-key", acquire(1), [&](Answer r) {
-    ranInline.store(inCall.load() ? 1 : 0);
+    ranInline.store(std::this_thread::get_id() == caller ? 1 : 0);
     refused.set_value(std::move(r));
   });
-  inCall.store(false);
   Answer r = await(refusedAnswer);
   CHECK(ranInline.load() == 0);
   REQUIRE(!r.ok());
