@@ -146,10 +146,8 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
   if (state != kRunning) {
     refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
                     "client cannot send processor '" + std::string(processor) + "'");
-  } else if (key.size() > kMaxKeyBytes) {
-    refused = Error(Errc::invalid_key, "key of " + std::to_string(key.size()) +
-                                           " bytes is longer than the limit of " +
-                                           std::to_string(kMaxKeyBytes));
+  } else {
+    refused = keyError(key);
   }
   if (refused) {
     done(std::move(*refused));

@@ -35,11 +35,7 @@ namespace ingrid {
 inline std::optional<Error> checkAcquire(const std::string& key, const BucketParams& params,
                                          std::int64_t tokens) {
   if (key.empty()) return Error(Errc::invalid_key, "a rate limiter key must not be empty");
-  if (key.size() > kMaxKeyBytes) {
-    return Error(Errc::invalid_key, "key of " + std::to_string(key.size()) +
-                                        " bytes is longer than the limit of " +
-                                        std::to_string(kMaxKeyBytes));
-  }
+  if (auto bad = keyError(key)) return bad;
   if (auto reason = params.invalidReason()) {
     return Error(Errc::invalid_argument, "bucket '" + key + "': " + *reason);
   }

@@ -26,10 +26,8 @@ void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::strin
   if (state != kRunning) {
     refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
                     "cannot run processor '" + std::string(processor) + "'");
-  } else if (key.size() > kMaxKeyBytes) {
-    refused = Error(Errc::invalid_key, "key of " + std::to_string(key.size()) +
-                                           " bytes is longer than the limit of " +
-                                           std::to_string(kMaxKeyBytes));
+  } else if (auto bad = keyError(key)) {
+    refused = std::move(*bad);
   } else if ((fn = registry_.find(processor)) == nullptr) {
     refused = Error(Errc::unknown_processor,
                     "no processor named '" + std::string(processor) + "' is registered");
@@ -189,10 +187,8 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
   Error refused;
   if (state != kRunning) {
     refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
-  } else if (req.key.size() > kMaxKeyBytes) {
-    refused = Error(Errc::invalid_key, "key of " + std::to_string(req.key.size()) +
-                                           " bytes is longer than the limit of " +
-                                           std::to_string(kMaxKeyBytes));
+  } else if (auto bad = keyError(req.key)) {
+    refused = std::move(*bad);
   } else if (fn == nullptr) {
     refused = Error(Errc::unknown_processor, "no processor named '" + req.processor +
                                                  "' is registered on member " +

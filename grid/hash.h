@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
+
+#include <ingrid/grid/error.h>
 
 namespace ingrid {
 
@@ -17,6 +20,9 @@ inline constexpr std::uint32_t kDefaultPartitionCount = 1024;
 
 // Keys are byte strings of at most this many bytes (the wire format counts them in 16 bits).
 inline constexpr std::size_t kMaxKeyBytes = 65535;
+
+// nullopt if `key` is acceptable, else why not (Errc::invalid_key: longer than kMaxKeyBytes).
+std::optional<Error> keyError(std::string_view key);
 
 // XXH64(key, seed = 0).
 std::uint64_t keyHash(std::string_view key) noexcept;
