@@ -143,6 +143,7 @@ class Batcher {
         asio::make_work_guard(asio::get_associated_executor(handler, asio::system_executor()));
     return [handler = std::move(handler), work = std::move(work)](Answer r) mutable {
       auto ex = work.get_executor();
+      auto posting = asio::make_work_guard(ex);  // until post() returns (see invoke_async.h)
       asio::post(ex, [handler = std::move(handler), r = std::move(r),
                       work = std::move(work)]() mutable { std::move(handler)(std::move(r)); });
     };

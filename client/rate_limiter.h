@@ -22,6 +22,7 @@
 
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
+#include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 
@@ -53,6 +54,8 @@ auto completeNow(Result<T> result, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(Result<T>)>(
       [](auto handler, Result<T> r) {
         auto ex = asio::get_associated_executor(handler, asio::system_executor());
+        // Guards the target until post() has returned (see cluster/invoke_async.h).
+        auto posting = asio::make_work_guard(ex);
         asio::post(ex, [handler = std::move(handler), r = std::move(r)]() mutable {
           std::move(handler)(std::move(r));
         });

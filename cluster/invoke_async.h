@@ -52,6 +52,10 @@ auto asyncInvoke(InvokeRaw invokeRaw, const Executor& fallback, std::string key,
                   [handler = std::move(handler),
                    work = std::move(work)](Result<std::string> raw) mutable {
                     auto target = work.get_executor();
+                    // Held until post() has returned: Asio wakes the target's thread after
+                    // unlocking, and the handler's own guard may already be gone by then (the
+                    // caller may destroy its io_context the moment run() returns).
+                    auto posting = asio::make_work_guard(target);
                     asio::post(target, [handler = std::move(handler), raw = std::move(raw),
                                         work = std::move(work)]() mutable {
                       std::move(handler)(decodeResult<P>(std::move(raw)));
