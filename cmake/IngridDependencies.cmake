@@ -33,6 +33,11 @@ endif()
 if(NOT TARGET ingrid_asio)
   add_library(ingrid_asio INTERFACE)
   target_include_directories(ingrid_asio SYSTEM INTERFACE ${INGRID_ASIO_INCLUDE_DIR})
-  target_compile_definitions(ingrid_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+  # ASIO_DISABLE_STD_ALIGNED_ALLOC: Asio 1.22 decides between aligned_alloc/free and
+  # operator new/delete from whether a libstdc++ header came before its config, so translation
+  # units that include Asio first disagree with the others about its inline aligned_new and
+  # aligned_delete (an ODR violation ASan reports as alloc-dealloc-mismatch). One choice for all.
+  target_compile_definitions(ingrid_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED
+                                                   ASIO_DISABLE_STD_ALIGNED_ALLOC)
   target_link_libraries(ingrid_asio INTERFACE Threads::Threads)
 endif()
