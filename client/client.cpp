@@ -154,15 +154,8 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
     callFinished();
     return;
   }
-  const TopologyPtr t = topology();
-  auto call = std::make_unique<RoutedCall>();
-  call->partition = partitionOf(key, t->table.partitionCount());
-  call->key = std::move(key);
-  call->processor = std::string(processor);
-  call->args = std::move(args);
-  call->done = std::move(done);
-  call->deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
-  router_.route(std::move(call));
+  router_.start(std::move(key), processor, std::move(args), std::move(done),
+                topology()->table.partitionCount(), options_.requestTimeout);
 }
 
 std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& address) {

@@ -21,6 +21,19 @@ bool notRun(const Error& e) {
 
 }  // namespace
 
+void CallRouter::start(std::string key, std::string_view processor, std::string args,
+                       UniqueFunction<void(Result<std::string>)> done, std::uint32_t partitions,
+                       std::chrono::milliseconds timeout) {
+  auto call = std::make_unique<RoutedCall>();
+  call->partition = partitionOf(key, partitions);
+  call->key = std::move(key);
+  call->processor = std::string(processor);
+  call->args = std::move(args);
+  call->done = std::move(done);
+  call->deadline = SteadyClock::now() + timeout;
+  route(std::move(call));
+}
+
 void CallRouter::route(RoutedCallPtr call) {
   TopologyPtr routing = host_.routingTopology();
   if (call->hint && (!routing || call->hint->version > routing->version)) routing = call->hint;

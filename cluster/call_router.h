@@ -64,6 +64,10 @@ class CallRouter {
 
   CallRouter(Host& host, asio::io_context& net) : host_(host), net_(net) {}
 
+  // Starts a call: its partition among `partitions`, its deadline `timeout` from now.
+  void start(std::string key, std::string_view processor, std::string args,
+             UniqueFunction<void(Result<std::string>)> done, std::uint32_t partitions,
+             std::chrono::milliseconds timeout);
   void route(RoutedCallPtr call);
   void retryLater(RoutedCallPtr call, const Error& why);
   void finish(RoutedCallPtr call, Result<std::string> result);

@@ -37,14 +37,8 @@ void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::strin
     done(std::move(refused));
     return;
   }
-  auto call = std::make_unique<RoutedCall>();
-  call->partition = partitionOf(key, options_.partitions);
-  call->key = std::move(key);
-  call->processor = std::string(processor);
-  call->args = std::move(args);
-  call->done = std::move(done);
-  call->deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
-  router_.route(std::move(call));
+  router_.start(std::move(key), processor, std::move(args), std::move(done), options_.partitions,
+                options_.requestTimeout);
 }
 
 bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {

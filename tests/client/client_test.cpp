@@ -51,11 +51,7 @@ TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's
           "[client][multinode]") {
   auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
   TestCluster cluster(options(clock));
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
   Client a(clientOf(cluster)), b(clientOf(cluster));
   REQUIRE(a.start().ok());
   REQUIRE(b.start().ok());
@@ -116,11 +112,7 @@ TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's
 TEST_CASE("The client follows a join and a leave under load: nothing lost or doubled",
           "[client][multinode][migration]") {
   TestCluster cluster(options(nullptr));
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());
 
@@ -243,11 +235,7 @@ TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in
           "[client][multinode][batching]") {
   auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
   TestCluster cluster(options(clock));
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());
 

@@ -116,11 +116,7 @@ TEST_CASE("Three nodes: a shared bucket grants exactly its capacity, counters ar
           "[cluster][multinode]") {
   auto clock = std::make_shared<ManualClock>(1'000'000'000);  // frozen: no refill
   TestCluster cluster(clusterOptions(clock));
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
 
   constexpr int kBuckets = 5;
   constexpr std::int64_t kCapacity = 300;
@@ -167,11 +163,7 @@ TEST_CASE("A node joins and another leaves under load: nothing lost, nothing app
           "[cluster][multinode][migration]") {
   auto clock = std::make_shared<ManualClock>(1'000'000'000);
   TestCluster cluster(clusterOptions(clock));
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
   Load load;
   load.start(cluster.live(), 2);
   REQUIRE(eventually([&] { return load.acked[0] > 50; }));

@@ -82,11 +82,7 @@ std::uint64_t executedEverywhere(TestCluster& cluster) {
 TEST_CASE("A request with a stale topology is redirected, then runs exactly once",
           "[cluster][multinode][routing]") {
   TestCluster cluster(smallCluster());
-  for (int i = 0; i < 3; ++i) {
-    cluster.add();
-    REQUIRE(cluster.lastStart().ok());
-  }
-  REQUIRE(eventually([&] { return cluster.settled(); }));
+  REQUIRE(cluster.start(3));
   const TopologyPtr t = cluster.at(0).topology();
   const std::string key = "redirected-counter";
   const PartitionId p = partitionOf(key, t->table.partitionCount());

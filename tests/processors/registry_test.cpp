@@ -10,9 +10,9 @@ using namespace ingrid;
 TEST_CASE("The built-in registry holds the built-in processors by stable name",
           "[processors][registry]") {
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
-  CHECK(registry.names() == std::vector<std::string>{"ingrid.GetCounter", "ingrid.GetEntry", "ingrid.Increment",
-                                                     "ingrid.TokenBucketAcquire",
-                                                     "ingrid.TokenBucketBatchAcquire"});
+  CHECK(registry.names() ==
+        std::vector<std::string>{"ingrid.GetCounter", "ingrid.GetEntry", "ingrid.Increment",
+                                 "ingrid.TokenBucketAcquire", "ingrid.TokenBucketBatchAcquire"});
   CHECK(registry.find("nope") == nullptr);
 }
 

@@ -49,6 +49,15 @@ class TestCluster {
   }
   const Result<bool>& lastStart() const { return lastStart_; }
 
+  // Starts n nodes and waits until the cluster has settled; false (with lastStart()) if not.
+  bool start(int n) {
+    for (int i = 0; i < n; ++i) {
+      add();
+      if (!lastStart_) return false;
+    }
+    return eventually([this] { return settled(); });
+  }
+
   // Stops node i gracefully (it leaves the cluster first) and forgets it.
   void remove(std::size_t i) {
     nodes_[i]->stop();
