@@ -6,8 +6,10 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <istream>
 #include <sstream>
 #include <stdexcept>
+#include <streambuf>
 #include <string>
 #include <string_view>
 
@@ -27,17 +29,32 @@ std::string encode(const T& value) {
   return std::move(out).str();
 }
 
-// Throws on malformed input or trailing bytes.
+namespace codec_detail {
+
+// A read-only stream buffer over bytes owned elsewhere: decoding reads them in place.
+class ViewStreambuf final : public std::streambuf {
+ public:
+  explicit ViewStreambuf(std::string_view bytes) {
+    // std::streambuf's get area is char*, but nothing here writes through it.
+    char* begin = const_cast<char*>(bytes.data());
+    setg(begin, begin, begin + bytes.size());
+  }
+  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
+};
+
+}  // namespace codec_detail
+
+// Throws on malformed input or trailing bytes. Reads `bytes` in place (no copy).
 template <class T>
 void decodeInto(std::string_view bytes, T& value) {
-  std::istringstream in(std::string(bytes), std::ios::binary);
+  codec_detail::ViewStreambuf buffer(bytes);
+  std::istream in(&buffer);
   {
     cereal::PortableBinaryInputArchive archive(in);
     archive(value);
   }
-  if (in.peek() != std::istringstream::traits_type::eof()) {
-    throw std::runtime_error(std::to_string(bytes.size() - static_cast<std::size_t>(in.tellg())) +
-                             " trailing bytes");
+  if (buffer.remaining() != 0) {
+    throw std::runtime_error(std::to_string(buffer.remaining()) + " trailing bytes");
   }
 }
 

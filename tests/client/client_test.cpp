@@ -30,15 +30,6 @@ using ingrid::testing::TestCluster;
 
 namespace {
 
-NodeOptions options(std::shared_ptr<const Clock> clock) {
-  NodeOptions o;
-  o.partitions = 64;
-  o.workerThreads = 1;
-  o.backups = 1;
-  o.clock = std::move(clock);
-  return o;
-}
-
 ClientOptions clientOf(TestCluster& cluster) {
   ClientOptions c;
   for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
@@ -50,7 +41,7 @@ ClientOptions clientOf(TestCluster& cluster) {
 TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's capacity",
           "[client][multinode]") {
   auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
-  TestCluster cluster(options(clock));
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock));
   REQUIRE(cluster.start(3));
   Client a(clientOf(cluster)), b(clientOf(cluster));
   REQUIRE(a.start().ok());
@@ -111,7 +102,7 @@ TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's
 
 TEST_CASE("The client follows a join and a leave under load: nothing lost or doubled",
           "[client][multinode][migration]") {
-  TestCluster cluster(options(nullptr));
+  TestCluster cluster(ingrid::testing::smallClusterOptions(nullptr));
   REQUIRE(cluster.start(3));
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());
@@ -196,7 +187,7 @@ TEST_CASE("Bad use of the client gets clear errors", "[client]") {
     CHECK_THAT(r.error().message(), Catch::Contains("not-an-address"));
   }
   SECTION("invalid acquires are refused before anything is sent") {
-    TestCluster cluster(options(nullptr));
+    TestCluster cluster(ingrid::testing::smallClusterOptions(nullptr));
     cluster.add();
     REQUIRE(cluster.lastStart().ok());
     Client client(clientOf(cluster));
@@ -234,7 +225,7 @@ TEST_CASE("Bad use of the client gets clear errors", "[client]") {
 TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in few messages",
           "[client][multinode][batching]") {
   auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
-  TestCluster cluster(options(clock));
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock));
   REQUIRE(cluster.start(3));
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());

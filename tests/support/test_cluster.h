@@ -23,6 +23,18 @@ inline bool eventually(const std::function<bool()>& pred,
   return true;
 }
 
+// Options for a small test cluster: 64 partitions, 1 backup, `workers` worker threads.
+inline NodeOptions smallClusterOptions(std::shared_ptr<const Clock> clock = nullptr,
+                                       unsigned workers = 1) {
+  NodeOptions o;
+  o.partitions = 64;
+  o.workerThreads = workers;
+  o.completionThreads = 1;
+  o.backups = 1;
+  o.clock = std::move(clock);
+  return o;
+}
+
 class TestCluster {
  public:
   explicit TestCluster(NodeOptions base) : base_(std::move(base)) {}
