@@ -42,7 +42,9 @@ void PartitionWorkers::run(Worker& w) {
 void PartitionWorkers::scheduleSweep(Worker& w) {
   w.sweepTimer.expires_after(sweepInterval_);
   w.sweepTimer.async_wait([this, &w](std::error_code ec) {
-    if (ec) return;  // cancelled by stop()
+    // A sweep that was already due when stop() cancelled the timer still runs with no error:
+    // the flag, not the error code, ends the sweeping, or run() would never return.
+    if (ec || w.stopping) return;
     const Nanos now = clock_->now();
     std::uint64_t reclaimed = 0;
     for (PartitionId p : w.partitions) reclaimed += stores_[p].reclaimExpired(now, sweepBuckets_);
@@ -55,7 +57,10 @@ void PartitionWorkers::stop() {
   if (!started_ || stopped_) return;
   stopped_ = true;
   for (auto& w : workers_) {
-    asio::post(w->io, [worker = w.get()] { worker->sweepTimer.cancel(); });
+    asio::post(w->io, [worker = w.get()] {
+      worker->stopping = true;
+      worker->sweepTimer.cancel();
+    });
     w->guard.reset();  // run() returns once the posted tasks are done
   }
   for (auto& w : workers_) {

@@ -68,6 +68,7 @@ class PartitionWorkers {
     asio::io_context io{1};
     asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
     asio::steady_timer sweepTimer{io};
+    bool stopping = false;  // set by stop(), on the worker's own thread
     std::vector<PartitionId> partitions;
     std::thread thread;
     std::atomic<std::uint64_t> reclaimed{0};
