@@ -38,7 +38,7 @@ using RoutedCallPtr = std::unique_ptr<RoutedCall>;
 
 class CallRouter {
  public:
-  static constexpr int kMaxAttempts = 32;
+  static constexpr int kMaxAttempts = 256;
 
   class Host {
    public:

@@ -8,12 +8,23 @@
 namespace ingrid {
 
 void Coordinator::requestJoin(std::string address, UniqueFunction<void(Result<MemberId>)> reply) {
-  queue_.push_back(Change{true, 0, std::move(address), std::move(reply)});
+  queue_.push_back(Change{Kind::kJoin, 0, std::move(address), std::move(reply), {}});
   pump();
 }
 
 void Coordinator::requestLeave(MemberId id) {
-  queue_.push_back(Change{false, id, {}, {}});
+  queue_.push_back(Change{Kind::kLeave, id, {}, {}, {}});
+  pump();
+}
+
+void Coordinator::memberFailed(MemberId id) {
+  if (id == host_.selfId() || !failed_.insert(id).second) return;
+  if (busy_) {
+    replan_ = true;
+    if (syncing_) migrating();  // waiting for syncs that may never come: re-plan now
+    // Otherwise an install round is in flight; migrating() or the end of the change sees it.
+  }
+  queue_.push_back(Change{Kind::kFail, id, {}, {}, {}});
   pump();
 }
 
@@ -27,57 +38,111 @@ void Coordinator::pump() {
 
 void Coordinator::run(Change change) {
   const TopologyPtr cur = host_.currentTopology();
-  std::vector<MemberInfo> after = cur->members;
+  std::vector<MemberInfo> after;
   MemberId nextId = cur->nextMemberId;
-  if (change.join) {
-    for (const auto& m : cur->members) {
-      if (m.address == change.address) {  // a retried join: already admitted
-        if (change.reply) change.reply(m.id);
-        return;
+  switch (change.kind) {
+    case Kind::kJoin:
+      for (const auto& m : cur->members) {
+        if (m.address == change.address) {  // a retried join: already admitted
+          if (change.reply) change.reply(m.id);
+          return;
+        }
       }
-    }
-    change.id = nextId++;
-    after.push_back(MemberInfo{change.id, change.address});
-    if (change.reply) change.reply(change.id);
-  } else {
-    auto it = std::find_if(after.begin(), after.end(),
-                           [&](const MemberInfo& m) { return m.id == change.id; });
-    if (it == after.end()) return;  // not a member (any more)
-    after.erase(it);
-    if (after.empty()) return;  // the last member leaves: nothing to hand over to
+      after = cur->members;
+      change.id = nextId++;
+      after.push_back(MemberInfo{change.id, change.address});
+      if (change.reply) change.reply(change.id);
+      break;
+    case Kind::kLeave:
+    case Kind::kFail:
+      if (!cur->hasMember(change.id)) return;  // not a member (any more)
+      after = cur->members;
+      std::erase_if(after, [&](const MemberInfo& m) { return m.id == change.id; });
+      break;
+    case Kind::kReplan:
+      after = std::move(change.members);
+      break;
   }
+  // A member declared failed is never part of a plan.
+  std::erase_if(after, [&](const MemberInfo& m) { return failed_.count(m.id) != 0; });
+  if (after.empty()) return;  // the last member leaves: nothing to hand over to
+  migrate(std::move(after), nextId);
+}
 
+void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
+  const TopologyPtr cur = host_.currentTopology();
+  const std::uint32_t partitions = cur->table.partitionCount();
   std::vector<MemberId> ids;
   for (const auto& m : after) ids.push_back(m.id);
-  const PartitionTable ideal =
-      PartitionTable::balanced(cur->table.partitionCount(), ids, cur->backups);
-
-  // T1: current owners that remain members, plus the new owners as extra backups.
-  std::vector<MemberInfo> t1Members = cur->members;
-  if (change.join) t1Members.push_back(MemberInfo{change.id, change.address});
-  auto isT1Member = [&](MemberId id) {
-    return std::any_of(t1Members.begin(), t1Members.end(),
-                       [&](const MemberInfo& m) { return m.id == id; });
+  const PartitionTable ideal = PartitionTable::balanced(partitions, ids, cur->backups);
+  auto failed = [this](MemberId m) { return failed_.count(m) != 0; };
+  auto contains = [](const std::vector<MemberId>& v, MemberId m) {
+    return std::find(v.begin(), v.end(), m) != v.end();
   };
-  std::vector<std::vector<MemberId>> owners(cur->table.partitionCount());
+
+  // T1 members: the current ones that have not failed, plus any joining.
+  std::vector<MemberInfo> t1Members;
+  for (const auto& m : cur->members) {
+    if (!failed(m.id)) t1Members.push_back(m);
+  }
+  for (const auto& m : after) {
+    if (!cur->hasMember(m.id)) t1Members.push_back(m);
+  }
+  std::sort(t1Members.begin(), t1Members.end(),
+            [](const MemberInfo& a, const MemberInfo& b) { return a.id < b.id; });
+
+  // Re-planning this coordinator's own change keeps the snapshots already under way.
+  const std::uint64_t t1Version = cur->version + 1;
+  const bool ownPlan = cur->version == t1Version_;
+  std::vector<std::vector<MemberId>> owners(partitions);
+  std::vector<SyncingReplica> syncing;
   awaiting_.clear();
-  for (PartitionId p = 0; p < cur->table.partitionCount(); ++p) {
-    for (MemberId m : cur->table.owners(p)) {
-      if (isT1Member(m)) owners[p].push_back(m);
+  lostPartitions_ = 0;
+  for (PartitionId p = 0; p < partitions; ++p) {
+    const std::vector<MemberId>& was = cur->table.owners(p);
+    std::vector<MemberId>& o = owners[p];
+    // Complete surviving replicas first (the first is the primary), then incomplete ones that
+    // remain owners.
+    for (MemberId m : was) {
+      if (!failed(m) && cur->syncingReplica(p, m) == nullptr) o.push_back(m);
     }
-    for (MemberId m : ideal.owners(p)) {
-      if (std::find(owners[p].begin(), owners[p].end(), m) == owners[p].end()) {
-        owners[p].push_back(m);
-        awaiting_.insert({p, m});
+    for (MemberId m : was) {
+      if (!failed(m) && cur->syncingReplica(p, m) != nullptr && ideal.isOwner(p, m)) {
+        o.push_back(m);
       }
+    }
+    if (o.empty()) {  // every replica failed: the partition starts again, empty
+      if (!was.empty()) ++lostPartitions_;
+      o = ideal.owners(p);
+      for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
+        syncing.push_back(SyncingReplica{p, o[i], t1Version});
+        awaiting_[{p, o[i]}] = t1Version;
+      }
+      continue;
+    }
+    // The primary failed: a backup took over, and every other owner resyncs from it (it may
+    // hold updates the old primary replicated to some backups only).
+    const bool promoted = was.empty() || o.front() != was.front();
+    for (MemberId m : ideal.owners(p)) {
+      if (!contains(o, m)) o.push_back(m);
+    }
+    for (std::size_t i = 1; i < o.size(); ++i) {
+      const MemberId m = o[i];
+      const SyncingReplica* before = cur->syncingReplica(p, m);
+      const bool complete = cur->table.isOwner(p, m) && before == nullptr;
+      if (complete && !promoted) continue;
+      const std::uint64_t since = before && ownPlan && !promoted ? before->since : t1Version;
+      syncing.push_back(SyncingReplica{p, m, since});
+      if (ideal.isOwner(p, m)) awaiting_[{p, m}] = since;
     }
   }
   auto t1 = std::make_shared<Topology>();
-  t1->version = cur->version + 1;
+  t1->version = t1Version;
   t1->members = std::move(t1Members);
-  t1->table = PartitionTable(cur->table.partitionCount(), std::move(owners));
+  t1->table = PartitionTable(partitions, std::move(owners));
   t1->backups = cur->backups;
   t1->nextMemberId = nextId;
+  t1->syncing = std::move(syncing);
 
   target_ = std::make_shared<Topology>();
   target_->version = t1->version + 1;
@@ -88,15 +153,29 @@ void Coordinator::run(Change change) {
   t1Version_ = t1->version;
   busy_ = true;
   syncing_ = false;
-  install(std::move(t1), [this] {
-    syncing_ = true;
-    if (awaiting_.empty()) finishMigration();
-  });
+  install(std::move(t1), [this] { migrating(); });
+}
+
+void Coordinator::migrating() {
+  if (replan_) {  // a member failed since this change was planned: plan again from here
+    replan_ = false;
+    syncing_ = false;
+    busy_ = false;
+    std::vector<MemberInfo> aim = std::move(target_->members);
+    target_.reset();
+    queue_.push_front(Change{Kind::kReplan, 0, {}, {}, std::move(aim)});
+    pump();
+    return;
+  }
+  syncing_ = true;
+  if (awaiting_.empty()) finishMigration();
 }
 
 void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t version) {
-  if (!busy_ || version < t1Version_) return;  // a report about an older change
-  awaiting_.erase({partition, member});
+  if (!busy_) return;
+  auto it = awaiting_.find({partition, member});
+  if (it == awaiting_.end() || version < it->second) return;  // about an older snapshot
+  awaiting_.erase(it);
   if (syncing_ && awaiting_.empty()) finishMigration();
 }
 
@@ -105,6 +184,7 @@ void Coordinator::finishMigration() {
   auto t2 = std::move(target_);
   install(std::move(t2), [this] {
     busy_ = false;
+    replan_ = false;  // a failure during T2's install is queued as its own change
     pump();
   });
 }
@@ -113,7 +193,7 @@ std::vector<MemberInfo> Coordinator::othersIn(const Topology& next) const {
   const TopologyPtr cur = host_.currentTopology();
   std::vector<MemberInfo> out;
   auto add = [&](const MemberInfo& m) {
-    if (m.id == host_.selfId()) return;
+    if (m.id == host_.selfId() || failed_.count(m.id) != 0) return;
     for (const auto& o : out) {
       if (o.id == m.id) return;
     }

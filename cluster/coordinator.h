@@ -6,6 +6,11 @@
 //        member list) as extra backups. Primaries send each new owner a snapshot while
 //        replicating every new update to it, and report kSynced when it has everything.
 //   T2 = the new owners only, installed once every new owner is synced.
+// A member declared failed (silent past the failure timeout) is removed the same way, except that
+// T1 already drops it: of each partition it owned, the first complete surviving owner becomes
+// the primary, and every other owner resyncs from that primary. A failure during a change
+// re-plans the change from the topology installed now (its syncing replicas carried over).
+//
 // Each topology is installed in two phases: Prepare (members fence the partitions they are about
 // to stop being primary of, and drain their in-flight replication), then Commit (members install
 // it). So no partition ever has two serving primaries.
@@ -16,6 +21,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -58,21 +64,32 @@ class Coordinator {
   void requestJoin(std::string address, UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
   void requestLeave(MemberId id);
+  // Removes a member that stopped answering, without its help (it may be dead). Idempotent.
+  void memberFailed(MemberId id);
   // A primary reports that `member` holds a complete replica of `partition`.
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
+  // Partitions that lost every replica in the last change planned (they restart empty).
+  std::uint32_t lostPartitions() const noexcept { return lostPartitions_; }
   // No change running or queued.
   bool idle() const noexcept { return !busy_ && queue_.empty(); }
 
  private:
+  enum class Kind { kJoin, kLeave, kFail, kReplan };
   struct Change {
-    bool join = true;
+    Kind kind = Kind::kJoin;
     MemberId id = 0;
     std::string address;
     UniqueFunction<void(Result<MemberId>)> reply;
+    std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
   };
 
   void pump();
   void run(Change change);
+  // Installs T1 (from the current topology towards `after`), then T2 once every new owner is
+  // synced.
+  void migrate(std::vector<MemberInfo> after, MemberId nextId);
+  // T1 is installed: wait for syncs, or re-plan if a member failed meanwhile.
+  void migrating();
   void finishMigration();
   void install(TopologyPtr next, UniqueFunction<void()> then);
   void commit(TopologyPtr next, UniqueFunction<void()> then);
@@ -85,8 +102,12 @@ class Coordinator {
   // The change in progress: T2 to install once every (partition, new owner) pair is synced.
   std::shared_ptr<Topology> target_;
   std::uint64_t t1Version_ = 0;
-  std::set<std::pair<PartitionId, MemberId>> awaiting_;
+  // (partition, member) -> the topology version whose snapshot will count.
+  std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
   bool syncing_ = false;
+  std::set<MemberId> failed_;         // declared failed: never asked anything again
+  bool replan_ = false;               // a member failed during the change in progress
+  std::uint32_t lostPartitions_ = 0;  // in the last plan: partitions with no replica left
 };
 
 }  // namespace ingrid

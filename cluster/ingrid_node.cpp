@@ -5,6 +5,7 @@
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,10 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
   --partitions N       partitions of the key space; must match the cluster. Default: 1024
   --backups N          backups per partition (the first member's value wins). Default: 1
   --workers N          partition worker threads; 0 = one per core. Default: 0
+  --heartbeat-ms N     how often a heartbeat goes to every other member. Default: 500
+  --failure-timeout-ms N
+                       a member silent this long is declared failed and removed; its
+                       backups take over its partitions. Default: 3000
   --log-level LEVEL    error, warn, info or debug. Default: info
   --help               this text
 )";
@@ -89,6 +94,12 @@ int main(int argc, char** argv) {
       options.backups = static_cast<std::uint32_t>(n);
     } else if (arg == "--workers" && parseUnsigned(value("--workers"), 256, n)) {
       options.workerThreads = static_cast<unsigned>(n);
+    } else if (arg == "--heartbeat-ms" && parseUnsigned(value("--heartbeat-ms"), 3600000, n) &&
+               n > 0) {
+      options.heartbeatInterval = std::chrono::milliseconds(n);
+    } else if (arg == "--failure-timeout-ms" &&
+               parseUnsigned(value("--failure-timeout-ms"), 3600000, n) && n > 0) {
+      options.failureTimeout = std::chrono::milliseconds(n);
     } else if (arg == "--log-level") {
       const std::string l = value("--log-level");
       const std::map<std::string, Level> levels{

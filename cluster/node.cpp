@@ -44,6 +44,7 @@ std::vector<std::pair<std::string, Entry>> Node::TEST_partitionEntries(Partition
 }
 std::uint64_t Node::TEST_partitionSeq(PartitionId p) { return impl_->TEST_partitionSeq(p); }
 std::uint64_t Node::TEST_executed() const noexcept { return impl_->TEST_executed(); }
+void Node::TEST_crash() { impl_->crash(); }
 
 // --- NodeImpl test hooks ---
 

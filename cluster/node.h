@@ -107,6 +107,8 @@ class Node {
   std::uint64_t TEST_partitionSeq(PartitionId p);
   // Processors executed on this node so far (as primary).
   std::uint64_t TEST_executed() const noexcept;
+  // Stops like a crash: no leave, no drain; connections just close. For failure tests.
+  void TEST_crash();
 
  private:
   static Error wouldDeadlock(std::string_view processor);

@@ -43,6 +43,11 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
 
   Result<bool> start();
   void stop();
+  // stop() without leaving: what the other members see when this process dies.
+  void crash() {
+    crashed_.store(true);
+    stop();
+  }
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
 
   const NodeOptions& options() const noexcept { return options_; }
@@ -90,6 +95,18 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
                std::string_view args, RawCompletion done);
   void replicate(PartitionId p, std::string body, const std::vector<MemberId>& backups,
                  Result<std::string> result, RawCompletion done);
+  // The acknowledgements one replicated update waits for (network thread).
+  struct Acks {
+    std::size_t pending = 0;
+    Result<std::string> result;
+    RawCompletion done;
+    std::string failures;
+  };
+  // Sends update `body` of p to backup b, again and again until b acknowledges, stops being an
+  // owner of p, or `deadline` passes. Network thread.
+  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
+                  std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
+                  std::uint64_t version, bool first);
   void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
 
   // --- replicas and migration (node_replica.cpp) ---
@@ -110,6 +127,12 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   void syncPeers(const Topology& t);
   bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
 
+  // --- failure detection (node_failure.cpp), network thread ---
+  void startHeartbeats();
+  void heartbeatTick();
+  // A member answered with a newer topology than ours: fetch it and install it.
+  void catchUp(MemberId from, const std::string& address);
+
   // CoordinatorHost (network thread).
   MemberId selfId() const override { return memberId(); }
   TopologyPtr currentTopology() const override { return topology(); }
@@ -127,6 +150,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::unique_ptr<Replica[]> replicas_;
   std::atomic<int> state_{kCreated};
   std::atomic<bool> stopCalled_{false};
+  std::atomic<bool> crashed_{false};
   std::atomic<int> commitRounds_{0};  // commit rounds this node (as coordinator) has in flight
   std::atomic<std::int64_t> inflight_{0};
   std::atomic<std::uint64_t> executed_{0};
@@ -142,6 +166,11 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   std::unique_ptr<Coordinator> coordinator_;                   // network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
+  // Failure detection (network thread).
+  asio::steady_timer heartbeatTimer_{netIo_};
+  bool heartbeatsStopped_ = false;
+  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
+  bool catchingUp_ = false;
 
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;

@@ -109,12 +109,6 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
 
 void NodeImpl::replicate(PartitionId p, std::string body, const std::vector<MemberId>& backups,
                          Result<std::string> result, RawCompletion done) {
-  struct Acks {
-    std::size_t pending = 0;
-    Result<std::string> result;
-    RawCompletion done;
-    std::string failures;
-  };
   Replica& rep = replicas_[p];
   auto acks = std::make_shared<Acks>(Acks{backups.size(), std::move(result), {}, {}});
   if (options_.replication == ReplicationMode::kPrimarySync) {
@@ -124,46 +118,66 @@ void NodeImpl::replicate(PartitionId p, std::string body, const std::vector<Memb
   }
   rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
   const TopologyPtr topo = topology();
-  asio::post(netIo_, [this, p, acks, body = std::move(body), backups, topo]() {
-    for (MemberId b : backups) {
-      const MemberInfo* info = topo->member(b);
-      std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
-      auto arrive = [this, p, acks, b](Result<Frame> r) {
-        // A backup that left the partition's owners meanwhile (a committed topology moved it
-        // away) no longer holds a copy anyone relies on: its answer is not needed.
-        if (!r && !topology()->table.isOwner(p, b)) r = Frame{};
-        if (!r) {
-          if (!acks->failures.empty()) acks->failures += "; ";
-          acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
-          if (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
-              r.error() == Errc::not_running) {
-            // The backup missed an update and asks for a fresh snapshot.
-            workers_->post(p, [this, p, b](PartitionStore& store) {
-              const TopologyPtr t = topology();
-              if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
-                sendSnapshot(p, store, b, t->version);
-              }
-            });
-          }
-        }
-        if (--acks->pending != 0) return;
-        replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
-        if (!acks->done) return;
-        if (acks->failures.empty()) {
-          acks->done(std::move(acks->result));
-        } else {
-          acks->done(Error(Errc::indeterminate, "applied on the primary of partition " +
-                                                    std::to_string(p) + ", but " + acks->failures));
-        }
-      };
-      if (!peer) {
-        arrive(Error(Errc::unreachable, "no address known"));
-        continue;
-      }
-      peer->request(MessageType::kReplicate, topo->version, body, options_.requestTimeout,
-                    std::move(arrive));
-    }
+  const auto deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
+  asio::post(netIo_, [this, p, acks, body = std::move(body), backups, topo, deadline]() {
+    auto shared = std::make_shared<const std::string>(std::move(body));
+    for (MemberId b : backups) sendUpdate(p, b, shared, acks, deadline, topo->version, true);
   });
+}
+
+void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
+                          std::shared_ptr<Acks> acks,
+                          std::chrono::steady_clock::time_point deadline, std::uint64_t version,
+                          bool first) {
+  const TopologyPtr topo = topology();
+  auto arrive = [this, p, b, body, acks, deadline, first](Result<Frame> r) mutable {
+    // A backup that left the partition's owners meanwhile (a committed topology moved it away,
+    // or declared it failed) no longer holds a copy anyone relies on: its answer is not needed.
+    if (!r && !topology()->table.isOwner(p, b)) r = Frame{};
+    if (!r) {
+      if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
+                    r.error() == Errc::not_running)) {
+        // The backup missed an update and asks for a fresh snapshot (or its link is down, and
+        // the snapshot goes once it is back).
+        workers_->post(p, [this, p, b](PartitionStore& store) {
+          const TopologyPtr t = topology();
+          if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
+            sendSnapshot(p, store, b, t->version);
+          }
+        });
+      }
+      if (std::chrono::steady_clock::now() < deadline && state_.load() != kStopped) {
+        // Sync replication waits for every live backup: try again until the backup answers,
+        // is declared failed (the topology drops it), or the deadline passes.
+        auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
+        timer->async_wait([this, timer, p, b, body, acks, deadline](std::error_code) mutable {
+          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topology()->version, false);
+        });
+        return;
+      }
+      if (!acks->failures.empty()) acks->failures += "; ";
+      acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
+    }
+    if (--acks->pending != 0) return;
+    replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    if (!acks->done) return;
+    if (acks->failures.empty()) {
+      acks->done(std::move(acks->result));
+    } else {
+      acks->done(Error(Errc::indeterminate, "applied on the primary of partition " +
+                                                std::to_string(p) + ", but " + acks->failures));
+    }
+  };
+  const MemberInfo* info = topo->member(b);
+  std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
+  if (!peer) {
+    arrive(Error(Errc::unreachable, "no address known"));
+    return;
+  }
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now());
+  peer->request(MessageType::kReplicate, version, *body,
+                std::max(left, std::chrono::milliseconds(1)), std::move(arrive));
 }
 
 void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {

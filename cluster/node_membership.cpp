@@ -5,6 +5,7 @@
 #include <future>
 #include <iostream>
 #include <set>
+#include <tuple>
 
 #include <ingrid/cluster/node_impl.h>
 
@@ -96,7 +97,11 @@ Result<bool> NodeImpl::start() {
   netThread_ = std::thread([this] { netIo_.run(); });
   state_.store(kRunning, std::memory_order_release);
   Result<bool> joined = options_.seeds.empty() ? bootstrap() : join();
-  if (!joined) stop();
+  if (!joined) {
+    stop();
+    return joined;
+  }
+  asio::post(netIo_, [this] { startHeartbeats(); });
   return joined;
 }
 
@@ -224,7 +229,7 @@ void NodeImpl::stop() {
   }
   // 1. Hand this member's partitions over while still serving (graceful leave), then keep
   //    answering (redirects) for the drain period so that stale senders learn where keys went.
-  if (transport_ && state_.load() == kRunning) {
+  if (transport_ && state_.load() == kRunning && !crashed_.load()) {
     leave();
     // A grace period, not a condition: the senders it serves (clients with a stale topology)
     // cannot be observed from here; they learn the new owners from the redirects it answers.
@@ -235,14 +240,17 @@ void NodeImpl::stop() {
   for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
   // 3. Close the network: no more requests in or out.
   if (transport_) {
+    netGuard_.reset();
     asio::post(netIo_, [this] {
-      coordinator_.reset();
+      heartbeatsStopped_ = true;
+      heartbeatTimer_.cancel();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
       transport_->stop();
+      // Handlers queued by the closes above may still reach the coordinator: stop first.
+      netIo_.stop();
+      coordinator_.reset();
     });
-    netGuard_.reset();
-    asio::post(netIo_, [this] { netIo_.stop(); });
     if (netThread_.joinable()) netThread_.join();
   }
   // 4. Drain and join the partition workers.
@@ -350,11 +358,27 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     // The role moved on; let the current call chain unwind before destroying it.
     asio::post(netIo_, [c = std::shared_ptr<Coordinator>(std::move(coordinator_))] {});
   }
+  // Snapshots this node (as a primary in `next`) starts: every syncing replica that is new, whose
+  // snapshot was restarted (a new `since`), or that was another primary's to serve.
+  std::vector<std::vector<MemberId>> snapshots(options_.partitions);
+  {
+    std::set<std::tuple<PartitionId, MemberId, std::uint64_t>> underway;
+    for (const SyncingReplica& r : cur->syncing) {
+      if (cur->table.primary(r.partition) == self) underway.emplace(r.partition, r.member, r.since);
+    }
+    for (const SyncingReplica& r : next->syncing) {
+      if (r.partition >= options_.partitions || next->table.primary(r.partition) != self) continue;
+      if (underway.count({r.partition, r.member, r.since}) == 0) {
+        snapshots[r.partition].push_back(r.member);
+      }
+    }
+  }
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     const bool wasOwner = cur->table.isOwner(p, self);
     const bool isOwner = next->table.isOwner(p, self);
     if (!wasOwner && !isOwner) continue;
-    workers_->post(p, [this, p, cur, next, self, wasOwner, isOwner](PartitionStore& store) {
+    workers_->post(p, [this, p, next, self, wasOwner, isOwner,
+                       to = std::move(snapshots[p])](PartitionStore& store) {
       Replica& rep = replicas_[p];
       if (!isOwner) {  // moved away: drop it
         if (wasOwner) store.clear();
@@ -365,11 +389,10 @@ void NodeImpl::commitTopology(TopologyPtr next) {
       }
       if (next->table.primary(p) != self) return;
       rep.fenced = false;
-      // New owners (joining this partition) get a snapshot from the primary.
-      const auto& owners = next->table.owners(p);
-      for (std::size_t i = 1; i < owners.size(); ++i) {
-        if (!cur->table.isOwner(p, owners[i])) sendSnapshot(p, store, owners[i], next->version);
-      }
+      // A primary serves what it holds: only a partition that lost every replica (it restarts
+      // empty) has a primary that was not a complete replica.
+      rep.mode = ReplicaMode::kReady;
+      for (MemberId m : to) sendSnapshot(p, store, m, next->version);
     });
   }
 }
@@ -389,8 +412,10 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       case MessageType::kSnapshot:
         return handleSnapshot(conn, std::move(frame));
       case MessageType::kGetTopology:
-      case MessageType::kHeartbeat:
         conn->reply(header, header.type, topology()->version, encode(TopologyBody{*topology()}));
+        return;
+      case MessageType::kHeartbeat:  // the reply's header carries this member's topology version
+        conn->reply(header, header.type, topology()->version, {});
         return;
       case MessageType::kTopologyPrepare: {
         auto next = decode<TopologyBody>(frame.body).topology;
@@ -406,7 +431,12 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       }
       case MessageType::kSynced: {
         const SyncedBody s = decode<SyncedBody>(frame.body);
-        if (coordinator_) coordinator_->onSynced(s.partition, s.member, s.topologyVersion);
+        if (!coordinator_) {  // the reporter retries at the coordinator its topology names
+          conn->replyError(header, Error(Errc::unavailable, "member " + std::to_string(memberId()) +
+                                                                " is not the coordinator"));
+          return;
+        }
+        coordinator_->onSynced(s.partition, s.member, s.topologyVersion);
         conn->reply(header, MessageType::kSynced, topology()->version, {});
         return;
       }

@@ -62,6 +62,15 @@ struct NodeOptions {
   // closing its connections, so that clients and members with a stale topology learn the new
   // one instead of losing a request to a closed socket. Default: 250 ms.
   std::chrono::milliseconds drainPeriod{250};
+  // How often a member sends a heartbeat to every other member. Default: 500 ms.
+  std::chrono::milliseconds heartbeatInterval{500};
+  // A member not heard from for this long is declared failed by the coordinator (the oldest
+  // member), which removes it: backups of its partitions take over and new backups are filled
+  // by migration. If the coordinator itself falls silent, the next-oldest member takes the role
+  // over. Shorter detects crashes sooner; too short declares members failed that are only slow
+  // (a starved VM, a stopped process). Keep it below requestTimeout so that callers ride
+  // through a failover instead of timing out. Default: 3 s.
+  std::chrono::milliseconds failureTimeout{3000};
   // How long stop() waits for this member's partitions to move away. Default: 15 s.
   std::chrono::milliseconds leaveTimeout{15000};
   // Called with each topology this node installs (its first, then every change), on the

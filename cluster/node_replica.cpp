@@ -159,7 +159,21 @@ void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t versio
   std::shared_ptr<Peer> peer = info ? peerFor(coordinatorId, info->address) : nullptr;
   if (!peer) return;
   peer->request(MessageType::kSynced, topo->version, encode(SyncedBody{p, member, version}),
-                options_.requestTimeout, [](Result<Frame>) {});
+                options_.requestTimeout, [this, p, member, version](Result<Frame> r) {
+                  if (r) return;
+                  // Lost on the way (or the coordinator changed): report again while the
+                  // replica is still awaited and this node still its primary.
+                  auto timer =
+                      std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(100));
+                  timer->async_wait([this, timer, p, member, version](std::error_code ec) {
+                    const TopologyPtr t = topology();
+                    if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||
+                        t->syncingReplica(p, member) == nullptr) {
+                      return;
+                    }
+                    reportSynced(p, member, version);
+                  });
+                });
 }
 
 }  // namespace ingrid

@@ -16,4 +16,11 @@ std::vector<MemberId> Topology::memberIds() const {
   return ids;
 }
 
+const SyncingReplica* Topology::syncingReplica(PartitionId p, MemberId m) const noexcept {
+  for (const auto& r : syncing) {
+    if (r.partition == p && r.member == m) return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace ingrid

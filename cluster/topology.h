@@ -31,21 +31,38 @@ struct MemberInfo {
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
 
+// An owner of a partition that does not hold a complete replica yet: its primary is sending it a
+// snapshot (started at topology `since`) while replicating every new update to it. It never
+// becomes primary while a complete owner remains.
+struct SyncingReplica {
+  PartitionId partition = 0;
+  MemberId member = 0;
+  std::uint64_t since = 0;  // the topology version whose primary started the snapshot
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(partition, member, since);
+  }
+  friend bool operator==(const SyncingReplica&, const SyncingReplica&) = default;
+};
+
 struct Topology {
   std::uint64_t version = 0;
   std::vector<MemberInfo> members;  // sorted by id
   PartitionTable table;
   std::uint32_t backups = 1;
-  MemberId nextMemberId = 1;  // the id the coordinator gives the next member that joins
+  MemberId nextMemberId = 1;            // the id the coordinator gives the next member that joins
+  std::vector<SyncingReplica> syncing;  // owners still receiving their snapshot (during a change)
 
   MemberId coordinator() const noexcept { return members.empty() ? 0 : members.front().id; }
   const MemberInfo* member(MemberId id) const noexcept;
   bool hasMember(MemberId id) const noexcept { return member(id) != nullptr; }
   std::vector<MemberId> memberIds() const;
+  // The entry for (p, m) in `syncing`, or nullptr if m holds a complete replica of p (or none).
+  const SyncingReplica* syncingReplica(PartitionId p, MemberId m) const noexcept;
 
   template <class Archive>
   void save(Archive& ar) const {
-    ar(version, members, table, backups, nextMemberId);
+    ar(version, members, table, backups, nextMemberId, syncing);
   }
   template <class Archive>
   void load(Archive& ar);
@@ -65,6 +82,13 @@ void Topology::load(Archive& ar) {
   members.resize(static_cast<std::size_t>(count));
   for (auto& m : members) ar(m);
   ar(table, backups, nextMemberId);
+  ar(cereal::make_size_tag(count));
+  // At most every backup of every partition can be syncing; a larger count is refused.
+  if (count > static_cast<std::uint64_t>(table.partitionCount()) * kMaxMembers) {
+    throw std::length_error("topology lists too many syncing replicas");
+  }
+  syncing.resize(static_cast<std::size_t>(count));
+  for (auto& r : syncing) ar(r);
 }
 
 }  // namespace ingrid

@@ -31,6 +31,9 @@ struct Load {
   static constexpr int kCounters = 16;
   std::atomic<bool> stop{false};
   std::vector<std::atomic<std::int64_t>> acked = std::vector<std::atomic<std::int64_t>>(kCounters);
+  // Failed increments per counter: each may or may not have been applied.
+  std::vector<std::atomic<std::int64_t>> uncertain =
+      std::vector<std::atomic<std::int64_t>>(kCounters);
   std::atomic<std::int64_t> failures{0};
   std::atomic<std::int64_t> indeterminate{0};
   std::string lastError;
@@ -49,6 +52,7 @@ struct Load {
             if (r.ok()) {
               ++acked[c];
             } else {
+              ++uncertain[c];
               (r.error() == Errc::indeterminate ? indeterminate : failures)++;
               std::lock_guard lock(mu);
               lastError = r.error().message();
@@ -218,4 +222,45 @@ TEST_CASE("Joining through unreachable seeds fails within the deadline, naming t
   REQUIRE_FALSE(started.ok());
   CHECK(started.error() == Errc::unreachable);
   CHECK_THAT(started.error().message(), Catch::Contains("127.0.0.1:1"));
+}
+
+TEST_CASE("A member crashes under load: its backups take over, nothing acknowledged is lost",
+          "[cluster][multinode][failure]") {
+  using namespace std::chrono_literals;
+  auto clock = std::make_shared<ManualClock>(1'000'000'000);
+  NodeOptions options = clusterOptions(clock);
+  options.heartbeatInterval = 50ms;
+  options.failureTimeout = 1000ms;
+  TestCluster cluster(options);
+  REQUIRE(cluster.start(4));
+  Load load;
+  std::size_t crashed = 0;
+  SECTION("a member crashes") {
+    load.start({&cluster.at(0), &cluster.at(1), &cluster.at(2)}, 2);
+    crashed = 3;
+  }
+  SECTION("the coordinator crashes") {
+    load.start({&cluster.at(1), &cluster.at(2), &cluster.at(3)}, 2);
+    crashed = 0;
+  }
+  REQUIRE(eventually([&] { return load.acked[0] > 50; }));
+  const MemberId victim = cluster.at(crashed).memberId();
+  cluster.crash(crashed);
+  // The failure is detected, the victim removed, and the partitions re-replicated.
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 3; }));
+  CHECK_FALSE(cluster.live().front()->topology()->hasMember(victim));
+  const std::int64_t before = load.acked[2];
+  INFO(load.describe());
+  REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));  // serving again
+  load.finish();
+  WARN(load.describe());
+  Node& any = *cluster.live().front();
+  for (int c = 0; c < Load::kCounters; ++c) {
+    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "
+                    << load.uncertain[c]);
+    const std::int64_t value = readCounter(any, c);
+    CHECK(value >= load.acked[c]);                      // nothing acknowledged is lost
+    CHECK(value <= load.acked[c] + load.uncertain[c]);  // nothing applied twice
+  }
+  checkReplicasIdentical(cluster);
 }

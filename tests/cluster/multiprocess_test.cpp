@@ -77,3 +77,93 @@ TEST_CASE("Three ingrid-node processes form a cluster and serve invocations",
     CHECK(WEXITSTATUS(*status) == 0);
   }
 }
+
+TEST_CASE("A member killed with -9: its backups take over and every key is served again",
+          "[cluster][multiprocess][failure]") {
+  const std::vector<std::string> common{
+      "--partitions",         "64",  "--workers", "1", "--heartbeat-ms", "100",
+      "--failure-timeout-ms", "1000"};
+  std::vector<std::unique_ptr<ChildProcess>> procs;
+  procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, common));
+  REQUIRE(procs[0]->started());
+  auto first = procs[0]->waitForLine("listening on", 10s);
+  REQUIRE(first);
+  const std::string seed = addressOf(*first);
+  std::string victimAddress;
+  for (int i = 0; i < 2; ++i) {
+    auto args = common;
+    args.insert(args.end(), {"--seed", seed});
+    procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, args));
+    REQUIRE(procs.back()->started());
+    auto line = procs.back()->waitForLine("listening on", 10s);
+    REQUIRE(line);
+    victimAddress = addressOf(*line);
+  }
+  for (auto& p : procs) REQUIRE(p->waitForLine("topology v5: 3 members", 20s));
+
+  NodeOptions o;
+  o.partitions = 64;
+  o.workerThreads = 1;
+  o.listenAddress = "127.0.0.1:0";
+  o.seeds = {seed};
+  o.heartbeatInterval = 100ms;
+  o.failureTimeout = 1000ms;
+  o.requestTimeout = 5000ms;
+  Node node(o);
+  REQUIRE(node.start().ok());
+  REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
+  // One key per partition, each incremented once before the crash.
+  std::vector<std::string> keys(64);
+  for (int i = 0, found = 0; found < 64 && i < 100000; ++i) {
+    std::string k = "crash-" + std::to_string(i);
+    auto& slot = keys[partitionOf(k, 64)];
+    if (slot.empty()) {
+      slot = k;
+      ++found;
+    }
+  }
+  for (auto& k : keys) REQUIRE(node.invoke(k, Increment{1}).ok());
+  MemberId victim = 0;
+  for (auto& m : node.topology()->members) {
+    if (m.address == victimAddress) victim = m.id;
+  }
+  REQUIRE(victim != 0);
+
+  procs.back()->signal(SIGKILL);
+  REQUIRE(procs.back()->wait(10s));
+  // Right away, every call ends within its deadline: served (by the survivors, or once the
+  // backups took over) or refused with an error that says what happened.
+  std::vector<int> attempts(64, 1);
+  for (PartitionId p = 0; p < 64; ++p) {
+    const auto started = std::chrono::steady_clock::now();
+    auto r = node.invoke(keys[p], Increment{1});
+    const auto took = std::chrono::steady_clock::now() - started;
+    INFO("partition " << p << ": " << (r.ok() ? std::string("ok") : r.error().message()));
+    CHECK(took < o.requestTimeout + 2s);
+    ++attempts[p];
+  }
+  // The victim is declared failed and removed; its partitions are served by their backups and
+  // re-replicated (no replica still syncing).
+  REQUIRE(eventually([&] {
+    const TopologyPtr t = node.topology();
+    return t->members.size() == 3 && !t->hasMember(victim) && t->syncing.empty();
+  }));
+  for (std::size_t i = 0; i + 1 < procs.size(); ++i) CHECK(procs[i]->waitForLine("3 members", 10s));
+  for (PartitionId p = 0; p < 64; ++p) {
+    INFO("partition " << p);
+    auto r = node.invoke(keys[p], Increment{1});
+    REQUIRE(r.ok());
+    auto count = node.invoke(keys[p], GetCounter{});
+    REQUIRE(count.ok());
+    CHECK(*count >= 2);                // the acknowledged increments survived the crash
+    CHECK(*count <= attempts[p] + 1);  // none applied twice
+  }
+  node.stop();
+  for (std::size_t i = procs.size() - 1; i-- > 0;) {
+    procs[i]->signal(SIGTERM);
+    auto status = procs[i]->wait(30s);
+    REQUIRE(status);
+    CHECK(WIFEXITED(*status));
+    CHECK(WEXITSTATUS(*status) == 0);
+  }
+}

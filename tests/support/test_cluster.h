@@ -76,6 +76,12 @@ class TestCluster {
     nodes_[i].reset();
   }
 
+  // Stops node i as if its process died (no leave) and forgets it.
+  void crash(std::size_t i) {
+    nodes_[i]->TEST_crash();
+    nodes_[i].reset();
+  }
+
   std::vector<Node*> live() const {
     std::vector<Node*> out;
     for (auto& n : nodes_) {
