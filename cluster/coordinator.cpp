@@ -7,13 +7,14 @@
 
 namespace ingrid {
 
-void Coordinator::requestJoin(std::string address, UniqueFunction<void(Result<MemberId>)> reply) {
-  queue_.push_back(Change{Kind::kJoin, 0, std::move(address), std::move(reply), {}});
+void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
+                              UniqueFunction<void(Result<MemberId>)> reply) {
+  queue_.push_back(Change{Kind::kJoin, 0, std::move(address), incarnation, std::move(reply), {}});
   pump();
 }
 
 void Coordinator::requestLeave(MemberId id) {
-  queue_.push_back(Change{Kind::kLeave, id, {}, {}, {}});
+  queue_.push_back(Change{Kind::kLeave, id, {}, 0, {}, {}});
   pump();
 }
 
@@ -24,7 +25,7 @@ void Coordinator::memberFailed(MemberId id) {
     if (syncing_) migrating();  // waiting for syncs that may never come: re-plan now
     // Otherwise an install round is in flight; migrating() or the end of the change sees it.
   }
-  queue_.push_back(Change{Kind::kFail, id, {}, {}, {}});
+  queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}});
   pump();
 }
 
@@ -41,18 +42,23 @@ void Coordinator::run(Change change) {
   std::vector<MemberInfo> after;
   MemberId nextId = cur->nextMemberId;
   switch (change.kind) {
-    case Kind::kJoin:
+    case Kind::kJoin: {
+      auto known = incarnations_.find(change.address);
       for (const auto& m : cur->members) {
-        if (m.address == change.address) {  // a retried join: already admitted
-          if (change.reply) change.reply(m.id);
+        if (m.address != change.address) continue;
+        if (known == incarnations_.end() || known->second == change.incarnation) {
+          if (change.reply) change.reply(m.id);  // a retried join: already admitted
           return;
         }
+        failed_.insert(m.id);  // that member restarted: what it held is gone
       }
+      incarnations_[change.address] = change.incarnation;
       after = cur->members;
       change.id = nextId++;
       after.push_back(MemberInfo{change.id, change.address});
       if (change.reply) change.reply(change.id);
       break;
+    }
     case Kind::kLeave:
     case Kind::kFail:
       if (!cur->hasMember(change.id)) return;  // not a member (any more)
@@ -163,7 +169,7 @@ void Coordinator::migrating() {
     busy_ = false;
     std::vector<MemberInfo> aim = std::move(target_->members);
     target_.reset();
-    queue_.push_front(Change{Kind::kReplan, 0, {}, {}, std::move(aim)});
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
     pump();
     return;
   }

@@ -60,8 +60,11 @@ class Coordinator {
   explicit Coordinator(CoordinatorHost& host) : host_(host) {}
 
   // Queues the admission of a node listening at `address`; `reply` gets its member id once the
-  // change starts (the same id again if that address is already a member).
-  void requestJoin(std::string address, UniqueFunction<void(Result<MemberId>)> reply);
+  // change starts. The same address with the same incarnation is a retried join (the same id
+  // again); with another incarnation it is that member restarted: the old member is removed as
+  // failed and the node admitted afresh.
+  void requestJoin(std::string address, std::uint64_t incarnation,
+                   UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
   void requestLeave(MemberId id);
   // Removes a member that stopped answering, without its help (it may be dead). Idempotent.
@@ -79,6 +82,7 @@ class Coordinator {
     Kind kind = Kind::kJoin;
     MemberId id = 0;
     std::string address;
+    std::uint64_t incarnation = 0;
     UniqueFunction<void(Result<MemberId>)> reply;
     std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
   };
@@ -105,7 +109,8 @@ class Coordinator {
   // (partition, member) -> the topology version whose snapshot will count.
   std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
   bool syncing_ = false;
-  std::set<MemberId> failed_;         // declared failed: never asked anything again
+  std::set<MemberId> failed_;  // declared failed: never asked anything again
+  std::map<std::string, std::uint64_t> incarnations_;  // address -> incarnation admitted
   bool replan_ = false;               // a member failed during the change in progress
   std::uint32_t lostPartitions_ = 0;  // in the last plan: partitions with no replica left
 };

@@ -34,16 +34,20 @@ struct JoinRequest {
   std::uint32_t partitions = 0;
   std::uint32_t backups = 0;
   std::vector<std::string> processors;  // sorted names
+  // Random per node start: a join from a member's address with another incarnation is that
+  // member restarted (its data is gone), not a retried join.
+  std::uint64_t incarnation = 0;
   static constexpr std::size_t kMaxProcessors = 4096;
   template <class A>
   void save(A& ar) const {
-    ar(address, partitions, backups, processors);
+    ar(address, partitions, backups, processors, incarnation);
   }
   template <class A>
   void load(A& ar) {
     ar(address, partitions, backups);
     processors.resize(loadBoundedSize(ar, kMaxProcessors, "JoinRequest.processors"));
     for (auto& p : processors) ar(p);
+    ar(incarnation);
   }
 };
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <iostream>
+#include <random>
 #include <set>
 #include <tuple>
 
@@ -130,7 +131,10 @@ Result<bool> NodeImpl::bootstrap() {
 
 Result<bool> NodeImpl::join() {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
-  JoinRequest request{selfAddress_, options_.partitions, options_.backups, registry_.names()};
+  std::random_device random;
+  const std::uint64_t incarnation = (std::uint64_t{random()} << 32) | random();
+  JoinRequest request{selfAddress_, options_.partitions, options_.backups, registry_.names(),
+                      incarnation};
   std::deque<std::string> targets(options_.seeds.begin(), options_.seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";
@@ -502,14 +506,15 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                                              "] and has extra [" + describeNames(extra) + "]"));
     return;
   }
-  coordinator_->requestJoin(req.address, [this, conn, header = frame.header](Result<MemberId> id) {
-    if (!id) {
-      conn->replyError(header, id.error());
-      return;
-    }
-    conn->reply(header, MessageType::kJoin, topology()->version,
-                encode(JoinReply{*id, selfAddress_}));
-  });
+  coordinator_->requestJoin(req.address, req.incarnation,
+                            [this, conn, header = frame.header](Result<MemberId> id) {
+                              if (!id) {
+                                conn->replyError(header, id.error());
+                                return;
+                              }
+                              conn->reply(header, MessageType::kJoin, topology()->version,
+                                          encode(JoinReply{*id, selfAddress_}));
+                            });
 }
 
 void NodeImpl::sendToMember(const MemberInfo& member, MessageType type, std::string body,

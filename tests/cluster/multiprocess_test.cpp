@@ -167,3 +167,68 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
     CHECK(WEXITSTATUS(*status) == 0);
   }
 }
+
+TEST_CASE("A member restarted at its address is a new member: its old self is removed as failed",
+          "[cluster][multiprocess][failure]") {
+  // A failure timeout far longer than the test: only the restarted join can remove the old self.
+  const std::vector<std::string> common{"--partitions",         "64",    "--workers", "1",
+                                        "--failure-timeout-ms", "600000"};
+  std::vector<std::unique_ptr<ChildProcess>> procs;
+  procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, common));
+  auto first = procs[0]->waitForLine("listening on", 10s);
+  REQUIRE(first);
+  const std::string seed = addressOf(*first);
+  std::string victimAddress;
+  for (int i = 0; i < 2; ++i) {
+    auto args = common;
+    args.insert(args.end(), {"--seed", seed});
+    procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, args));
+    auto line = procs.back()->waitForLine("listening on", 10s);
+    REQUIRE(line);
+    victimAddress = addressOf(*line);
+  }
+  for (auto& p : procs) REQUIRE(p->waitForLine("topology v5: 3 members", 20s));
+
+  NodeOptions o;
+  o.partitions = 64;
+  o.workerThreads = 1;
+  o.listenAddress = "127.0.0.1:0";
+  o.seeds = {seed};
+  o.failureTimeout = 600s;
+  Node node(o);
+  REQUIRE(node.start().ok());
+  REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
+  for (int k = 0; k < 64; ++k) REQUIRE(node.invoke("restart-" + std::to_string(k), Increment{7}));
+  MemberId oldId = 0;
+  for (auto& m : node.topology()->members) {
+    if (m.address == victimAddress) oldId = m.id;
+  }
+  REQUIRE(oldId != 0);
+
+  procs.back()->signal(SIGKILL);
+  REQUIRE(procs.back()->wait(10s));
+  auto args = common;
+  args.insert(args.end(), {"--seed", seed, "--listen", victimAddress});
+  procs.back() = std::make_unique<ChildProcess>(INGRID_NODE_PATH, args);
+  REQUIRE(procs.back()->waitForLine("listening on " + victimAddress, 10s));
+  REQUIRE(eventually([&] {
+    const TopologyPtr t = node.topology();
+    const MemberInfo* last = t->members.empty() ? nullptr : &t->members.back();
+    return t->members.size() == 4 && !t->hasMember(oldId) && last->address == victimAddress &&
+           t->syncing.empty();
+  }));
+  // Every counter kept its value: the old self's partitions came from their backups, not from
+  // the empty restarted process.
+  for (int k = 0; k < 64; ++k) {
+    auto r = node.invoke("restart-" + std::to_string(k), GetCounter{});
+    REQUIRE(r.ok());
+    CHECK(*r == 7);
+  }
+  node.stop();
+  for (std::size_t i = procs.size(); i-- > 0;) {
+    procs[i]->signal(SIGTERM);
+    auto status = procs[i]->wait(30s);
+    REQUIRE(status);
+    CHECK(WIFEXITED(*status));
+  }
+}
