@@ -15,10 +15,13 @@
 
 #include <algorithm>
 #include <cassert>
+#include <chrono>
 #include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <limits>
@@ -106,7 +109,13 @@ class Batcher {
   // destruction starts, and not called from a completion of this batcher.
   ~Batcher() {
     std::unique_lock lock(mu_);
-    idle_.wait(lock, [this] { return active_ == 0; });
+    // Every continuation ends within its invoker's deadline; one that never does is a bug
+    // (an invoker that drops a completion), reported rather than hung on.
+    if (!idle_.wait_for(lock, std::chrono::minutes(2), [this] { return active_ == 0; })) {
+      std::fprintf(stderr, "ingrid: Batcher destroyed with %zu continuations that never ended\n",
+                   active_);
+      std::abort();
+    }
     assert(keys_.empty() && "Batcher destroyed with calls in flight");
   }
 

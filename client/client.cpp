@@ -264,6 +264,7 @@ Client::~Client() { stop(); }
 Result<bool> Client::start() { return impl_->start(); }
 void Client::stop() {
   impl_->stop();
+  completionsClosed_.store(true, std::memory_order_release);
   completionPool_.join();
 }
 void Client::invokeRaw(std::string key, std::string_view processor, std::string args,

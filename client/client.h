@@ -13,6 +13,7 @@
 // threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include <asio/system_executor.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <ingrid/cluster/invoke_async.h>
@@ -57,6 +59,11 @@ class Client {
 
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (completionsClosed_.load(std::memory_order_acquire)) {
+      // Stopped: the completion threads are gone; the refusal still completes the token.
+      return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
+                            std::forward<CompletionToken>(token));
+    }
     return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
                           std::forward<CompletionToken>(token));
   }
@@ -83,6 +90,7 @@ class Client {
 
   std::unique_ptr<ClientImpl> impl_;
   asio::thread_pool completionPool_;
+  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
 };
 
 }  // namespace ingrid

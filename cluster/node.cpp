@@ -17,6 +17,7 @@ Result<bool> Node::start() { return impl_->start(); }
 
 void Node::stop() {
   impl_->stop();
+  completionsClosed_.store(true, std::memory_order_release);
   completionPool_.join();
 }
 

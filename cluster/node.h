@@ -34,6 +34,7 @@
 #include <asio/async_result.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 #include <asio/thread_pool.hpp>
 
 #include <ingrid/cluster/invoke_async.h>
@@ -71,6 +72,11 @@ class Node {
   // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (completionsClosed_.load(std::memory_order_acquire)) {
+      // Stopped: the completion threads are gone; the refusal still completes the token.
+      return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
+                            std::forward<CompletionToken>(token));
+    }
     return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
                           std::forward<CompletionToken>(token));
   }
@@ -120,6 +126,7 @@ class Node {
 
   std::unique_ptr<NodeImpl> impl_;
   asio::thread_pool completionPool_;
+  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
 };
 
 }  // namespace ingrid

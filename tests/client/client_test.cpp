@@ -219,6 +219,14 @@ TEST_CASE("Bad use of the client gets clear errors", "[client]") {
     auto fine = RateLimiter(client, "k", good).tryAcquire(1);
     REQUIRE(fine.ok());
     CHECK(fine->granted);
+
+    // A stopped client refuses, and asynchronous calls still complete.
+    client.stop();
+    auto late = client.invokeAsync("k", TokenBucketAcquire{good, 1}, asio::use_future);
+    REQUIRE(late.wait_for(10s) == std::future_status::ready);
+    auto refused = late.get();
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error() == Errc::shutting_down);
   }
 }
 

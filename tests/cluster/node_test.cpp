@@ -305,6 +305,10 @@ TEST_CASE("Start and stop: refused before start and after stop, drained in betwe
   auto late = node.invoke("k", Increment{1});
   REQUIRE_FALSE(late.ok());
   CHECK(late.error() == Errc::shutting_down);
+  // The completion threads are gone, yet an asynchronous call still completes (refused).
+  auto lateAsync = node.invokeAsync("k", Increment{1}, asio::use_future);
+  REQUIRE(lateAsync.wait_for(10s) == std::future_status::ready);
+  CHECK(lateAsync.get().error() == Errc::shutting_down);
   node.stop();  // idempotent
 }
 
