@@ -224,20 +224,27 @@ void ClientImpl::refreshFrom(std::size_t next) {
 
 Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType type,
                                       std::string body, std::chrono::milliseconds timeout) {
-  std::promise<Result<Frame>> answered;
-  auto answer = answered.get_future();
-  transport_->connect(
-      address, [&answered, type, &body, timeout](Result<std::shared_ptr<Connection>> conn) mutable {
-        if (!conn) {
-          answered.set_value(std::move(conn).error());
-          return;
-        }
-        auto c = conn.value();
-        c->request(type, 0, std::move(body), timeout, [&answered, c](Result<Frame> r) mutable {
-          answered.set_value(std::move(r));
-          c->close(Error(Errc::shutting_down, "one request done"));
-        });
-      });
+  // Shared with the callbacks: if stop() races this call, a callback may be dropped uncalled or
+  // run after the bounded wait below gave up.
+  auto answered = std::make_shared<std::promise<Result<Frame>>>();
+  auto answer = answered->get_future();
+  transport_->connect(address, [answered, type, body = std::move(body),
+                                timeout](Result<std::shared_ptr<Connection>> conn) mutable {
+    if (!conn) {
+      answered->set_value(std::move(conn).error());
+      return;
+    }
+    auto c = conn.value();
+    c->request(type, 0, std::move(body), timeout, [answered, c](Result<Frame> r) mutable {
+      answered->set_value(std::move(r));
+      c->close(Error(Errc::shutting_down, "one request done"));
+    });
+  });
+  const auto limit = options_.connectTimeout + timeout + std::chrono::seconds(1);
+  if (answer.wait_for(limit) != std::future_status::ready) {
+    return Error(Errc::timeout, address + ": no answer within " +
+                                    std::to_string(limit.count()) + " ms (client stopping?)");
+  }
   return answer.get();
 }
 

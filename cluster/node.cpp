@@ -50,6 +50,7 @@ void Node::TEST_crash() { impl_->crash(); }
 // --- NodeImpl test hooks ---
 
 std::vector<std::pair<std::string, Entry>> NodeImpl::TEST_partitionEntries(PartitionId p) {
+  if (!running()) return {};  // no worker would answer
   std::promise<std::vector<std::pair<std::string, Entry>>> got;
   auto answer = got.get_future();
   workers_->post(p, [this, &got](PartitionStore& store) {
@@ -64,6 +65,7 @@ std::vector<std::pair<std::string, Entry>> NodeImpl::TEST_partitionEntries(Parti
 }
 
 std::uint64_t NodeImpl::TEST_partitionSeq(PartitionId p) {
+  if (!running()) return 0;  // no worker would answer
   std::promise<std::uint64_t> got;
   auto answer = got.get_future();
   workers_->post(p, [this, p, &got](PartitionStore&) { got.set_value(replicas_[p].seq); });
