@@ -270,6 +270,18 @@ std::shared_ptr<Peer> NodeImpl::peerFor(MemberId id, const std::string& address)
   o.dial = self != 0 && self < id;  // one connection per pair: the smaller id dials
   o.failQueuedOnDialError = true;   // a member that refuses connections is gone: route elsewhere
   o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
+  // The process at a member's address must be that member: a restarted process there (empty,
+  // not yet admitted, or admitted under a new id) must not take the old member's updates.
+  o.checkHello = [id](const Frame& reply) -> std::string {
+    try {
+      const HelloBody hello = decode<HelloBody>(reply.body);
+      if (hello.memberId == id) return {};
+      return "it answers as member " + std::to_string(hello.memberId) + ", not member " +
+             std::to_string(id);
+    } catch (const std::exception& e) {
+      return std::string("Hello reply does not decode: ") + e.what();
+    }
+  };
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);
   return peer;

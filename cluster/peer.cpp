@@ -163,14 +163,7 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
       closeNow(false);
       return;
     }
-    if (options_.failQueuedOnDialError) {
-      auto queued = std::exchange(queue_, {});
-      for (auto& [id, q] : queued) {
-        q.timer->cancel();
-        q.done(Error(Errc::unavailable,
-                     "not sent: cannot connect to " + address_ + ": " + lastError_));
-      }
-    }
+    if (options_.failQueuedOnDialError) failQueued("cannot connect to " + address_);
     scheduleDial();
     return;
   }
@@ -202,13 +195,28 @@ void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {
 
 void Peer::onHello(std::uint64_t generation, Result<Frame> reply) {
   if (closed_ || generation != generation_ || !conn_) return;
+  std::string refused;
   if (!reply) {
+    refused = reply.error().message();
+  } else if (options_.checkHello) {
+    refused = options_.checkHello(reply.value());
+  }
+  if (!refused.empty()) {
     // The close event reconnects after the current backoff, which keeps doubling.
-    lastError_ = "Hello refused by " + address_ + ": " + reply.error().message();
-    conn_->close(reply.error());
+    lastError_ = "Hello refused by " + address_ + ": " + refused;
+    if (options_.failQueuedOnDialError) failQueued("Hello refused by " + address_);
+    conn_->close(Error(Errc::unavailable, lastError_));
     return;
   }
   markReady();
+}
+
+void Peer::failQueued(const std::string& why) {
+  auto queued = std::exchange(queue_, {});
+  for (auto& [id, q] : queued) {
+    q.timer->cancel();
+    q.done(Error(Errc::unavailable, "not sent: " + why + ": " + lastError_));
+  }
 }
 
 void Peer::markReady() {

@@ -46,6 +46,9 @@ struct PeerOptions {
   bool failQueuedOnDialError = false;
   // Body of the Hello sent first on every dialed connection; none if empty. Default: none.
   std::function<std::string()> helloBody;
+  // Checks the Hello reply: an empty string accepts it, anything else is the reason the
+  // connection is closed (e.g. another process now listens at the address). Default: accept.
+  std::function<std::string(const Frame&)> checkHello;
 };
 
 class Peer : public std::enable_shared_from_this<Peer> {
@@ -93,6 +96,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
   void onDialed(Result<std::shared_ptr<Connection>> result);
   void useConnection(std::shared_ptr<Connection> conn, bool dialed);
   void onHello(std::uint64_t generation, Result<Frame> reply);
+  // Fails every queued request as not sent (Errc::unavailable).
+  void failQueued(const std::string& why);
   void onConnectionClosed(std::uint64_t generation, const Error& reason);
   void markReady();
   void flush();
