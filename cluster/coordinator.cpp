@@ -100,6 +100,13 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   // Re-planning this coordinator's own change keeps the snapshots already under way.
   const std::uint64_t t1Version = cur->version + 1;
   const bool ownPlan = cur->version == t1Version_;
+  // A replica the installed topology lists as syncing is complete if it reported so during
+  // this coordinator's own change (the topology's list only shrinks with T2).
+  auto complete = [&](PartitionId p, MemberId m) {
+    if (!cur->table.isOwner(p, m)) return false;
+    const SyncingReplica* r = cur->syncingReplica(p, m);
+    return r == nullptr || (ownPlan && synced_.count({p, m}) != 0);
+  };
   std::vector<std::vector<MemberId>> owners(partitions);
   std::vector<SyncingReplica> syncing;
   awaiting_.clear();
@@ -110,12 +117,10 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
     // Complete surviving replicas first (the first is the primary), then incomplete ones that
     // remain owners.
     for (MemberId m : was) {
-      if (!failed(m) && cur->syncingReplica(p, m) == nullptr) o.push_back(m);
+      if (!failed(m) && complete(p, m)) o.push_back(m);
     }
     for (MemberId m : was) {
-      if (!failed(m) && cur->syncingReplica(p, m) != nullptr && ideal.isOwner(p, m)) {
-        o.push_back(m);
-      }
+      if (!failed(m) && !complete(p, m) && ideal.isOwner(p, m)) o.push_back(m);
     }
     if (o.empty()) {  // every replica failed: the partition starts again, empty
       if (!was.empty()) ++lostPartitions_;
@@ -135,13 +140,13 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
     for (std::size_t i = 1; i < o.size(); ++i) {
       const MemberId m = o[i];
       const SyncingReplica* before = cur->syncingReplica(p, m);
-      const bool complete = cur->table.isOwner(p, m) && before == nullptr;
-      if (complete && !promoted) continue;
+      if (complete(p, m) && !promoted) continue;
       const std::uint64_t since = before && ownPlan && !promoted ? before->since : t1Version;
       syncing.push_back(SyncingReplica{p, m, since});
       if (ideal.isOwner(p, m)) awaiting_[{p, m}] = since;
     }
   }
+  synced_.clear();
   auto t1 = std::make_shared<Topology>();
   t1->version = t1Version;
   t1->members = std::move(t1Members);
@@ -182,6 +187,7 @@ void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t
   auto it = awaiting_.find({partition, member});
   if (it == awaiting_.end() || version < it->second) return;  // about an older snapshot
   awaiting_.erase(it);
+  synced_.insert({partition, member});
   if (syncing_ && awaiting_.empty()) finishMigration();
 }
 

@@ -109,6 +109,7 @@ class Coordinator {
   // (partition, member) -> the topology version whose snapshot will count.
   std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
   bool syncing_ = false;
+  std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
   std::set<MemberId> failed_;  // declared failed: never asked anything again
   std::map<std::string, std::uint64_t> incarnations_;  // address -> incarnation admitted
   bool replan_ = false;               // a member failed during the change in progress

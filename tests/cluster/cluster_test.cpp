@@ -243,11 +243,19 @@ TEST_CASE("A member crashes under load: its backups take over, nothing acknowled
     load.start({&cluster.at(1), &cluster.at(2), &cluster.at(3)}, 2);
     crashed = 0;
   }
+  SECTION("a member crashes while a joiner is being synced") {
+    load.start({&cluster.at(0), &cluster.at(1), &cluster.at(2)}, 2);
+    REQUIRE(eventually([&] { return load.acked[0] > 50; }));
+    cluster.add();  // returns once the joiner is a member, its snapshots under way
+    REQUIRE(cluster.lastStart().ok());
+    crashed = 3;
+  }
   REQUIRE(eventually([&] { return load.acked[0] > 50; }));
   const MemberId victim = cluster.at(crashed).memberId();
+  const std::size_t survivors = cluster.live().size() - 1;
   cluster.crash(crashed);
   // The failure is detected, the victim removed, and the partitions re-replicated.
-  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 3; }));
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == survivors; }));
   CHECK_FALSE(cluster.live().front()->topology()->hasMember(victim));
   const std::int64_t before = load.acked[2];
   INFO(load.describe());

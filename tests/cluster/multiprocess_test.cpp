@@ -144,10 +144,20 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
   }
   // The victim is declared failed and removed; its partitions are served by their backups and
   // re-replicated (no replica still syncing).
-  REQUIRE(eventually([&] {
+  const bool recovered = eventually([&] {
     const TopologyPtr t = node.topology();
     return t->members.size() == 3 && !t->hasMember(victim) && t->syncing.empty();
-  }));
+  });
+  if (!recovered) {
+    const TopologyPtr t = node.topology();
+    std::string syncing;
+    for (const auto& r : t->syncing) {
+      syncing += " p" + std::to_string(r.partition) + "->m" + std::to_string(r.member) + "@" +
+                 std::to_string(r.since);
+    }
+    FAIL("not recovered: topology v" << t->version << " with " << t->members.size()
+                                     << " members, syncing:" << syncing);
+  }
   for (std::size_t i = 0; i + 1 < procs.size(); ++i) CHECK(procs[i]->waitForLine("3 members", 10s));
   for (PartitionId p = 0; p < 64; ++p) {
     INFO("partition " << p);
