@@ -161,6 +161,57 @@ TEST_CASE("The client follows a join and a leave under load: nothing lost or dou
   }
 }
 
+TEST_CASE("The client rides through a member's crash: nothing acknowledged lost, none doubled",
+          "[client][multinode][failure]") {
+  NodeOptions options = ingrid::testing::smallClusterOptions(nullptr);
+  options.heartbeatInterval = 50ms;
+  options.failureTimeout = 1000ms;
+  TestCluster cluster(options);
+  REQUIRE(cluster.start(3));
+  Client client(clientOf(cluster));
+  REQUIRE(client.start().ok());
+
+  constexpr int kCounters = 8;
+  std::vector<std::atomic<std::int64_t>> acked(kCounters);
+  std::vector<std::atomic<std::int64_t>> uncertain(kCounters);  // failed: may have applied
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> slowest{0};
+  std::vector<std::thread> load;
+  for (int t = 0; t < 4; ++t) {
+    load.emplace_back([&, t] {
+      for (int i = 0; i < 1'000'000 && !stop; ++i) {
+        const int c = (t + i) % kCounters;
+        const auto start = std::chrono::steady_clock::now();
+        auto r = client.invoke("crash-counter-" + std::to_string(c), Increment{1});
+        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - start)
+                              .count();
+        if (took > slowest) slowest = took;
+        ++(r ? acked[c] : uncertain[c]);
+      }
+    });
+  }
+  auto progress = [&](std::int64_t more) {
+    const std::int64_t before = acked[0];
+    return eventually([&] { return acked[0] > before + more; });
+  };
+  REQUIRE(progress(50));
+  cluster.crash(1);
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 2; }));
+  REQUIRE(progress(50));
+  stop = true;
+  for (auto& t : load) t.join();
+
+  CHECK(slowest <= client.options().requestTimeout.count() + 1000);  // none hung past it
+  for (int c = 0; c < kCounters; ++c) {
+    INFO("counter " << c << ": acknowledged " << acked[c] << ", failed " << uncertain[c]);
+    auto v = client.invoke("crash-counter-" + std::to_string(c), GetCounter{});
+    REQUIRE(v.ok());
+    CHECK(*v >= acked[c]);
+    CHECK(*v <= acked[c] + uncertain[c]);
+  }
+}
+
 TEST_CASE("Bad use of the client gets clear errors", "[client]") {
   SECTION("a cluster that cannot be reached: an error within the deadline, naming the seeds") {
     ClientOptions o;
