@@ -107,12 +107,17 @@ int status(const Args& a) {
   auto client = connect(a);
   const ingrid::TopologyPtr t = client->topology();
   std::map<ingrid::MemberId, int> primaries, backups;
+  std::vector<int> syncing(t->table.partitionCount());
+  for (const auto& r : t->syncing) {
+    if (r.partition < syncing.size()) ++syncing[r.partition];
+  }
   int healthy = 0;
   for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
     const auto& owners = t->table.owners(p);
     for (std::size_t i = 0; i < owners.size(); ++i) ++(i == 0 ? primaries : backups)[owners[i]];
     const std::size_t want = std::min<std::size_t>(t->backups + 1, t->members.size());
-    if (owners.size() >= want) ++healthy;
+    // Complete replicas: the owners that are not still receiving their snapshot.
+    if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++healthy;
   }
   std::printf("topology v%llu, %zu members, %u partitions, %u backup(s) each, coordinator %llu\n",
               static_cast<unsigned long long>(t->version), t->members.size(),
@@ -126,12 +131,14 @@ int status(const Args& a) {
                 static_cast<unsigned long long>(m.id), m.address.c_str(), primaries[m.id],
                 backups[m.id], view.c_str());
   }
-  std::printf("replica health: %d of %u partitions have all their replicas%s\n", healthy,
-              t->table.partitionCount(),
-              t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(),
-                                                           t->memberIds(), t->backups)
-                  ? ""
-                  : " (a migration is in progress)");
+  std::printf(
+      "replica health: %d of %u partitions have all their replicas, %zu replica(s) "
+      "syncing%s\n",
+      healthy, t->table.partitionCount(), t->syncing.size(),
+      t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(), t->memberIds(),
+                                                   t->backups)
+          ? ""
+          : " (a migration is in progress)");
   return 0;
 }
 

@@ -1,0 +1,79 @@
+// ingrid-cli, run as a process against an in-process cluster: each command's output, and its
+// refusals, so that the tool cannot rot.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/child_process.h"
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using namespace std::chrono_literals;
+using ingrid::testing::ChildProcess;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+// Runs ingrid-cli with `args`; returns its exit status once it ended (or nothing).
+std::optional<int> exitOf(ChildProcess& cli) {
+  auto status = cli.wait(60s);
+  if (!status || !WIFEXITED(*status)) return std::nullopt;
+  return WEXITSTATUS(*status);
+}
+
+}  // namespace
+
+TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running cluster",
+          "[client][cli]") {
+  TestCluster cluster(ingrid::testing::smallClusterOptions(nullptr));
+  REQUIRE(cluster.start(3));
+  const std::string seed = cluster.at(0).listenAddress();
+  auto run = [&](std::vector<std::string> args) {
+    return std::make_unique<ChildProcess>(INGRID_CLI_PATH, std::move(args));
+  };
+
+  SECTION("--help") {
+    auto cli = run({"--help"});
+    CHECK(cli->waitForLine("usage: ingrid-cli COMMAND", 30s));
+    CHECK(exitOf(*cli) == 0);
+  }
+  SECTION("status lists the members and the replica health") {
+    auto cli = run({"status", "--seed", seed});
+    auto head = cli->waitForLine("topology v", 30s);
+    REQUIRE(head);
+    CHECK_THAT(*head, Catch::Contains("3 members") && Catch::Contains("64 partitions"));
+    CHECK(cli->waitForLine("replica health: 64 of 64 partitions have all their replicas", 30s));
+    CHECK(exitOf(*cli) == 0);
+  }
+  SECTION("acquire grants, then refuses past the capacity; inspect shows the bucket") {
+    auto first = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--seed", seed});
+    CHECK(first->waitForLine("granted yes, remaining 2", 30s));
+    CHECK(exitOf(*first) == 0);
+    auto second = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--seed", seed});
+    CHECK(second->waitForLine("granted no, remaining 2", 30s));
+    CHECK(exitOf(*second) == 1);
+    auto inspect = run({"inspect", "cli-bucket", "--seed", seed});
+    auto held = inspect->waitForLine("key 'cli-bucket': partition", 30s);
+    REQUIRE(held);
+    CHECK_THAT(*held, Catch::Contains("primary") && Catch::Contains("backup"));
+    CHECK(inspect->waitForLine("token bucket: 2 tokens", 30s));
+    CHECK(exitOf(*inspect) == 0);
+  }
+  SECTION("load runs for its duration and reports throughput") {
+    auto cli = run({"load", "--seed", seed, "--seconds", "1", "--concurrency", "4", "--capacity",
+                    "1000000000", "--batching", "on"});
+    CHECK(cli->waitForLine("ops/s", 60s));
+    CHECK(exitOf(*cli) == 0);
+  }
+  SECTION("bad use is refused with a non-zero status") {
+    auto noCount = run({"acquire", "cli-bucket", "--seed", seed});
+    CHECK(exitOf(*noCount) != 0);
+    auto unknown = run({"frobnicate", "--seed", seed});
+    CHECK(exitOf(*unknown) != 0);
+    auto unreachable = run({"status", "--seed", "127.0.0.1:1", "--timeout-ms", "300"});
+    CHECK(exitOf(*unreachable) != 0);
+  }
+}
