@@ -124,6 +124,9 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
   void commitTopology(TopologyPtr next);
   std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
+  // The link to member `id`, made if needed. `dialedByThem`: it just dialed us (its Hello), so
+  // it exists even if our topology does not list it yet.
+  std::shared_ptr<Peer> linkTo(MemberId id, const std::string& address, bool dialedByThem);
   void syncPeers(const Topology& t);
   bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
 

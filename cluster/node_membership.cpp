@@ -263,12 +263,20 @@ void NodeImpl::stop() {
 }
 
 std::shared_ptr<Peer> NodeImpl::peerFor(MemberId id, const std::string& address) {
+  return linkTo(id, address, /*dialedByThem=*/false);
+}
+
+std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, bool dialedByThem) {
   const MemberId self = memberId();
   if (id == 0 || id == self || !transport_) return nullptr;
   if (auto it = peers_.find(id); it != peers_.end()) return it->second;
   PeerOptions o;
   o.dial = self != 0 && self < id;  // one connection per pair: the smaller id dials
-  o.failQueuedOnDialError = true;   // a member that refuses connections is gone: route elsewhere
+  // A link that waits to be dialed, to a member that is not (or no longer) in our topology,
+  // would only queue requests until their deadlines: that member will not dial us. The caller
+  // routes again instead (a departed primary's partitions have moved).
+  if (!o.dial && !dialedByThem && !topology()->hasMember(id)) return nullptr;
+  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
   o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
   // The process at a member's address must be that member: a restarted process there (empty,
   // not yet admitted, or admitted under a new id) must not take the old member's updates.
@@ -485,7 +493,9 @@ void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame)
   const HelloBody hello = decode<HelloBody>(frame.body);
   if (hello.role == HelloBody::kPeer && hello.memberId != 0) {
     conn->peerId = hello.memberId;
-    if (auto peer = peerFor(hello.memberId, hello.address)) peer->adopt(conn);
+    if (auto peer = linkTo(hello.memberId, hello.address, /*dialedByThem=*/true)) {
+      peer->adopt(conn);
+    }
   }
   conn->reply(frame.header, MessageType::kHello, topology()->version,
               encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}));
