@@ -198,7 +198,8 @@ void ClientImpl::routeLooksStale() {
 void ClientImpl::refreshFrom(std::size_t next) {
   // Ask the members we know (then the seeds) in turn, one at a time.
   std::vector<std::string> addresses;
-  for (const auto& m : topology()->members) addresses.push_back(m.address);
+  const TopologyPtr known = topology();  // held: a range-for over a temporary's member dangles
+  for (const auto& m : known->members) addresses.push_back(m.address);
   addresses.insert(addresses.end(), options_.seeds.begin(), options_.seeds.end());
   const std::string address = addresses[next % addresses.size()];
   transport_->connect(address, [this](Result<std::shared_ptr<Connection>> conn) {
@@ -242,8 +243,8 @@ Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType ty
   });
   const auto limit = options_.connectTimeout + timeout + std::chrono::seconds(1);
   if (answer.wait_for(limit) != std::future_status::ready) {
-    return Error(Errc::timeout, address + ": no answer within " +
-                                    std::to_string(limit.count()) + " ms (client stopping?)");
+    return Error(Errc::timeout, address + ": no answer within " + std::to_string(limit.count()) +
+                                    " ms (client stopping?)");
   }
   return answer.get();
 }

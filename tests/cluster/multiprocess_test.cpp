@@ -124,7 +124,9 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
   }
   for (auto& k : keys) REQUIRE(node.invoke(k, Increment{1}).ok());
   MemberId victim = 0;
-  for (auto& m : node.topology()->members) {
+  // Hold the topology: a range-for over a temporary's member would dangle.
+  const TopologyPtr before = node.topology();
+  for (auto& m : before->members) {
     if (m.address == victimAddress) victim = m.id;
   }
   REQUIRE(victim != 0);
@@ -210,7 +212,9 @@ TEST_CASE("A member restarted at its address is a new member: its old self is re
   REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
   for (int k = 0; k < 64; ++k) REQUIRE(node.invoke("restart-" + std::to_string(k), Increment{7}));
   MemberId oldId = 0;
-  for (auto& m : node.topology()->members) {
+  // Hold the topology: a range-for over a temporary's member would dangle.
+  const TopologyPtr before = node.topology();
+  for (auto& m : before->members) {
     if (m.address == victimAddress) oldId = m.id;
   }
   REQUIRE(oldId != 0);

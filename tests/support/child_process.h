@@ -1,5 +1,6 @@
 // ChildProcess: runs a program with its stdout on a pipe, for multi-process tests. Reads lines
-// with a deadline; kill()/terminate() and wait() with a deadline. POSIX only.
+// with a deadline; kill()/terminate() and wait() with a deadline. POSIX (and Linux's
+// parent-death signal, through util-linux's setpriv when present).
 #pragma once
 
 #include <fcntl.h>
@@ -28,12 +29,18 @@ class ChildProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, fds[0]);
-    std::vector<std::string> all{program};
+    // The child gets SIGKILL if this process dies first (setpriv, from util-linux, execs the
+    // program with that parent-death signal): a test that crashes must not leave children that
+    // hold CTest's output pipe open until the test's timeout.
+    static constexpr const char* kSetpriv = "/usr/bin/setpriv";
+    std::vector<std::string> all;
+    if (access(kSetpriv, X_OK) == 0) all = {kSetpriv, "--pdeathsig", "KILL", "--"};
+    all.push_back(program);
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), environ) != 0)
+    if (posix_spawn(&pid_, all.front().c_str(), &actions, nullptr, argv.data(), environ) != 0)
       pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
