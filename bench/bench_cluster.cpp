@@ -5,8 +5,14 @@
 //   remote primary, 1 in flight    latency of one routed, replicated invocation
 //   remote primary, N in flight    throughput with N outstanding
 //   local primary, 1 in flight     the same without the routing hop (replication only)
+//   failover                       16 in flight over keys of every partition while the last
+//                                  node crashes: time to detect it and to re-replicate, and the
+//                                  latency (and failures) callers saw meanwhile
 //
-//   bench_cluster [--seconds S] [--inflight N] [--nodes K]
+//   bench_cluster [--seconds S] [--inflight N] [--nodes K] [--failure-timeout-ms T]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -52,12 +58,54 @@ void run(const char* name, ingrid::Node& caller, const std::vector<std::string>&
   ingrid::bench::report(name, std::move(result.latenciesNs), result.seconds);
 }
 
+// Crashes the last node while a closed loop runs over keys of every partition; prints how long
+// the cluster took to remove it and to re-replicate its partitions.
+void failover(std::vector<std::unique_ptr<ingrid::Node>>& nodes, double seconds) {
+  using Clock = std::chrono::steady_clock;
+  ingrid::Node& caller = *nodes.front();
+  const ingrid::TopologyPtr t = caller.topology();
+  const ingrid::MemberId victim = nodes.back()->memberId();
+  std::vector<std::string> keys(t->table.partitionCount());
+  for (int i = 0, found = 0; found < static_cast<int>(keys.size()) && i < 10'000'000; ++i) {
+    std::string k = "failover-" + std::to_string(i);
+    auto& slot = keys[ingrid::partitionOf(k, t->table.partitionCount())];
+    if (slot.empty()) {
+      slot = std::move(k);
+      ++found;
+    }
+  }
+  std::thread crasher([&] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds / 4));
+    const auto crashed = Clock::now();
+    nodes.back()->TEST_crash();
+    double removedMs = -1, settledMs = -1;
+    while (Clock::now() - crashed < std::chrono::duration<double>(seconds)) {
+      const ingrid::TopologyPtr now = caller.topology();
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - crashed).count();
+      if (removedMs < 0 && !now->hasMember(victim)) removedMs = ms;
+      if (removedMs >= 0 && now->syncing.empty() &&
+          now->table == ingrid::PartitionTable::balanced(now->table.partitionCount(),
+                                                         now->memberIds(), now->backups)) {
+        settledMs = ms;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::printf(
+        "failover: member %llu crashed; removed after %.0f ms, re-replicated after %.0f ms\n",
+        static_cast<unsigned long long>(victim), removedMs, settledMs);
+  });
+  run("failover, 16 in flight", caller, keys, 16, seconds);
+  crasher.join();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 3.0;
   int inflight = 64;
   int nodeCount = 3;
+  int failureTimeoutMs = 1000;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--seconds"))
       seconds = std::atof(argv[i + 1]);
@@ -65,10 +113,14 @@ int main(int argc, char** argv) {
       inflight = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--nodes"))
       nodeCount = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--failure-timeout-ms"))
+      failureTimeoutMs = std::atoi(argv[i + 1]);
   }
-  if (seconds <= 0 || seconds > 600 || inflight <= 0 || nodeCount < 2 || nodeCount > 8) {
+  if (seconds <= 0 || seconds > 600 || inflight <= 0 || nodeCount < 2 || nodeCount > 8 ||
+      failureTimeoutMs < 100 || failureTimeoutMs > 60000) {
     std::fprintf(stderr,
-                 "usage: bench_cluster [--seconds 0<S<=600] [--inflight N>0] [--nodes 2..8]\n");
+                 "usage: bench_cluster [--seconds 0<S<=600] [--inflight N>0] [--nodes 2..8] "
+                 "[--failure-timeout-ms 100..60000]\n");
     return 2;
   }
   std::vector<std::unique_ptr<ingrid::Node>> nodes;
@@ -77,6 +129,8 @@ int main(int argc, char** argv) {
     o.workerThreads = 1;
     o.backups = 1;
     o.listenAddress = "127.0.0.1:0";
+    o.heartbeatInterval = std::chrono::milliseconds(std::max(10, failureTimeoutMs / 10));
+    o.failureTimeout = std::chrono::milliseconds(failureTimeoutMs);
     if (!nodes.empty()) o.seeds = {nodes.front()->listenAddress()};
     nodes.push_back(std::make_unique<ingrid::Node>(o));
     if (auto s = nodes.back()->start(); !s) {
@@ -105,6 +159,8 @@ int main(int argc, char** argv) {
   const std::string many = "remote primary, " + std::to_string(inflight) + " in flight";
   run(many.c_str(), caller, remote, inflight, seconds);
   run("local primary, 1 in flight", caller, local, 1, seconds);
+  // Long enough to cover detection (failureTimeout) and re-replication after the crash.
+  failover(nodes, std::max(seconds, 4.0 * failureTimeoutMs / 1000.0));
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) (*it)->stop();
   return 0;
 }
