@@ -14,12 +14,14 @@
 // Start/stop sequence:
 //   start(): validate options -> start partition workers (each binds its partitions and begins
 //            expiry sweeps) -> listen -> bootstrap a cluster, or join one through the seeds ->
-//            admit invocations.
+//            admit invocations, and send heartbeats to the other members.
 //   stop():  leave the cluster (the coordinator moves this member's partitions to the others
 //            while it keeps serving) -> refuse new invocations (Errc::shutting_down) -> wait
-//            until every admitted invocation has completed -> close peers and the listener,
-//            join the network thread -> stop sweeps and join the workers -> run the remaining
-//            completions and join the completion threads. The destructor calls stop().
+//            until every admitted invocation has completed -> stop heartbeats, close peers and
+//            the listener, join the network thread -> stop sweeps and join the workers -> run
+//            the remaining completions and join the completion threads. The destructor calls
+//            stop(). A member that dies without stop() is declared failed by the others after
+//            NodeOptions::failureTimeout, and its backups take over.
 #pragma once
 
 #include <atomic>
