@@ -85,6 +85,13 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     done(std::move(result));  // a failed processor changes nothing (invariant 4)
     return;
   }
+  if (topo->members.size() < options_.minMembers) {  // split-brain protection: no write
+    done(Error(Errc::no_quorum,
+               "member " + std::to_string(self) + " sees " + std::to_string(topo->members.size()) +
+                   " member(s), fewer than minMembers " + std::to_string(options_.minMembers) +
+                   ": the write to " + partitionName(p) + " is refused"));
+    return;
+  }
   store.apply(key, entry);
   ++rep.seq;
   const std::vector<MemberId>& owners = topo->table.owners(p);

@@ -71,6 +71,11 @@ struct NodeOptions {
   // (a starved VM, a stopped process). Keep it below requestTimeout so that callers ride
   // through a failover instead of timing out. Default: 3 s.
   std::chrono::milliseconds failureTimeout{3000};
+  // Split-brain protection: a member that sees fewer members than this refuses every
+  // invocation that would write (Errc::no_quorum; reads still run), so the two sides of a
+  // network partition cannot both grant tokens. Set it to a majority of the intended cluster
+  // size; 0 turns it off. The cluster's own value is each member's: give all the same. Default: 0.
+  std::uint32_t minMembers = 0;
   // How long stop() waits for this member's partitions to move away. Default: 15 s.
   std::chrono::milliseconds leaveTimeout{15000};
   // Called with each topology this node installs (its first, then every change), on the

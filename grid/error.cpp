@@ -42,6 +42,8 @@ class Category final : public std::error_category {
         return "join refused by the cluster";
       case Errc::protocol_error:
         return "protocol error";
+      case Errc::no_quorum:
+        return "no quorum: too few members to accept writes";
     }
     return "unknown ingrid error " + std::to_string(value);
   }

@@ -49,6 +49,9 @@ enum class Errc {
   join_refused,
   // The peer broke the protocol (bad magic, wrong version, unexpected message).
   protocol_error,
+  // The executing member sees fewer members than NodeOptions::minMembers: a processor that
+  // would write is refused, changing nothing (split-brain protection). Reads still run.
+  no_quorum,
 };
 
 const std::error_category& errorCategory() noexcept;

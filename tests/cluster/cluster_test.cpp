@@ -272,3 +272,31 @@ TEST_CASE("A member crashes under load: its backups take over, nothing acknowled
   }
   checkReplicasIdentical(cluster);
 }
+
+TEST_CASE("Split-brain protection: below minMembers, writes are refused and reads still served",
+          "[cluster][multinode][failure]") {
+  using namespace std::chrono_literals;
+  NodeOptions options = clusterOptions(nullptr);
+  options.heartbeatInterval = 50ms;
+  options.failureTimeout = 1000ms;
+  options.minMembers = 2;
+  TestCluster cluster(options);
+  REQUIRE(cluster.start(3));
+  Node& survivor = cluster.at(0);
+  for (int i = 0; i < 5; ++i) REQUIRE(survivor.invoke("quorum-counter", Increment{1}).ok());
+
+  cluster.crash(2);  // two of three left: still a quorum
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 2; }));
+  REQUIRE(survivor.invoke("quorum-counter", Increment{1}).ok());
+
+  cluster.crash(1);  // alone: below minMembers
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 1; }));
+  auto refused = survivor.invoke("quorum-counter", Increment{1});
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == Errc::no_quorum);
+  CHECK_THAT(refused.error().message(),
+             Catch::Contains("sees 1 member(s), fewer than minMembers 2"));
+  auto read = survivor.invoke("quorum-counter", GetCounter{});  // a read changes nothing: served
+  REQUIRE(read.ok());
+  CHECK(*read == 6);
+}
