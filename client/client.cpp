@@ -25,7 +25,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   Result<bool> start();
   void stop();
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
-  TopologyPtr topology() const { return topology_.load(std::memory_order_acquire); }
+  TopologyPtr topology() const { return topology_.load(); }
   Result<Topology> topologyOf(const std::string& address);
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
@@ -60,7 +60,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   std::thread thread_;
   std::unique_ptr<Transport> transport_;
-  std::atomic<TopologyPtr> topology_;
+  SharedTopology topology_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   bool refreshing_ = false;                                    // network thread
   std::size_t refreshCursor_ = 0;                              // network thread
@@ -108,7 +108,7 @@ Result<bool> ClientImpl::start() {
     try {
       auto t = std::make_shared<const Topology>(decode<TopologyBody>(reply->body).topology);
       if (t->members.empty()) throw std::runtime_error("the member has no topology yet");
-      topology_.store(std::move(t), std::memory_order_release);
+      topology_.store(std::move(t));
       return true;
     } catch (const std::exception& e) {
       lastError = seed + ": " + e.what();
@@ -174,7 +174,7 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
 void ClientImpl::learnTopology(const TopologyPtr& t) {
   const TopologyPtr cur = topology();
   if (cur && t->version <= cur->version) return;
-  topology_.store(t, std::memory_order_release);
+  topology_.store(t);
   // Links to members that left are closed after a request's full deadline (in-flight answers).
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (t->hasMember(it->first)) {

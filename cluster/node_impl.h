@@ -55,7 +55,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   bool running() const noexcept { return state_.load(std::memory_order_acquire) == kRunning; }
   MemberId memberId() const noexcept { return selfId_.load(std::memory_order_acquire); }
   std::string listenAddress() const { return selfAddress_; }
-  TopologyPtr topology() const { return topology_.load(std::memory_order_acquire); }
+  TopologyPtr topology() const { return topology_.load(); }
   std::uint64_t TEST_entryCount() { return workers_ ? workers_->TEST_entryCount() : 0; }
   std::uint64_t reclaimedCount() const noexcept {
     return workers_ ? workers_->reclaimedCount() : 0;
@@ -159,7 +159,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<MemberId> selfId_{0};
   std::string selfAddress_;  // constant after start()
-  std::atomic<TopologyPtr> topology_;
+  SharedTopology topology_;
 
   // Network (absent for a node without a listenAddress).
   asio::io_context netIo_{1};

@@ -371,7 +371,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   const MemberId self = memberId();
   {
     std::lock_guard lock(topoMu_);
-    topology_.store(next, std::memory_order_release);
+    topology_.store(next);
   }
   topoCv_.notify_all();
   if (options_.onTopology) options_.onTopology(*next);

@@ -9,8 +9,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cereal/cereal.hpp>
@@ -69,6 +71,27 @@ struct Topology {
 };
 
 using TopologyPtr = std::shared_ptr<const Topology>;
+
+// The current topology of a node or client: replaced by its network thread, read by every
+// thread. A mutex rather than std::atomic<std::shared_ptr>: libstdc++ 12's atomic shared_ptr
+// unlocks a load with relaxed order, which ThreadSanitizer reports as a race with the next
+// store. Held for a pointer copy only.
+class SharedTopology {
+ public:
+  TopologyPtr load() const {
+    std::lock_guard lock(mu_);
+    return ptr_;
+  }
+  void store(TopologyPtr next) {
+    TopologyPtr old;  // released outside the lock
+    std::lock_guard lock(mu_);
+    old = std::exchange(ptr_, std::move(next));
+  }
+
+ private:
+  mutable std::mutex mu_;
+  TopologyPtr ptr_;
+};
 
 // Most members a topology may list; a larger count on the wire is refused before allocating.
 inline constexpr std::size_t kMaxMembers = 1024;
