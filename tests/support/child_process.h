@@ -68,6 +68,7 @@ class ChildProcess {
         std::string line = buffer_.substr(0, nl);
         buffer_.erase(0, nl + 1);
         if (line.find(needle) != std::string::npos) return line;
+        passed_.push_back(std::move(line));
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
@@ -79,6 +80,17 @@ class ChildProcess {
       if (n <= 0) return std::nullopt;
       buffer_.append(chunk, static_cast<std::size_t>(n));
     }
+  }
+
+  // Like waitForLine, but a line that an earlier waitForLine passed over counts too: for lines
+  // whose order against other output is not fixed (a topology change logged by the network
+  // thread before the main thread's "listening on", under load).
+  std::optional<std::string> waitForLineEver(const std::string& needle,
+                                             std::chrono::milliseconds limit) {
+    for (const auto& line : passed_) {
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    return waitForLine(needle, limit);
   }
 
   void signal(int sig) { ::kill(pid_, sig); }
@@ -102,6 +114,7 @@ class ChildProcess {
   int out_ = -1;
   bool exited_ = false;
   std::string buffer_;
+  std::vector<std::string> passed_;  // lines waitForLine read past
 };
 
 }  // namespace ingrid::testing
