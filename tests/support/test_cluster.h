@@ -23,7 +23,8 @@ inline bool eventually(const std::function<bool()>& pred,
   return true;
 }
 
-// Options for a small test cluster: 64 partitions, 1 backup, `workers` worker threads.
+// Options for a small test cluster: 64 partitions, 1 backup, `workers` worker threads, a
+// failure timeout of 10 s.
 inline NodeOptions smallClusterOptions(std::shared_ptr<const Clock> clock = nullptr,
                                        unsigned workers = 1) {
   NodeOptions o;
@@ -32,6 +33,8 @@ inline NodeOptions smallClusterOptions(std::shared_ptr<const Clock> clock = null
   o.completionThreads = 1;
   o.backups = 1;
   o.clock = std::move(clock);
+  // Far above any stall a loaded sanitizer build shows; failure tests set their own.
+  o.failureTimeout = std::chrono::seconds(10);
   return o;
 }
 
