@@ -36,6 +36,58 @@ ClientOptions clientOf(TestCluster& cluster) {
   return c;
 }
 
+// Four threads increment kCounters counters through a client until finish(): what was
+// acknowledged per counter, what failed (and so may or may not have applied), the slowest call.
+struct CounterLoad {
+  static constexpr int kCounters = 8;
+  std::vector<std::atomic<std::int64_t>> acked = std::vector<std::atomic<std::int64_t>>(kCounters);
+  std::vector<std::atomic<std::int64_t>> failed = std::vector<std::atomic<std::int64_t>>(kCounters);
+  std::atomic<std::int64_t> slowestMs{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::string lastError;
+  std::vector<std::thread> threads;
+
+  CounterLoad(Client& client, std::string prefix) {
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([this, &client, prefix, t] {
+        for (int i = 0; i < 1'000'000 && !stop; ++i) {
+          const int c = (t + i) % kCounters;
+          const auto start = std::chrono::steady_clock::now();
+          auto r = client.invoke(prefix + std::to_string(c), Increment{1});
+          const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::steady_clock::now() - start)
+                                .count();
+          if (took > slowestMs) slowestMs = took;
+          if (r) {
+            ++acked[c];
+          } else {
+            ++failed[c];
+            std::lock_guard lock(mu);
+            lastError = r.error().message();
+          }
+        }
+      });
+    }
+  }
+  ~CounterLoad() { finish(); }
+  void finish() {
+    stop = true;
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+  std::int64_t failures() const {
+    std::int64_t n = 0;
+    for (const auto& f : failed) n += f;
+    return n;
+  }
+  // Waits until counter 0 got `more` acknowledged increments.
+  bool progress(std::int64_t more) {
+    const std::int64_t before = acked[0];
+    return eventually([&] { return acked[0] > before + more; });
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Thin clients and embedded nodes together grant exactly a hot bucket's capacity",
@@ -107,57 +159,25 @@ TEST_CASE("The client follows a join and a leave under load: nothing lost or dou
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());
 
-  constexpr int kCounters = 8;
-  std::vector<std::atomic<std::int64_t>> acked(kCounters);
-  std::atomic<std::int64_t> failures{0};
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::string lastError;
-  std::atomic<std::int64_t> slowest{0};
-  std::vector<std::thread> load;
-  for (int t = 0; t < 4; ++t) {
-    load.emplace_back([&, t] {
-      for (int i = 0; i < 1'000'000 && !stop; ++i) {
-        const int c = (t + i) % kCounters;
-        const auto start = std::chrono::steady_clock::now();
-        auto r = client.invoke("client-counter-" + std::to_string(c), Increment{1});
-        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-        if (took > slowest) slowest = took;
-        if (r) {
-          ++acked[c];
-        } else {
-          ++failures;
-          std::lock_guard lock(mu);
-          lastError = r.error().message();
-        }
-      }
-    });
-  }
-  auto progress = [&](std::int64_t more) {
-    const std::int64_t before = acked[0];
-    return eventually([&] { return acked[0] > before + more; });
-  };
-  REQUIRE(progress(50));
+  CounterLoad load(client, "client-counter-");
+  REQUIRE(load.progress(50));
   cluster.add();  // a fourth member joins
   REQUIRE(cluster.lastStart().ok());
   REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 4; }));
-  REQUIRE(progress(50));
+  REQUIRE(load.progress(50));
   cluster.remove(1);  // a member leaves
   REQUIRE(eventually([&] { return cluster.settled(); }));
-  REQUIRE(progress(50));
-  stop = true;
-  for (auto& t : load) t.join();
+  REQUIRE(load.progress(50));
+  load.finish();
 
-  INFO("last error: " << lastError);
-  CHECK(failures == 0);
-  CHECK(slowest <= client.options().requestTimeout.count() + 1000);  // none hung past it
+  INFO("last error: " << load.lastError);
+  CHECK(load.failures() == 0);
+  CHECK(load.slowestMs <= client.options().requestTimeout.count() + 1000);  // none hung past it
   CHECK(client.topology()->version == cluster.live().front()->topology()->version);
-  for (int c = 0; c < kCounters; ++c) {
+  for (int c = 0; c < CounterLoad::kCounters; ++c) {
     auto v = client.invoke("client-counter-" + std::to_string(c), GetCounter{});
     REQUIRE(v.ok());
-    CHECK(*v == acked[c]);
+    CHECK(*v == load.acked[c]);
   }
 }
 
@@ -171,44 +191,21 @@ TEST_CASE("The client rides through a member's crash: nothing acknowledged lost,
   Client client(clientOf(cluster));
   REQUIRE(client.start().ok());
 
-  constexpr int kCounters = 8;
-  std::vector<std::atomic<std::int64_t>> acked(kCounters);
-  std::vector<std::atomic<std::int64_t>> uncertain(kCounters);  // failed: may have applied
-  std::atomic<bool> stop{false};
-  std::atomic<std::int64_t> slowest{0};
-  std::vector<std::thread> load;
-  for (int t = 0; t < 4; ++t) {
-    load.emplace_back([&, t] {
-      for (int i = 0; i < 1'000'000 && !stop; ++i) {
-        const int c = (t + i) % kCounters;
-        const auto start = std::chrono::steady_clock::now();
-        auto r = client.invoke("crash-counter-" + std::to_string(c), Increment{1});
-        const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::steady_clock::now() - start)
-                              .count();
-        if (took > slowest) slowest = took;
-        ++(r ? acked[c] : uncertain[c]);
-      }
-    });
-  }
-  auto progress = [&](std::int64_t more) {
-    const std::int64_t before = acked[0];
-    return eventually([&] { return acked[0] > before + more; });
-  };
-  REQUIRE(progress(50));
+  CounterLoad load(client, "crash-counter-");
+  REQUIRE(load.progress(50));
   cluster.crash(1);
   REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 2; }));
-  REQUIRE(progress(50));
-  stop = true;
-  for (auto& t : load) t.join();
+  REQUIRE(load.progress(50));
+  load.finish();
 
-  CHECK(slowest <= client.options().requestTimeout.count() + 1000);  // none hung past it
-  for (int c = 0; c < kCounters; ++c) {
-    INFO("counter " << c << ": acknowledged " << acked[c] << ", failed " << uncertain[c]);
+  CHECK(load.slowestMs <= client.options().requestTimeout.count() + 1000);  // none hung past it
+  for (int c = 0; c < CounterLoad::kCounters; ++c) {
+    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", failed " << load.failed[c]
+                    << ", last error: " << load.lastError);
     auto v = client.invoke("crash-counter-" + std::to_string(c), GetCounter{});
     REQUIRE(v.ok());
-    CHECK(*v >= acked[c]);
-    CHECK(*v <= acked[c] + uncertain[c]);
+    CHECK(*v >= load.acked[c]);                   // nothing acknowledged is lost
+    CHECK(*v <= load.acked[c] + load.failed[c]);  // nothing applied twice
   }
 }
 

@@ -22,35 +22,66 @@ namespace {
 // "ingrid-node: member 1 listening on 127.0.0.1:41234" -> "127.0.0.1:41234"
 std::string addressOf(const std::string& line) { return line.substr(line.rfind(' ') + 1); }
 
-}  // namespace
-
-TEST_CASE("Three ingrid-node processes form a cluster and serve invocations",
-          "[cluster][multiprocess]") {
-  const std::vector<std::string> common{"--partitions", "64", "--workers", "1"};
+// Three ingrid-node processes with `args` (64 partitions, 1 worker, plus these), the first
+// bootstrapping and the others joining through it, each having logged the settled topology.
+struct Processes {
   std::vector<std::unique_ptr<ChildProcess>> procs;
-  procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, common));
-  REQUIRE(procs[0]->started());
-  auto first = procs[0]->waitForLine("listening on", 10s);
-  REQUIRE(first);
-  const std::string seed = addressOf(*first);
-  for (int i = 0; i < 2; ++i) {
-    auto args = common;
-    args.insert(args.end(), {"--seed", seed});
-    procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, args));
-    REQUIRE(procs.back()->started());
-    REQUIRE(procs.back()->waitForLine("listening on", 10s));
+  std::string seed;                  // the first one's address
+  std::vector<std::string> address;  // each one's
+};
+Processes startProcesses(const std::vector<std::string>& args) {
+  Processes out;
+  std::vector<std::string> common{"--partitions", "64", "--workers", "1"};
+  common.insert(common.end(), args.begin(), args.end());
+  for (int i = 0; i < 3; ++i) {
+    auto own = common;
+    if (i > 0) own.insert(own.end(), {"--seed", out.seed});
+    out.procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, own));
+    REQUIRE(out.procs.back()->started());
+    auto line = out.procs.back()->waitForLine("listening on", 10s);
+    REQUIRE(line);
+    out.address.push_back(addressOf(*line));
+    if (i == 0) out.seed = out.address.back();
   }
-  // Each process logs the topology with all three members (after the migration settles).
-  for (auto& p : procs) REQUIRE(p->waitForLineEver("topology v5: 3 members", 20s));
+  // Each logs the topology with all three members once the last migration settled.
+  for (auto& p : out.procs) REQUIRE(p->waitForLineEver("topology v5: 3 members", 20s));
+  return out;
+}
 
-  // An embedded node in this process joins as a fourth member and invokes through the cluster:
-  // most keys live on the other processes.
+// An embedded node that joins the processes as a fourth member.
+NodeOptions embeddedOptions(const std::string& seed) {
   NodeOptions o;
   o.partitions = 64;
   o.workerThreads = 1;
   o.listenAddress = "127.0.0.1:0";
   o.seeds = {seed};
-  Node node(o);
+  return o;
+}
+
+// One key for each of the 64 partitions.
+std::vector<std::string> keyPerPartition(const std::string& prefix) {
+  std::vector<std::string> keys(64);
+  for (int i = 0, found = 0; found < 64 && i < 100000; ++i) {
+    std::string k = prefix + std::to_string(i);
+    auto& slot = keys[partitionOf(k, 64)];
+    if (slot.empty()) {
+      slot = std::move(k);
+      ++found;
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("Three ingrid-node processes form a cluster and serve invocations",
+          "[cluster][multiprocess]") {
+  Processes cluster = startProcesses({});
+  auto& procs = cluster.procs;
+
+  // An embedded node in this process joins as a fourth member and invokes through the cluster:
+  // most keys live on the other processes.
+  Node node(embeddedOptions(cluster.seed));
   REQUIRE(node.start().ok());
   REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
   for (int k = 0; k < 40; ++k) {
@@ -80,32 +111,10 @@ TEST_CASE("Three ingrid-node processes form a cluster and serve invocations",
 
 TEST_CASE("A member killed with -9: its backups take over and every key is served again",
           "[cluster][multiprocess][failure]") {
-  const std::vector<std::string> common{
-      "--partitions",         "64",  "--workers", "1", "--heartbeat-ms", "100",
-      "--failure-timeout-ms", "1000"};
-  std::vector<std::unique_ptr<ChildProcess>> procs;
-  procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, common));
-  REQUIRE(procs[0]->started());
-  auto first = procs[0]->waitForLine("listening on", 10s);
-  REQUIRE(first);
-  const std::string seed = addressOf(*first);
-  std::string victimAddress;
-  for (int i = 0; i < 2; ++i) {
-    auto args = common;
-    args.insert(args.end(), {"--seed", seed});
-    procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, args));
-    REQUIRE(procs.back()->started());
-    auto line = procs.back()->waitForLine("listening on", 10s);
-    REQUIRE(line);
-    victimAddress = addressOf(*line);
-  }
-  for (auto& p : procs) REQUIRE(p->waitForLineEver("topology v5: 3 members", 20s));
-
-  NodeOptions o;
-  o.partitions = 64;
-  o.workerThreads = 1;
-  o.listenAddress = "127.0.0.1:0";
-  o.seeds = {seed};
+  Processes cluster = startProcesses({"--heartbeat-ms", "100", "--failure-timeout-ms", "1000"});
+  auto& procs = cluster.procs;
+  const std::string victimAddress = cluster.address.back();
+  NodeOptions o = embeddedOptions(cluster.seed);
   o.heartbeatInterval = 100ms;
   o.failureTimeout = 1000ms;
   o.requestTimeout = 5000ms;
@@ -113,15 +122,7 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
   REQUIRE(node.start().ok());
   REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
   // One key per partition, each incremented once before the crash.
-  std::vector<std::string> keys(64);
-  for (int i = 0, found = 0; found < 64 && i < 100000; ++i) {
-    std::string k = "crash-" + std::to_string(i);
-    auto& slot = keys[partitionOf(k, 64)];
-    if (slot.empty()) {
-      slot = k;
-      ++found;
-    }
-  }
+  const std::vector<std::string> keys = keyPerPartition("crash-");
   for (auto& k : keys) REQUIRE(node.invoke(k, Increment{1}).ok());
   MemberId victim = 0;
   // Hold the topology: a range-for over a temporary's member would dangle.
@@ -183,29 +184,11 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
 TEST_CASE("A member restarted at its address is a new member: its old self is removed as failed",
           "[cluster][multiprocess][failure]") {
   // A failure timeout far longer than the test: only the restarted join can remove the old self.
-  const std::vector<std::string> common{"--partitions",         "64",    "--workers", "1",
-                                        "--failure-timeout-ms", "600000"};
-  std::vector<std::unique_ptr<ChildProcess>> procs;
-  procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, common));
-  auto first = procs[0]->waitForLine("listening on", 10s);
-  REQUIRE(first);
-  const std::string seed = addressOf(*first);
-  std::string victimAddress;
-  for (int i = 0; i < 2; ++i) {
-    auto args = common;
-    args.insert(args.end(), {"--seed", seed});
-    procs.push_back(std::make_unique<ChildProcess>(INGRID_NODE_PATH, args));
-    auto line = procs.back()->waitForLine("listening on", 10s);
-    REQUIRE(line);
-    victimAddress = addressOf(*line);
-  }
-  for (auto& p : procs) REQUIRE(p->waitForLineEver("topology v5: 3 members", 20s));
-
-  NodeOptions o;
-  o.partitions = 64;
-  o.workerThreads = 1;
-  o.listenAddress = "127.0.0.1:0";
-  o.seeds = {seed};
+  const std::vector<std::string> slow{"--failure-timeout-ms", "600000"};
+  Processes cluster = startProcesses(slow);
+  auto& procs = cluster.procs;
+  const std::string victimAddress = cluster.address.back();
+  NodeOptions o = embeddedOptions(cluster.seed);
   o.failureTimeout = 600s;
   Node node(o);
   REQUIRE(node.start().ok());
@@ -221,8 +204,9 @@ TEST_CASE("A member restarted at its address is a new member: its old self is re
 
   procs.back()->signal(SIGKILL);
   REQUIRE(procs.back()->wait(10s));
-  auto args = common;
-  args.insert(args.end(), {"--seed", seed, "--listen", victimAddress});
+  const std::vector<std::string> args{"--partitions", "64",         "--workers", "1",
+                                      slow[0],        slow[1],      "--seed",    cluster.seed,
+                                      "--listen",     victimAddress};
   procs.back() = std::make_unique<ChildProcess>(INGRID_NODE_PATH, args);
   REQUIRE(procs.back()->waitForLine("listening on " + victimAddress, 10s));
   REQUIRE(eventually([&] {
