@@ -43,19 +43,17 @@ void Coordinator::run(Change change) {
   MemberId nextId = cur->nextMemberId;
   switch (change.kind) {
     case Kind::kJoin: {
-      auto known = incarnations_.find(change.address);
       for (const auto& m : cur->members) {
         if (m.address != change.address) continue;
-        if (known == incarnations_.end() || known->second == change.incarnation) {
+        if (m.incarnation == change.incarnation) {
           if (change.reply) change.reply(m.id);  // a retried join: already admitted
           return;
         }
         failed_.insert(m.id);  // that member restarted: what it held is gone
       }
-      incarnations_[change.address] = change.incarnation;
       after = cur->members;
       change.id = nextId++;
-      after.push_back(MemberInfo{change.id, change.address});
+      after.push_back(MemberInfo{change.id, change.address, change.incarnation});
       if (change.reply) change.reply(change.id);
       break;
     }
@@ -185,7 +183,15 @@ void Coordinator::migrating() {
 void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t version) {
   if (!busy_) return;
   auto it = awaiting_.find({partition, member});
-  if (it == awaiting_.end() || version < it->second) return;  // about an older snapshot
+  if (it == awaiting_.end()) {
+    // Not awaited (a resyncing owner that is not an ideal one), yet complete: a re-plan that
+    // makes it an ideal owner must count it as complete, for nothing will report it again.
+    const TopologyPtr cur = host_.currentTopology();
+    const SyncingReplica* r = cur->syncingReplica(partition, member);
+    if (r != nullptr && version >= r->since) synced_.insert({partition, member});
+    return;
+  }
+  if (version < it->second) return;  // about an older snapshot
   awaiting_.erase(it);
   synced_.insert({partition, member});
   if (syncing_ && awaiting_.empty()) finishMigration();
@@ -240,23 +246,22 @@ void Coordinator::commit(TopologyPtr next, UniqueFunction<void()> then) {
   // `this` after commitLocally() unless it still is. So take what is needed first.
   CoordinatorHost& host = host_;
   const std::string body = encode(TopologyBody{*next});
-  auto pending = std::make_shared<std::size_t>(targets.size());
+  // One count per member, plus one for the local commit: `then` never runs before it, even if
+  // every send fails at once.
+  auto pending = std::make_shared<std::size_t>(targets.size() + 1);
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
   const bool stillCoordinator = next->coordinator() == host.selfId();
-  host.commitRoundStarted();
-  for (const MemberInfo& m : targets) {
-    host.sendToMember(m, MessageType::kTopologyCommit, body,
-                      [&host, pending, thenPtr, stillCoordinator](Result<Frame>) {
-                        if (--*pending != 0) return;
-                        host.commitRoundFinished();
-                        if (stillCoordinator && *thenPtr) (*thenPtr)();
-                      });
-  }
-  host.commitLocally(next);  // may retire this Coordinator (it handed the role on)
-  if (targets.empty()) {
+  auto arrive = [&host, pending, thenPtr, stillCoordinator] {
+    if (--*pending != 0) return;
     host.commitRoundFinished();
     if (stillCoordinator && *thenPtr) (*thenPtr)();
+  };
+  host.commitRoundStarted();
+  for (const MemberInfo& m : targets) {
+    host.sendToMember(m, MessageType::kTopologyCommit, body, [arrive](Result<Frame>) { arrive(); });
   }
+  host.commitLocally(next);  // may retire this Coordinator (it handed the role on)
+  arrive();
 }
 
 }  // namespace ingrid

@@ -110,8 +110,7 @@ class Coordinator {
   std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
   bool syncing_ = false;
   std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
-  std::set<MemberId> failed_;  // declared failed: never asked anything again
-  std::map<std::string, std::uint64_t> incarnations_;  // address -> incarnation admitted
+  std::set<MemberId> failed_;         // declared failed: never asked anything again
   bool replan_ = false;               // a member failed during the change in progress
   std::uint32_t lostPartitions_ = 0;  // in the last plan: partitions with no replica left
 };

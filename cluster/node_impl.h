@@ -158,7 +158,8 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::atomic<std::int64_t> inflight_{0};
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<MemberId> selfId_{0};
-  std::string selfAddress_;  // constant after start()
+  std::string selfAddress_;          // constant after start()
+  const std::uint64_t incarnation_;  // random per node: tells a restart from a retried join
   SharedTopology topology_;
 
   // Network (absent for a node without a listenAddress).

@@ -25,10 +25,18 @@ std::string describeNames(const std::vector<std::string>& names) {
 
 }  // namespace
 
+namespace {
+std::uint64_t randomIncarnation() {
+  std::random_device random;
+  return (std::uint64_t{random()} << 32) | random();
+}
+}  // namespace
+
 NodeImpl::NodeImpl(NodeOptions options, ProcessorRegistry registry)
     : options_(std::move(options)),
       registry_(std::move(registry)),
-      clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()) {}
+      clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
+      incarnation_(randomIncarnation()) {}
 
 NodeImpl::~NodeImpl() { stop(); }
 
@@ -109,7 +117,7 @@ Result<bool> NodeImpl::start() {
 Result<bool> NodeImpl::bootstrap() {
   auto t = std::make_shared<Topology>();
   t->version = 1;
-  t->members.push_back(MemberInfo{1, selfAddress_});
+  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_});
   const std::vector<MemberId> ids{1};
   t->table = PartitionTable::balanced(options_.partitions, ids, options_.backups);
   t->backups = options_.backups;
@@ -131,10 +139,8 @@ Result<bool> NodeImpl::bootstrap() {
 
 Result<bool> NodeImpl::join() {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
-  std::random_device random;
-  const std::uint64_t incarnation = (std::uint64_t{random()} << 32) | random();
   JoinRequest request{selfAddress_, options_.partitions, options_.backups, registry_.names(),
-                      incarnation};
+                      incarnation_};
   std::deque<std::string> targets(options_.seeds.begin(), options_.seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";

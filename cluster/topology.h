@@ -26,9 +26,12 @@ namespace ingrid {
 struct MemberInfo {
   MemberId id = 0;
   std::string address;  // "host:port" the member listens on
+  // Random per process start: a join from this address with another incarnation is the member
+  // restarted (with nothing), not a retried join.
+  std::uint64_t incarnation = 0;
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(id, address);
+    ar(id, address, incarnation);
   }
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };
