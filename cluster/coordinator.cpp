@@ -9,6 +9,11 @@ namespace ingrid {
 
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                               UniqueFunction<void(Result<MemberId>)> reply) {
+  // A member's address joining with another incarnation proves that member dead: remove it now,
+  // so that a change stalled on it (a snapshot it was sending) is re-planned, not waited for.
+  for (const auto& m : host_.currentTopology()->members) {
+    if (m.address == address && m.incarnation != incarnation) memberFailed(m.id);
+  }
   queue_.push_back(Change{Kind::kJoin, 0, std::move(address), incarnation, std::move(reply), {}});
   pump();
 }

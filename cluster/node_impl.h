@@ -111,6 +111,9 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
 
   // --- replicas and migration (node_replica.cpp) ---
   void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
+  // Whether `conn` comes from p's primary in `t` (and that is not this node).
+  bool fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const;
+  Error notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const;
   void handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame);
   void sendSnapshot(PartitionId p, PartitionStore& store, MemberId to, std::uint64_t version);
   void reportSynced(PartitionId p, MemberId member, std::uint64_t version);

@@ -283,6 +283,7 @@ std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, 
   // routes again instead (a departed primary's partitions have moved).
   if (!o.dial && !dialedByThem && !topology()->hasMember(id)) return nullptr;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
+  o.peerId = id;
   o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
   // The process at a member's address must be that member: a restarted process there (empty,
   // not yet admitted, or admitted under a new id) must not take the old member's updates.

@@ -10,6 +10,19 @@ constexpr std::size_t kSnapshotChunkBytes = 4u << 20;
 
 }  // namespace
 
+bool NodeImpl::fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const {
+  const MemberId primary = t.table.primary(p);
+  return primary != 0 && primary != memberId() && conn.peerId == primary;
+}
+
+Error NodeImpl::notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const {
+  return Error(Errc::not_owner, "member " + std::to_string(memberId()) + " takes partition " +
+                                    std::to_string(p) + " from its primary, member " +
+                                    std::to_string(t.table.primary(p)) + " at topology " +
+                                    std::to_string(t.version) + ", not from member " +
+                                    std::to_string(conn.peerId));
+}
+
 void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
   ReplicateBody update;
   try {
@@ -27,7 +40,14 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
   workers_->post(p, [this, conn, header = frame.header,
                      u = std::move(update)](PartitionStore& store) mutable {
     Replica& rep = replicas_[u.partition];
-    const std::uint64_t version = topology()->version;
+    const TopologyPtr topo = topology();
+    const std::uint64_t version = topo->version;
+    // Only the primary by this member's own topology may change its replica: a member declared
+    // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
+    if (!fromPrimary(*conn, *topo, u.partition)) {
+      conn->replyError(header, notPrimaryError(*conn, *topo, u.partition));
+      return;
+    }
     switch (rep.mode) {
       case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
         conn->reply(header, MessageType::kReplicate, version, {});
@@ -78,6 +98,11 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
   workers_->post(
       p, [this, conn, header = frame.header, s = std::move(snap)](PartitionStore& store) mutable {
         Replica& rep = replicas_[s.partition];
+        const TopologyPtr topo = topology();
+        if (!fromPrimary(*conn, *topo, s.partition)) {
+          conn->replyError(header, notPrimaryError(*conn, *topo, s.partition));
+          return;
+        }
         if (s.first) {
           store.clear();
           rep.mode = ReplicaMode::kEmpty;  // until the last chunk is in

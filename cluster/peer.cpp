@@ -177,6 +177,7 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
 
 void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {
   conn_ = std::move(conn);
+  if (options_.peerId != 0) conn_->peerId = options_.peerId;
   const std::uint64_t generation = ++generation_;
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);

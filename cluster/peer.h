@@ -49,6 +49,9 @@ struct PeerOptions {
   // Checks the Hello reply: an empty string accepts it, anything else is the reason the
   // connection is closed (e.g. another process now listens at the address). Default: accept.
   std::function<std::string(const Frame&)> checkHello;
+  // The identity stamped on every connection of this link (Connection::peerId), so that what
+  // arrives on it is known to come from that member. 0: none. Default: 0.
+  std::uint64_t peerId = 0;
 };
 
 class Peer : public std::enable_shared_from_this<Peer> {
