@@ -29,6 +29,7 @@ void NodeImpl::heartbeatTick() {
                     if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
                       it->second = SteadyClock::now();
                     }
+                    newestSeen_ = std::max(newestSeen_, r->header.topologyVersion);
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
   }
@@ -45,7 +46,10 @@ void NodeImpl::heartbeatTick() {
     const bool olderAnswering = std::any_of(t->members.begin(), t->members.end(), [&](auto& m) {
       return m.id < self && !isSilent(m.id);
     });
-    if (!silent.empty() && (coordinator_ || !olderAnswering)) {
+    // A takeover plans from this node's topology: only once it is as new as any answering
+    // member's, or its versions would collide with ones the old coordinator already issued.
+    const bool caughtUp = newestSeen_ <= t->version;
+    if (!silent.empty() && (coordinator_ || (!olderAnswering && caughtUp))) {
       if (!coordinator_) {
         coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
       }

@@ -178,6 +178,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   bool heartbeatsStopped_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
   bool catchingUp_ = false;
+  std::uint64_t newestSeen_ = 0;  // newest topology version a heartbeat answer carried
 
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;

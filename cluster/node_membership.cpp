@@ -310,7 +310,9 @@ void NodeImpl::syncPeers(const Topology& t) {
       continue;
     }
     // A member that left may still answer requests already sent to it (redirects, the last
-    // replies): close its link only after a request's full deadline.
+    // replies): close its link only after a request's full deadline. What is still queued (a
+    // link waiting for a member that died) goes elsewhere now.
+    it->second->abandonQueued("member " + std::to_string(it->first) + " left the topology");
     auto timer = std::make_shared<asio::steady_timer>(netIo_, options_.requestTimeout);
     timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
     it = peers_.erase(it);

@@ -105,7 +105,10 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
         }
         if (s.first) {
           store.clear();
-          rep.mode = ReplicaMode::kEmpty;  // until the last chunk is in
+          // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
+          // the snapshot will cover; a replica that was complete and is resyncing refuses them,
+          // so that it is never counted as holding what it dropped (the primary retries).
+          rep.mode = rep.mode == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
         }
         for (auto& e : s.entries) store.put(e.key, Entry{std::move(e.value), e.expiresAt});
         if (s.last) {

@@ -93,6 +93,12 @@ void Peer::adopt(std::shared_ptr<Connection> conn) {
   });
 }
 
+void Peer::abandonQueued(std::string why) {
+  asio::post(transport_.io(), [self = shared_from_this(), why = std::move(why)] {
+    if (!self->closed_) self->failQueued(why);
+  });
+}
+
 void Peer::close() {
   asio::io_context& io = transport_.io();
   if (io.get_executor().running_in_this_thread() || io.stopped()) {

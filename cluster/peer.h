@@ -71,6 +71,9 @@ class Peer : public std::enable_shared_from_this<Peer> {
   // the older one is kept and `conn` is ignored).
   void adopt(std::shared_ptr<Connection> conn);
 
+  // Fails the requests still queued (not sent) with Errc::unavailable naming `why`, so that
+  // callers route them elsewhere; requests already sent keep waiting for their replies.
+  void abandonQueued(std::string why);
   // Stops dialing, fails queued requests with Errc::shutting_down, closes the connection.
   void close();
 
@@ -99,7 +102,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   void onDialed(Result<std::shared_ptr<Connection>> result);
   void useConnection(std::shared_ptr<Connection> conn, bool dialed);
   void onHello(std::uint64_t generation, Result<Frame> reply);
-  // Fails every queued request as not sent (Errc::unavailable).
+  // Fails every queued request as not sent (Errc::unavailable); network thread.
   void failQueued(const std::string& why);
   void onConnectionClosed(std::uint64_t generation, const Error& reason);
   void markReady();
