@@ -135,8 +135,8 @@ int status(const Args& a) {
       "replica health: %d of %u partitions have all their replicas, %zu replica(s) "
       "syncing%s\n",
       healthy, t->table.partitionCount(), t->syncing.size(),
-      t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(), t->memberIds(),
-                                                   t->backups)
+      t->syncing.empty() && t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(),
+                                                                         t->memberIds(), t->backups)
           ? ""
           : " (a migration is in progress)");
   return 0;
