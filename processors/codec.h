@@ -7,6 +7,7 @@
 #pragma once
 
 #include <istream>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <streambuf>
@@ -19,14 +20,41 @@
 
 namespace ingrid {
 
+namespace codec_detail {
+
+// A write-only stream buffer appending to a std::string: encoding writes straight into the
+// string it returns (an ostringstream would keep its own buffer and locale state).
+class StringStreambuf final : public std::streambuf {
+ public:
+  explicit StringStreambuf(std::string& out) : out_(out) {}
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    out_.append(s, static_cast<std::size_t>(n));
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (!traits_type::eq_int_type(c, traits_type::eof()))
+      out_.push_back(traits_type::to_char_type(c));
+    return traits_type::not_eof(c);
+  }
+
+ private:
+  std::string& out_;
+};
+
+}  // namespace codec_detail
+
 template <class T>
 std::string encode(const T& value) {
-  std::ostringstream out(std::ios::binary);
+  std::string bytes;
+  codec_detail::StringStreambuf buffer(bytes);
+  std::ostream out(&buffer);
   {
     cereal::PortableBinaryOutputArchive archive(out);
     archive(value);
   }
-  return std::move(out).str();
+  return bytes;
 }
 
 namespace codec_detail {
