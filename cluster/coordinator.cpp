@@ -48,13 +48,13 @@ void Coordinator::run(Change change) {
   MemberId nextId = cur->nextMemberId;
   switch (change.kind) {
     case Kind::kJoin: {
+      // (A member at this address with another incarnation was declared failed by requestJoin,
+      // and is filtered out below.)
       for (const auto& m : cur->members) {
-        if (m.address != change.address) continue;
-        if (m.incarnation == change.incarnation) {
+        if (m.address == change.address && m.incarnation == change.incarnation) {
           if (change.reply) change.reply(m.id);  // a retried join: already admitted
           return;
         }
-        failed_.insert(m.id);  // that member restarted: what it held is gone
       }
       after = cur->members;
       change.id = nextId++;
@@ -113,7 +113,6 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   std::vector<std::vector<MemberId>> owners(partitions);
   std::vector<SyncingReplica> syncing;
   awaiting_.clear();
-  lostPartitions_ = 0;
   for (PartitionId p = 0; p < partitions; ++p) {
     const std::vector<MemberId>& was = cur->table.owners(p);
     std::vector<MemberId>& o = owners[p];
@@ -126,7 +125,6 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
       if (!failed(m) && !complete(p, m) && ideal.isOwner(p, m)) o.push_back(m);
     }
     if (o.empty()) {  // every replica failed: the partition starts again, empty
-      if (!was.empty()) ++lostPartitions_;
       o = ideal.owners(p);
       for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
         syncing.push_back(SyncingReplica{p, o[i], t1Version});

@@ -71,8 +71,6 @@ class Coordinator {
   void memberFailed(MemberId id);
   // A primary reports that `member` holds a complete replica of `partition`.
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
-  // Partitions that lost every replica in the last change planned (they restart empty).
-  std::uint32_t lostPartitions() const noexcept { return lostPartitions_; }
   // No change running or queued.
   bool idle() const noexcept { return !busy_ && queue_.empty(); }
 
@@ -110,9 +108,8 @@ class Coordinator {
   std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
   bool syncing_ = false;
   std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
-  std::set<MemberId> failed_;         // declared failed: never asked anything again
-  bool replan_ = false;               // a member failed during the change in progress
-  std::uint32_t lostPartitions_ = 0;  // in the last plan: partitions with no replica left
+  std::set<MemberId> failed_;  // declared failed: never asked anything again
+  bool replan_ = false;        // a member failed during the change in progress
 };
 
 }  // namespace ingrid

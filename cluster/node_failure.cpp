@@ -18,13 +18,14 @@ void NodeImpl::heartbeatTick() {
   const auto now = SteadyClock::now();
   // The silence of a member is measured from when this node first saw it listed.
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
+  const std::string beat = encode(HeartbeatBody{self});
   for (const MemberInfo& m : t->members) {
     if (m.id == self) continue;
     lastHeard_.try_emplace(m.id, now);
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
     if (!peer) continue;
-    peer->request(MessageType::kHeartbeat, t->version, encode(HeartbeatBody{self}),
-                  options_.failureTimeout, [this, id = m.id, address = m.address](Result<Frame> r) {
+    peer->request(MessageType::kHeartbeat, t->version, beat, options_.failureTimeout,
+                  [this, id = m.id, address = m.address](Result<Frame> r) {
                     if (!r) return;
                     if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
                       it->second = SteadyClock::now();

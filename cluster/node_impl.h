@@ -93,8 +93,9 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   // `done` gets the encoded result, Errc::not_owner (redirect) or Errc::unavailable (fenced).
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
                std::string_view args, RawCompletion done);
-  void replicate(PartitionId p, std::string body, const std::vector<MemberId>& backups,
-                 Result<std::string> result, RawCompletion done);
+  // Sends update `body` of p to every backup of p in `topo` (the topology it ran under).
+  void replicate(PartitionId p, std::string body, TopologyPtr topo, Result<std::string> result,
+                 RawCompletion done);
   // The acknowledgements one replicated update waits for (network thread).
   struct Acks {
     std::size_t pending = 0;
@@ -106,7 +107,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   // owner of p, or `deadline` passes. Network thread.
   void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
                   std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
-                  std::uint64_t version, bool first);
+                  const TopologyPtr& topo, bool first);
   void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
 
   // --- replicas and migration (node_replica.cpp) ---

@@ -110,33 +110,34 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   } else {
     update.kind = ReplicateBody::kRemove;
   }
-  std::vector<MemberId> backups(owners.begin() + 1, owners.end());
-  replicate(p, encode(update), backups, std::move(result), std::move(done));
+  replicate(p, encode(update), topo, std::move(result), std::move(done));
 }
 
-void NodeImpl::replicate(PartitionId p, std::string body, const std::vector<MemberId>& backups,
+void NodeImpl::replicate(PartitionId p, std::string body, TopologyPtr topo,
                          Result<std::string> result, RawCompletion done) {
   Replica& rep = replicas_[p];
-  auto acks = std::make_shared<Acks>(Acks{backups.size(), std::move(result), {}, {}});
+  const std::size_t backups = topo->table.owners(p).size() - 1;
+  auto acks = std::make_shared<Acks>(Acks{backups, std::move(result), {}, {}});
   if (options_.replication == ReplicationMode::kPrimarySync) {
     done(acks->result);  // answer first; a failover may lose this update (documented)
   } else {
     acks->done = std::move(done);
   }
   rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
-  const TopologyPtr topo = topology();
   const auto deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
-  asio::post(netIo_, [this, p, acks, body = std::move(body), backups, topo, deadline]() {
+  asio::post(netIo_, [this, p, acks, body = std::move(body), topo = std::move(topo), deadline]() {
     auto shared = std::make_shared<const std::string>(std::move(body));
-    for (MemberId b : backups) sendUpdate(p, b, shared, acks, deadline, topo->version, true);
+    const std::vector<MemberId>& owners = topo->table.owners(p);
+    for (std::size_t i = 1; i < owners.size(); ++i) {
+      sendUpdate(p, owners[i], shared, acks, deadline, topo, true);
+    }
   });
 }
 
 void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
                           std::shared_ptr<Acks> acks,
-                          std::chrono::steady_clock::time_point deadline, std::uint64_t version,
+                          std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                           bool first) {
-  const TopologyPtr topo = topology();
   auto arrive = [this, p, b, body, acks, deadline, first](Result<Frame> r) mutable {
     // A backup that left the partition's owners meanwhile (a committed topology moved it away,
     // or declared it failed) no longer holds a copy anyone relies on: its answer is not needed.
@@ -158,7 +159,7 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
         // is declared failed (the topology drops it), or the deadline passes.
         auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
         timer->async_wait([this, timer, p, b, body, acks, deadline](std::error_code) mutable {
-          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topology()->version, false);
+          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topology(), false);
         });
         return;
       }
@@ -183,7 +184,7 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
-  peer->request(MessageType::kReplicate, version, *body,
+  peer->request(MessageType::kReplicate, topo->version, *body,
                 std::max(left, std::chrono::milliseconds(1)), std::move(arrive));
 }
 

@@ -58,6 +58,15 @@ NodeOptions embeddedOptions(const std::string& seed) {
   return o;
 }
 
+// The id of the member listening at `address` in node's topology; 0 if none.
+MemberId memberAt(const Node& node, const std::string& address) {
+  const TopologyPtr t = node.topology();  // held: the loop must not run over a temporary's member
+  for (const auto& m : t->members) {
+    if (m.address == address) return m.id;
+  }
+  return 0;
+}
+
 // One key for each of the 64 partitions.
 std::vector<std::string> keyPerPartition(const std::string& prefix) {
   std::vector<std::string> keys(64);
@@ -124,12 +133,7 @@ TEST_CASE("A member killed with -9: its backups take over and every key is serve
   // One key per partition, each incremented once before the crash.
   const std::vector<std::string> keys = keyPerPartition("crash-");
   for (auto& k : keys) REQUIRE(node.invoke(k, Increment{1}).ok());
-  MemberId victim = 0;
-  // Hold the topology: a range-for over a temporary's member would dangle.
-  const TopologyPtr before = node.topology();
-  for (auto& m : before->members) {
-    if (m.address == victimAddress) victim = m.id;
-  }
+  const MemberId victim = memberAt(node, victimAddress);
   REQUIRE(victim != 0);
 
   procs.back()->signal(SIGKILL);
@@ -194,12 +198,7 @@ TEST_CASE("A member restarted at its address is a new member: its old self is re
   REQUIRE(node.start().ok());
   REQUIRE(eventually([&] { return node.topology()->members.size() == 4; }));
   for (int k = 0; k < 64; ++k) REQUIRE(node.invoke("restart-" + std::to_string(k), Increment{7}));
-  MemberId oldId = 0;
-  // Hold the topology: a range-for over a temporary's member would dangle.
-  const TopologyPtr before = node.topology();
-  for (auto& m : before->members) {
-    if (m.address == victimAddress) oldId = m.id;
-  }
+  const MemberId oldId = memberAt(node, victimAddress);
   REQUIRE(oldId != 0);
 
   procs.back()->signal(SIGKILL);
