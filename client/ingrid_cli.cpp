@@ -119,10 +119,12 @@ int status(const Args& a) {
     // Complete replicas: the owners that are not still receiving their snapshot.
     if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++healthy;
   }
-  std::printf("topology v%llu, %zu members, %u partitions, %u backup(s) each, coordinator %llu\n",
-              static_cast<unsigned long long>(t->version), t->members.size(),
-              t->table.partitionCount(), t->backups,
-              static_cast<unsigned long long>(t->coordinator()));
+  std::printf(
+      "topology v%llu, %zu members, %u partitions, %u backup(s) each, control-plane leader %llu "
+      "(term %llu)\n",
+      static_cast<unsigned long long>(t->version), t->members.size(), t->table.partitionCount(),
+      t->backups, static_cast<unsigned long long>(t->leader),
+      static_cast<unsigned long long>(t->term));
   for (const auto& m : t->members) {
     auto seen = client->topologyOf(m.address);
     const std::string view =

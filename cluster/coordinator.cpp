@@ -1,18 +1,59 @@
 #include <ingrid/cluster/coordinator.h>
 
 #include <algorithm>
+#include <iostream>
 #include <memory>
 
 #include <ingrid/cluster/messages.h>
 
 namespace ingrid {
 
+void Coordinator::start() {
+  const TopologyPtr cur = host_.currentTopology();
+  std::shared_ptr<Topology> next;
+  if (cur->members.empty()) {
+    next = host_.firstTopology();  // a new cluster: this member alone
+  } else {
+    next = std::make_shared<Topology>(*cur);
+    next->version = cur->version + 1;
+  }
+  busy_ = true;
+  std::weak_ptr<int> life = life_;
+  // Committing its own topology proves this leader has applied everything before it: plans are
+  // made from the latest committed view only.
+  host_.proposeTopology(next, [this, life](Result<bool> r) {
+    if (life.expired()) return;
+    if (!r) {
+      host_.runAfter(std::chrono::milliseconds(100), [this, life] {
+        if (!life.expired()) start();
+      });
+      return;
+    }
+    busy_ = false;
+    replan_ = false;  // failures reported meanwhile are queued as their own changes
+    const TopologyPtr now = host_.currentTopology();
+    std::vector<MemberId> ids = now->memberIds();
+    const PartitionTable ideal =
+        PartitionTable::balanced(now->table.partitionCount(), ids, now->backups);
+    if (!now->syncing.empty() || !(now->table == ideal)) {
+      // The previous leader left a change unfinished: aim for the members committed now.
+      queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, now->members});
+    }
+    pump();
+  });
+}
+
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                               UniqueFunction<void(Result<MemberId>)> reply) {
   // A member's address joining with another incarnation proves that member dead: remove it now,
   // so that a change stalled on it (a snapshot it was sending) is re-planned, not waited for.
+  // No lease wait for it: the new process listens at the old one's address, so the old process
+  // (its listener gone, which only its end closes) serves no one any more.
   for (const auto& m : host_.currentTopology()->members) {
-    if (m.address == address && m.incarnation != incarnation) memberFailed(m.id);
+    if (m.address == address && m.incarnation != incarnation) {
+      revoked_.insert(m.id);
+      failMember(m.id);
+    }
   }
   queue_.push_back(Change{Kind::kJoin, 0, std::move(address), incarnation, std::move(reply), {}});
   pump();
@@ -24,6 +65,70 @@ void Coordinator::requestLeave(MemberId id) {
 }
 
 void Coordinator::memberFailed(MemberId id) {
+  if (id == host_.selfId() || failed_.count(id) != 0 || !revoked_.insert(id).second) return;
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      leaseExpired(id) - std::chrono::steady_clock::now());
+  if (wait.count() <= 0) {
+    failMember(id);
+    return;
+  }
+  std::weak_ptr<int> life = life_;
+  host_.runAfter(wait, [this, life, id] {
+    if (!life.expired()) failMember(id);
+  });
+}
+
+Coordinator::SteadyTime Coordinator::leaseExpired(MemberId id) const {
+  SteadyTime from = leaderSince_;
+  if (auto it = lastGrant_.find(id); it != lastGrant_.end()) from = std::max(from, it->second);
+  return from + host_.leaseWait();
+}
+
+void Coordinator::requestLease(MemberId id, std::uint64_t incarnation,
+                               UniqueFunction<void(Result<bool>)> reply) {
+  const TopologyPtr t = host_.currentTopology();
+  const MemberInfo* m = t->member(id);
+  if (m == nullptr || m->incarnation != incarnation || revoked_.count(id) != 0 ||
+      failed_.count(id) != 0) {
+    reply(Error(Errc::unavailable, "no lease for member " + std::to_string(id) +
+                                       ": it is not a live member at topology v" +
+                                       std::to_string(t->version)));
+    return;
+  }
+  leaseQueue_.push_back(LeaseAsk{id, incarnation, std::move(reply)});
+  runBarrier();
+}
+
+void Coordinator::runBarrier() {
+  if (barrierInFlight_ || leaseQueue_.empty()) return;
+  barrierInFlight_ = true;
+  // Every request in this batch arrived before the barrier was proposed: its commit proves this
+  // member led after each request was sent.
+  auto batch = std::make_shared<std::vector<LeaseAsk>>(std::move(leaseQueue_));
+  leaseQueue_.clear();
+  std::weak_ptr<int> life = life_;
+  host_.barrier([this, life, batch](Result<bool> r) {
+    if (life.expired()) return;  // leadership lost: the askers time out and ask the next leader
+    barrierInFlight_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    const TopologyPtr t = host_.currentTopology();
+    for (LeaseAsk& ask : *batch) {
+      const MemberInfo* m = t->member(ask.id);
+      if (!r) {
+        ask.reply(r.error());
+      } else if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0) {
+        ask.reply(Error(Errc::unavailable, "no lease for member " + std::to_string(ask.id) +
+                                               ": revoked or no longer a member"));
+      } else {
+        lastGrant_[ask.id] = now;
+        ask.reply(true);
+      }
+    }
+    runBarrier();
+  });
+}
+
+void Coordinator::failMember(MemberId id) {
   if (id == host_.selfId() || !failed_.insert(id).second) return;
   if (busy_) {
     replan_ = true;
@@ -157,7 +262,7 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   t1->syncing = std::move(syncing);
 
   target_ = std::make_shared<Topology>();
-  target_->version = t1->version + 1;
+  target_->version = t1->version + 1;  // (re-numbered if T1 is re-planned)
   target_->members = std::move(after);
   target_->table = ideal;
   target_->backups = cur->backups;
@@ -225,15 +330,18 @@ std::vector<MemberInfo> Coordinator::othersIn(const Topology& next) const {
   return out;
 }
 
-void Coordinator::install(TopologyPtr next, UniqueFunction<void()> then) {
+void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {
   const std::vector<MemberInfo> targets = othersIn(*next);
-
+  next->term = host_.controlTerm();
+  next->leader = host_.selfId();
   // Phase 1: every member fences what it is about to lose and drains it. A member that does
-  // not answer (gone) does not block the change; its request fails at the peer's deadline.
+  // not answer (gone, paused) does not block the change past the Prepare's deadline.
   auto pending = std::make_shared<std::size_t>(targets.size() + 1);
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
-  auto arrive = [this, pending, next, thenPtr]() {
-    if (--*pending == 0) commit(next, std::move(*thenPtr));
+  std::weak_ptr<int> life = life_;
+  auto arrive = [this, life, pending, next, thenPtr]() {
+    if (life.expired()) return;
+    if (--*pending == 0) propose(next, std::move(*thenPtr));
   };
   const std::string body = encode(TopologyBody{*next});
   for (const MemberInfo& m : targets) {
@@ -243,28 +351,35 @@ void Coordinator::install(TopologyPtr next, UniqueFunction<void()> then) {
   host_.prepareLocally(*next, [arrive]() mutable { arrive(); });
 }
 
-void Coordinator::commit(TopologyPtr next, UniqueFunction<void()> then) {
-  const std::vector<MemberInfo> targets = othersIn(*next);
-  // This node may stop being the coordinator with this commit; everything below must not touch
-  // `this` after commitLocally() unless it still is. So take what is needed first.
-  CoordinatorHost& host = host_;
-  const std::string body = encode(TopologyBody{*next});
-  // One count per member, plus one for the local commit: `then` never runs before it, even if
-  // every send fails at once.
-  auto pending = std::make_shared<std::size_t>(targets.size() + 1);
+void Coordinator::propose(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {
+  std::weak_ptr<int> life = life_;
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
-  const bool stillCoordinator = next->coordinator() == host.selfId();
-  auto arrive = [&host, pending, thenPtr, stillCoordinator] {
-    if (--*pending != 0) return;
-    host.commitRoundFinished();
-    if (stillCoordinator && *thenPtr) (*thenPtr)();
-  };
-  host.commitRoundStarted();
-  for (const MemberInfo& m : targets) {
-    host.sendToMember(m, MessageType::kTopologyCommit, body, [arrive](Result<Frame>) { arrive(); });
-  }
-  host.commitLocally(next);  // may retire this Coordinator (it handed the role on)
-  arrive();
+  host_.proposeTopology(std::move(next), [this, life, thenPtr](Result<bool> r) {
+    if (life.expired()) return;
+    if (!r) {
+      proposalFailed(r.error());
+      return;
+    }
+    (*thenPtr)();
+  });
+}
+
+void Coordinator::proposalFailed(const Error& why) {
+  std::cerr << "ingrid: member " << host_.selfId() << " (leader): " << why.message()
+            << "; planning again\n";
+  // Plan again from what is committed, aiming where the failed change aimed.
+  std::vector<MemberInfo> aim =
+      target_ ? std::move(target_->members) : host_.currentTopology()->members;
+  target_.reset();
+  busy_ = false;
+  syncing_ = false;
+  replan_ = false;
+  std::weak_ptr<int> life = life_;
+  host_.runAfter(std::chrono::milliseconds(100), [this, life, aim = std::move(aim)]() mutable {
+    if (life.expired()) return;
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    pump();
+  });
 }
 
 }  // namespace ingrid

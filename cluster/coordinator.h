@@ -1,5 +1,11 @@
-// Coordinator: the oldest member's role. Admits and removes members, numbers each topology, and
-// moves partitions without loss (DESIGN invariants 5 and 7).
+// Coordinator: the control plane leader's planner. Admits and removes members, and moves
+// partitions without loss (DESIGN invariants 5, 7 and 12). It exists on the member that leads the
+// control plane (Raft) and only while it does; every topology it plans is committed through the
+// Raft log (CoordinatorHost::proposeTopology), so a deposed or paused leader can install nothing.
+//
+// On election it first commits its takeover topology (the committed one, numbered anew and
+// stamped with its term and id), which proves its view is the latest; then it re-plans any change
+// its predecessor left unfinished.
 //
 // One membership change at a time, in two topologies:
 //   T1 = the current owners of every partition, plus its new owners (by rendezvous over the new
@@ -11,20 +17,24 @@
 // the primary, and every other owner resyncs from that primary. A failure during a change
 // re-plans the change from the topology installed now (its syncing replicas carried over).
 //
-// Each topology is installed in two phases: Prepare (members fence the partitions they are about
-// to stop being primary of, and drain their in-flight replication), then Commit (members install
-// it). So no partition ever has two serving primaries.
+// Before proposing a topology, the coordinator asks every member to fence the partitions it is
+// about to stop being primary of and drain their in-flight replication (kTopologyPrepare, carrying
+// the topology with this leader's term; a member refuses one from an older term). A fence is
+// released when the topology it was set for (or a newer one) is installed, or after a bound.
 //
-// Thread safety: network thread only.
+// Thread safety: network thread only. Callbacks it leaves behind check that it still exists.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <ingrid/cluster/connection.h>
 #include <ingrid/cluster/frame.h>
@@ -43,13 +53,23 @@ class CoordinatorHost {
   // `done` runs once on the network thread.
   virtual void sendToMember(const MemberInfo& member, MessageType type, std::string body,
                             Connection::ResponseHandler done) = 0;
-  // The coordinator's own node takes part in Prepare and Commit like any member.
+  // The coordinator's own node takes part in Prepare like any member.
   virtual void prepareLocally(const Topology& next, UniqueFunction<void()> done) = 0;
-  virtual void commitLocally(TopologyPtr next) = 0;
-  // A commit round is out (started) or every member has answered it (finished): a coordinator
-  // that is leaving must not shut down while its last commit is still in flight.
-  virtual void commitRoundStarted() = 0;
-  virtual void commitRoundFinished() = 0;
+  // Commits `next` through the control plane's log; `done` runs on the network thread once it is
+  // committed and installed here, or with the Error that kept it out.
+  virtual void proposeTopology(std::shared_ptr<Topology> next,
+                               UniqueFunction<void(Result<bool>)> done) = 0;
+  // The control plane's current term (stamped on Prepare).
+  virtual std::uint64_t controlTerm() const = 0;
+  // The topology a new cluster starts with: this member alone (when nothing was committed yet).
+  virtual std::shared_ptr<Topology> firstTopology() const = 0;
+  // Runs `fn` on the network thread after `delay`.
+  virtual void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) = 0;
+  // Commits a Raft barrier in this leader's term; `done` on the network thread.
+  virtual void barrier(UniqueFunction<void(Result<bool>)> done) = 0;
+  // How long after a lease grant the member's lease has surely expired here (its duration
+  // stretched by the clock-drift bound, plus a margin).
+  virtual std::chrono::milliseconds leaseWait() const = 0;
 
  protected:
   ~CoordinatorHost() = default;
@@ -59,6 +79,10 @@ class Coordinator {
  public:
   explicit Coordinator(CoordinatorHost& host) : host_(host) {}
 
+  // This member was just elected: commit the takeover topology, then finish what the previous
+  // leader left (a migration under way). Joins and leaves queue meanwhile.
+  void start();
+
   // Queues the admission of a node listening at `address`; `reply` gets its member id once the
   // change starts. The same address with the same incarnation is a retried join (the same id
   // again); with another incarnation it is that member restarted: the old member is removed as
@@ -67,8 +91,15 @@ class Coordinator {
                    UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
   void requestLeave(MemberId id);
-  // Removes a member that stopped answering, without its help (it may be dead). Idempotent.
+  // Removes a member that stopped answering, without its help (it may be dead). Idempotent. Its
+  // lease is revoked at once (no more grants), and the removal (promoting its backups) waits
+  // until its last lease has surely expired (DESIGN invariant 13).
   void memberFailed(MemberId id);
+  // A member asks for its primary lease. Granted (reply true) once a barrier committed after the
+  // request proves this member still leads, if the asker is a member with that incarnation and
+  // not revoked; otherwise an Error. Requests are batched: one barrier in flight at a time.
+  void requestLease(MemberId id, std::uint64_t incarnation,
+                    UniqueFunction<void(Result<bool>)> reply);
   // A primary reports that `member` holds a complete replica of `partition`.
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
   // No change running or queued.
@@ -85,6 +116,17 @@ class Coordinator {
     std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
   };
 
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  struct LeaseAsk {
+    MemberId id = 0;
+    std::uint64_t incarnation = 0;
+    UniqueFunction<void(Result<bool>)> reply;
+  };
+  void failMember(MemberId id);  // memberFailed, once the lease has run out
+  void runBarrier();
+  // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired.
+  SteadyTime leaseExpired(MemberId id) const;
+
   void pump();
   void run(Change change);
   // Installs T1 (from the current topology towards `after`), then T2 once every new owner is
@@ -93,12 +135,18 @@ class Coordinator {
   // T1 is installed: wait for syncs, or re-plan if a member failed meanwhile.
   void migrating();
   void finishMigration();
-  void install(TopologyPtr next, UniqueFunction<void()> then);
-  void commit(TopologyPtr next, UniqueFunction<void()> then);
+  // Prepare (fence and drain on every member), then commit `next` through the log, then `then`.
+  void install(std::shared_ptr<Topology> next, UniqueFunction<void()> then);
+  void propose(std::shared_ptr<Topology> next, UniqueFunction<void()> then);
+  // A proposal failed while this member still leads: plan again from what is committed.
+  void proposalFailed(const Error& why);
   // Every member of the current or the next topology except this node.
   std::vector<MemberInfo> othersIn(const Topology& next) const;
 
   CoordinatorHost& host_;
+  // Callbacks left with the host (Prepare replies, proposals, timers) hold a weak reference and
+  // do nothing once this coordinator is gone (it is destroyed when leadership is lost).
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
   std::deque<Change> queue_;
   bool busy_ = false;
   // The change in progress: T2 to install once every (partition, new owner) pair is synced.
@@ -109,7 +157,14 @@ class Coordinator {
   bool syncing_ = false;
   std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
   std::set<MemberId> failed_;  // declared failed: never asked anything again
-  bool replan_ = false;        // a member failed during the change in progress
+  // Leases. An earlier leader may have granted one until just before this one was elected, so
+  // nobody's lease is known expired before leaderSince_ + leaseWait().
+  const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
+  std::map<MemberId, SteadyTime> lastGrant_;
+  std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
+  std::vector<LeaseAsk> leaseQueue_;
+  bool barrierInFlight_ = false;
+  bool replan_ = false;  // a member failed during the change in progress
 };
 
 }  // namespace ingrid

@@ -122,6 +122,10 @@ const char* messageTypeName(MessageType type) noexcept {
       return "Heartbeat";
     case MessageType::kRedirect:
       return "Redirect";
+    case MessageType::kRaft:
+      return "Raft";
+    case MessageType::kLease:
+      return "Lease";
   }
   return "unknown";
 }

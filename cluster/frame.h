@@ -17,7 +17,8 @@
 namespace ingrid {
 
 inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the wire
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// 2: Topology carries term and leader; kRaft and kLease; kTopologyCommit retired.
+inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
@@ -25,8 +26,8 @@ inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
 enum class MessageType : std::uint16_t {
   kHello = 1,            // first frame of a connection: who is calling
   kJoin = 2,             // a node asks the coordinator to admit it
-  kTopologyPrepare = 3,  // coordinator -> members: fence partitions you are about to lose
-  kTopologyCommit = 4,   // coordinator -> members: install this topology
+  kTopologyPrepare = 3,  // leader -> members: fence partitions you are about to lose
+  kTopologyCommit = 4,   // retired (topologies are committed through the Raft log); refused
   kGetTopology = 5,      // anyone -> member: send me your current topology
   kInvoke = 6,           // run an entry processor on a key's primary
   kReplicate = 7,        // primary -> backup: the resulting entry state, in sequence order
@@ -35,8 +36,10 @@ enum class MessageType : std::uint16_t {
   kLeave = 10,           // member -> coordinator: take me out gracefully
   kHeartbeat = 11,       // liveness
   kRedirect = 12,        // reply only: not the owner; body is the replier's topology
+  kRaft = 13,            // member -> member: one control-plane (Raft) message
+  kLease = 14,           // member -> leader: renew my primary lease
 };
-inline constexpr std::uint16_t kMaxMessageType = 12;
+inline constexpr std::uint16_t kMaxMessageType = 14;
 
 // Bit flags of FrameHeader::flags.
 inline constexpr std::uint16_t kFlagResponse = 1u << 0;  // a reply to requestId

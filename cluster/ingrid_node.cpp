@@ -58,11 +58,11 @@ void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
     if (level >= kDebug) members += " (" + std::to_string(primaries[m.id]) + " primaries)";
   }
   std::printf(
-      "ingrid-node: topology v%llu: %zu members [%s], coordinator %llu, member %llu is "
+      "ingrid-node: topology v%llu: %zu members [%s], leader %llu (term %llu), member %llu is "
       "primary of %d partitions\n",
       static_cast<unsigned long long>(t.version), t.members.size(), members.c_str(),
-      static_cast<unsigned long long>(t.coordinator()), static_cast<unsigned long long>(self),
-      primaries[self]);
+      static_cast<unsigned long long>(t.leader), static_cast<unsigned long long>(t.term),
+      static_cast<unsigned long long>(self), primaries[self]);
   std::fflush(stdout);
 }
 

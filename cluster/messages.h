@@ -157,6 +157,17 @@ struct LeaveBody {
   }
 };
 
+// kLease: a member asks the control plane's leader to renew its primary lease. Reply: empty (the
+// lease runs for NodeOptions::leaseDuration from when the member sent this), or an error.
+struct LeaseBody {
+  MemberId memberId = 0;
+  std::uint64_t incarnation = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(memberId, incarnation);
+  }
+};
+
 // kHeartbeat: liveness, both directions between members and the coordinator.
 struct HeartbeatBody {
   MemberId memberId = 0;

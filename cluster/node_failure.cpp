@@ -1,5 +1,6 @@
-// Failure detection: heartbeats between members, the coordinator's verdict on a silent member,
-// and the next-oldest member taking the coordinator role over when the coordinator falls silent.
+// Failure detection: heartbeats between members, and the coordinator's verdict on a silent member.
+// Only the control plane's leader judges (its coordinator); a silent leader is replaced by a Raft
+// election, and the new leader judges the old one.
 #include <algorithm>
 #include <chrono>
 
@@ -30,33 +31,17 @@ void NodeImpl::heartbeatTick() {
                     if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
                       it->second = SteadyClock::now();
                     }
-                    newestSeen_ = std::max(newestSeen_, r->header.topologyVersion);
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
   }
-  if (self != 0 && t->hasMember(self)) {
+  if (self != 0 && t->hasMember(self)) renewLease();
+  if (coordinator_ && self != 0) {
     std::vector<MemberId> silent;
     for (const auto& [id, heard] : lastHeard_) {
       if (now - heard > options_.failureTimeout) silent.push_back(id);
     }
-    auto isSilent = [&](MemberId id) {
-      return std::find(silent.begin(), silent.end(), id) != silent.end();
-    };
-    // The coordinator judges; if it is silent itself, the oldest member still answering takes
-    // the role over (every member older than this one is silent).
-    const bool olderAnswering = std::any_of(t->members.begin(), t->members.end(), [&](auto& m) {
-      return m.id < self && !isSilent(m.id);
-    });
-    // A takeover plans from this node's topology: only once it is as new as any answering
-    // member's, or its versions would collide with ones the old coordinator already issued.
-    const bool caughtUp = newestSeen_ <= t->version;
-    if (!silent.empty() && (coordinator_ || (!olderAnswering && caughtUp))) {
-      if (!coordinator_) {
-        coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
-      }
-      std::sort(silent.begin(), silent.end());
-      for (MemberId id : silent) coordinator_->memberFailed(id);
-    }
+    std::sort(silent.begin(), silent.end());
+    for (MemberId id : silent) coordinator_->memberFailed(id);
   }
   heartbeatTimer_.expires_after(options_.heartbeatInterval);
   heartbeatTimer_.async_wait([this](std::error_code ec) {
@@ -64,6 +49,54 @@ void NodeImpl::heartbeatTick() {
     // (checked first thing in heartbeatTick) ends the loop.
     if (!ec) heartbeatTick();
   });
+}
+
+void NodeImpl::renewLease() {
+  const SteadyClock::time_point sent = SteadyClock::now();
+  // Extends the lease to `leaseDuration` after the request was sent: the grant proves the leader
+  // led after that instant. A refusal (or no answer) changes nothing: the lease runs out.
+  auto extend = [this, sent] {
+    const std::int64_t until = (sent + leaseDuration()).time_since_epoch().count();
+    std::int64_t cur = leaseUntil_.load(std::memory_order_acquire);
+    while (cur < until && !leaseUntil_.compare_exchange_weak(cur, until)) {
+    }
+  };
+  if (coordinator_) {  // this member leads: grant itself through the same barrier
+    coordinator_->requestLease(memberId(), incarnation_.load(), [extend](Result<bool> r) {
+      if (r.ok()) extend();
+    });
+    return;
+  }
+  const TopologyPtr t = topology();
+  MemberId leader = control_ ? control_->status().leader : 0;
+  if (leader == 0 || leader == memberId()) leader = t->leader;
+  const MemberInfo* info = t->member(leader);
+  std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
+  if (!peer) return;
+  peer->request(MessageType::kLease, t->version, encode(LeaseBody{memberId(), incarnation_.load()}),
+                leaseDuration(), [extend](Result<Frame> r) {
+                  if (r.ok()) extend();
+                });
+}
+
+void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame) {
+  const LeaseBody ask = decode<LeaseBody>(frame.body);
+  if (!coordinator_ || conn->peerId != ask.memberId) {
+    conn->replyError(frame.header,
+                     Error(Errc::unavailable, "member " + std::to_string(memberId()) +
+                                                  " does not lead the control plane (or the "
+                                                  "asker is not member " +
+                                                  std::to_string(ask.memberId) + ")"));
+    return;
+  }
+  coordinator_->requestLease(ask.memberId, ask.incarnation,
+                             [this, conn, header = frame.header](Result<bool> r) {
+                               if (r) {
+                                 conn->reply(header, MessageType::kLease, topology()->version, {});
+                               } else {
+                                 conn->replyError(header, r.error());
+                               }
+                             });
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {
@@ -77,7 +110,8 @@ void NodeImpl::catchUp(MemberId from, const std::string& address) {
         catchingUp_ = false;
         if (!r) return;
         try {
-          // A version committed elsewhere: every member it kept has prepared for it.
+          // A version committed by the control plane that this member's log has not brought
+          // (it was removed from the configuration, or is catching up): install it.
           commitTopology(std::make_shared<Topology>(decode<TopologyBody>(r->body).topology));
         } catch (const std::exception&) {
           // An undecodable topology is ignored; the next heartbeat tries again.

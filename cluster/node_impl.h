@@ -1,9 +1,11 @@
 // NodeImpl: the machinery behind Node (internal header; users include node.h).
 //
 // Threads: partition workers (own partitions: execute processors, apply replicas, take
-// snapshots), one network thread (transport, peers, membership, the coordinator role, the ack
-// collection of replication), completion threads (owned by Node). Members marked "network
-// thread" are touched only there; members marked "worker of p" only on partition p's worker.
+// snapshots), one network thread (transport, peers, the coordinator role while this member leads
+// the control plane, the ack collection of replication), the control plane's thread (Raft: the
+// committed topology, cluster/control/), completion threads (owned by Node). Members marked
+// "network thread" are touched only there; members marked "worker of p" only on partition p's
+// worker.
 #pragma once
 
 #include <atomic>
@@ -22,6 +24,7 @@
 #include <asio/steady_timer.hpp>
 
 #include <ingrid/cluster/call_router.h>
+#include <ingrid/cluster/control/control_plane.h>
 #include <ingrid/cluster/coordinator.h>
 #include <ingrid/cluster/invoke_async.h>
 #include <ingrid/cluster/messages.h>
@@ -36,7 +39,10 @@
 
 namespace ingrid {
 
-class NodeImpl final : public ConnectionHandler, private CoordinatorHost, private CallRouter::Host {
+class NodeImpl final : public ConnectionHandler,
+                       private CoordinatorHost,
+                       private CallRouter::Host,
+                       private ControlHost {
  public:
   NodeImpl(NodeOptions options, ProcessorRegistry registry);
   ~NodeImpl() override;
@@ -80,6 +86,7 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
     std::uint64_t seq = 0;  // updates applied (primary: produced)
     ReplicaMode mode = ReplicaMode::kEmpty;
     bool fenced = false;              // primary about to lose the partition: refuses invocations
+    std::uint64_t fencedFor = 0;      // the topology version the fence was set for
     std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
   };
   // --- invoke path (node_invoke.cpp) ---
@@ -121,11 +128,17 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
 
   // --- membership (node_membership.cpp) ---
   Result<bool> bootstrap();
-  Result<bool> join();
+  Result<bool> join(const std::vector<std::string>& seeds);
+  // This member learned it was removed (paused or cut off past the failure timeout): drop the old
+  // identity and join again as a new member without data (on rejoinThread_).
+  void rejoin(std::vector<std::string> seeds);
   void leave();
   void handleHello(const std::shared_ptr<Connection>& conn, Frame frame);
   void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
+  // A Prepare from the control plane's leader: refused from an older term or for a version that
+  // is not newer than the installed one.
+  void handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame);
   void commitTopology(TopologyPtr next);
   std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
   // The link to member `id`, made if needed. `dialedByThem`: it just dialed us (its Hello), so
@@ -134,11 +147,27 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   void syncPeers(const Topology& t);
   bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
 
+  // Starts this member's control plane (network thread); bootstrap: the first member.
+  Result<bool> startControl(MemberId self, bool bootstrap);
+
   // --- failure detection (node_failure.cpp), network thread ---
   void startHeartbeats();
   void heartbeatTick();
   // A member answered with a newer topology than ours: fetch it and install it.
   void catchUp(MemberId from, const std::string& address);
+  // Asks the control plane's leader to renew this member's primary lease (network thread).
+  void renewLease();
+  void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
+  std::chrono::milliseconds leaseDuration() const noexcept {
+    return options_.leaseDuration.count() > 0 ? options_.leaseDuration
+                                              : options_.failureTimeout / 2;
+  }
+  // Whether this member may write now: it has a network (a cluster) and a lease that has not run
+  // out. Any thread.
+  bool holdsLease() const noexcept {
+    return !transport_ || std::chrono::steady_clock::now().time_since_epoch().count() <
+                              leaseUntil_.load(std::memory_order_acquire);
+  }
 
   // CoordinatorHost (network thread).
   MemberId selfId() const override { return memberId(); }
@@ -146,9 +175,18 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   void sendToMember(const MemberInfo& member, MessageType type, std::string body,
                     Connection::ResponseHandler done) override;
   void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;
-  void commitLocally(TopologyPtr next) override;
-  void commitRoundStarted() override { commitRounds_.fetch_add(1); }
-  void commitRoundFinished() override;
+  void proposeTopology(std::shared_ptr<Topology> next,
+                       UniqueFunction<void(Result<bool>)> done) override;
+  std::uint64_t controlTerm() const override { return control_ ? control_->term() : 0; }
+  std::shared_ptr<Topology> firstTopology() const override;
+  void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) override;
+  void barrier(UniqueFunction<void(Result<bool>)> done) override;
+  std::chrono::milliseconds leaseWait() const override;
+
+  // ControlHost (control thread: each only posts to the network thread).
+  void sendControl(MemberId to, const std::string& address, std::string bytes) override;
+  void topologyCommitted(TopologyPtr topology) override;
+  void leadershipChanged(bool leader, std::uint64_t term) override;
 
   NodeOptions options_;
   ProcessorRegistry registry_;
@@ -158,12 +196,17 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::atomic<int> state_{kCreated};
   std::atomic<bool> stopCalled_{false};
   std::atomic<bool> crashed_{false};
-  std::atomic<int> commitRounds_{0};  // commit rounds this node (as coordinator) has in flight
   std::atomic<std::int64_t> inflight_{0};
   std::atomic<std::uint64_t> executed_{0};
+  // Until when (steady clock, its ticks) this member holds its primary lease.
+  std::atomic<std::int64_t> leaseUntil_{0};
   std::atomic<MemberId> selfId_{0};
-  std::string selfAddress_;          // constant after start()
-  const std::uint64_t incarnation_;  // random per node: tells a restart from a retried join
+  std::string selfAddress_;  // constant after start()
+  // Random per process start, and anew on a rejoin: tells a restart from a retried join.
+  std::atomic<std::uint64_t> incarnation_;
+  std::atomic<bool> rejoining_{false};
+  std::mutex rejoinMu_;       // guards rejoinThread_ (made on the network thread, joined by stop)
+  std::thread rejoinThread_;  // a removed member joining again as a new one
   SharedTopology topology_;
 
   // Network (absent for a node without a listenAddress).
@@ -173,13 +216,13 @@ class NodeImpl final : public ConnectionHandler, private CoordinatorHost, privat
   std::unique_ptr<Transport> transport_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   std::unique_ptr<Coordinator> coordinator_;                   // network thread
+  std::unique_ptr<ControlPlane> control_;  // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).
   asio::steady_timer heartbeatTimer_{netIo_};
   bool heartbeatsStopped_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
   bool catchingUp_ = false;
-  std::uint64_t newestSeen_ = 0;  // newest topology version a heartbeat answer carried
 
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;

@@ -85,6 +85,15 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     done(std::move(result));  // a failed processor changes nothing (invariant 4)
     return;
   }
+  if (!holdsLease()) {  // invariant 13: no write without a valid primary lease
+    done(Error(Errc::unavailable, "member " + std::to_string(self) +
+                                      " holds no valid primary lease (no renewal from "
+                                      "the control plane's leader within " +
+                                      std::to_string(leaseDuration().count()) +
+                                      " ms): the write to " + partitionName(p) +
+                                      " is refused, nothing changed"));
+    return;
+  }
   if (topo->members.size() < options_.minMembers) {  // split-brain protection: no write
     done(Error(Errc::no_quorum,
                "member " + std::to_string(self) + " sees " + std::to_string(topo->members.size()) +
@@ -138,10 +147,20 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
                           std::shared_ptr<Acks> acks,
                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                           bool first) {
-  auto arrive = [this, p, b, body, acks, deadline, first](Result<Frame> r) mutable {
-    // A backup that left the partition's owners meanwhile (a committed topology moved it away,
-    // or declared it failed) no longer holds a copy anyone relies on: its answer is not needed.
-    if (!r && !topology()->table.isOwner(p, b)) r = Frame{};
+  auto arrive = [this, p, b, body, acks, deadline, first, topo](Result<Frame> r) mutable {
+    if (!r) {
+      const TopologyPtr now = topology();
+      const bool stillPrimary = now->table.primary(p) == memberId();
+      if (stillPrimary && now->version > topo->version && !now->table.isOwner(p, b)) {
+        // A newer committed topology keeps this member the primary and no longer lists the
+        // backup (moved away, or declared failed): no copy anyone relies on waits for it.
+        r = Frame{};
+      } else if (!stillPrimary) {
+        // Deposed meanwhile (a newer committed topology names another primary): the refusal is
+        // not an acknowledgement, and waiting longer cannot make it one.
+        deadline = std::chrono::steady_clock::now();
+      }
+    }
     if (!r) {
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
@@ -182,10 +201,14 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
     arrive(Error(Errc::unreachable, "no address known"));
     return;
   }
+  // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
+  // paused process) is re-judged against the latest topology that often: once a committed topology
+  // drops it, the update is released at once instead of at the caller's deadline.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       deadline - std::chrono::steady_clock::now());
   peer->request(MessageType::kReplicate, topo->version, *body,
-                std::max(left, std::chrono::milliseconds(1)), std::move(arrive));
+                std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+                std::move(arrive));
 }
 
 void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {

@@ -14,7 +14,6 @@ namespace ingrid {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kMembershipTimeout{10000};
 
 std::string describeNames(const std::vector<std::string>& names) {
   if (names.empty()) return "none";
@@ -105,7 +104,7 @@ Result<bool> NodeImpl::start() {
   netGuard_.emplace(netIo_.get_executor());
   netThread_ = std::thread([this] { netIo_.run(); });
   state_.store(kRunning, std::memory_order_release);
-  Result<bool> joined = options_.seeds.empty() ? bootstrap() : join();
+  Result<bool> joined = options_.seeds.empty() ? bootstrap() : join(options_.seeds);
   if (!joined) {
     stop();
     return joined;
@@ -115,38 +114,65 @@ Result<bool> NodeImpl::start() {
 }
 
 Result<bool> NodeImpl::bootstrap() {
+  if (!transport_) {  // a single member without a network: its topology needs no consensus
+    std::shared_ptr<Topology> t = firstTopology();
+    for (PartitionId p = 0; p < options_.partitions; ++p) replicas_[p].mode = ReplicaMode::kReady;
+    selfId_.store(1, std::memory_order_release);
+    topology_.store(t);
+    if (options_.onTopology) options_.onTopology(*t);
+    return true;
+  }
+  // The first member bootstraps the control plane alone; once elected, its coordinator commits
+  // the first topology (this member alone) through the log.
+  selfId_.store(1, std::memory_order_release);
+  std::promise<Result<bool>> made;
+  asio::post(netIo_, [this, &made] { made.set_value(startControl(1, /*bootstrap=*/true)); });
+  Result<bool> started = made.get_future().get();
+  if (!started) return started;
+  if (waitForTopology(options_.joinTimeout, [this] { return topology()->hasMember(1); })) {
+    return true;
+  }
+  return Error(Errc::unavailable, "the control plane of the first member " + selfAddress_ +
+                                      " committed no topology within " +
+                                      std::to_string(options_.joinTimeout.count()) + " ms");
+}
+
+std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   auto t = std::make_shared<Topology>();
   t->version = 1;
-  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_});
+  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_.load()});
   const std::vector<MemberId> ids{1};
   t->table = PartitionTable::balanced(options_.partitions, ids, options_.backups);
   t->backups = options_.backups;
   t->nextMemberId = 2;
-  for (PartitionId p = 0; p < options_.partitions; ++p) replicas_[p].mode = ReplicaMode::kReady;
-  selfId_.store(1, std::memory_order_release);
-  topology_.store(t);
-  if (options_.onTopology) options_.onTopology(*t);
-  if (transport_) {
-    std::promise<void> made;
-    asio::post(netIo_, [this, &made] {
-      coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
-      made.set_value();
-    });
-    made.get_future().wait();
-  }
-  return true;
+  return t;
 }
 
-Result<bool> NodeImpl::join() {
+Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
+  if (control_) return true;
+  ControlPlaneOptions o;
+  o.self = self;
+  o.address = selfAddress_;
+  o.voters = options_.voters;
+  o.electionTimeout = options_.electionTimeout;
+  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), options_.electionTimeout / 10);
+  control_ = std::make_unique<ControlPlane>(static_cast<ControlHost&>(*this), o);
+  Result<bool> started = control_->start(bootstrap);
+  if (!started) control_.reset();
+  return started;
+}
+
+Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
   JoinRequest request{selfAddress_, options_.partitions, options_.backups, registry_.names(),
-                      incarnation_};
-  std::deque<std::string> targets(options_.seeds.begin(), options_.seeds.end());
+                      incarnation_.load()};
+  std::deque<std::string> targets(seeds.begin(), seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";
   while (SteadyClock::now() < deadline) {
     if (targets.empty()) {
-      targets.assign(options_.seeds.begin(), options_.seeds.end());
+      if (stopCalled_.load()) break;
+      targets.assign(seeds.begin(), seeds.end());
       std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
       topoCv_.wait_for(lock, std::chrono::milliseconds(100));
     }
@@ -184,15 +210,23 @@ Result<bool> NodeImpl::join() {
         continue;
       }
       const JoinReply joined = decode<JoinReply>(reply->body);
+      if (joined.memberId == 0) throw std::invalid_argument("member id 0");
       selfId_.store(joined.memberId, std::memory_order_release);
     } catch (const std::exception& e) {
       lastError = seed + ": reply does not decode: " + e.what();
       continue;
     }
+    // Admitted: the leader adds this member to the control plane, whose log brings the
+    // topologies (the first one listing this member makes the join complete).
+    std::promise<Result<bool>> made;
+    asio::post(netIo_,
+               [this, &made] { made.set_value(startControl(memberId(), /*bootstrap=*/false)); });
+    if (Result<bool> started = made.get_future().get(); !started) return started;
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()),
-        [this] { return topology()->hasMember(memberId()); });
-    if (member) return true;
+        [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
+    if (member && !stopCalled_.load()) return true;
+    if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     lastError =
         "admitted as member " + std::to_string(memberId()) + " but no topology with it arrived";
     break;
@@ -207,12 +241,54 @@ bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::funct
   return topoCv_.wait_for(lock, limit, pred);
 }
 
+void NodeImpl::rejoin(std::vector<std::string> seeds) {
+  // 1. Forget the old identity (network thread): its control plane, role, links and lease.
+  std::promise<void> forgot;
+  auto forgotten = forgot.get_future();
+  asio::post(netIo_, [this, &forgot] {
+    if (control_) control_->stop();
+    control_.reset();
+    coordinator_.reset();
+    for (auto& [id, peer] : peers_) peer->close();
+    peers_.clear();
+    lastHeard_.clear();
+    leaseUntil_.store(0, std::memory_order_release);
+    selfId_.store(0, std::memory_order_release);
+    incarnation_.store(randomIncarnation());
+    auto empty = std::make_shared<Topology>();
+    empty->table = PartitionTable(options_.partitions,
+                                  std::vector<std::vector<MemberId>>(options_.partitions));
+    empty->backups = options_.backups;
+    {
+      std::lock_guard lock(topoMu_);
+      topology_.store(std::move(empty));
+    }
+    forgot.set_value();
+  });
+  while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    if (stopCalled_.load()) {  // stop() waits for this thread before closing the network
+      rejoining_.store(false);
+      return;
+    }
+  }
+  // 2. Join as a new member, empty: its partitions come from their primaries by migration.
+  if (!stopCalled_.load()) {
+    Result<bool> joined = join(seeds);
+    if (joined) {
+      std::cerr << "ingrid: " << selfAddress_ << " joined again as member " << memberId() << "\n";
+    } else if (!stopCalled_.load()) {
+      std::cerr << "ingrid: " << selfAddress_
+                << " could not join again: " << joined.error().message() << "\n";
+    }
+  }
+  rejoining_.store(false);
+}
+
 void NodeImpl::leave() {
   const auto deadline = SteadyClock::now() + options_.leaveTimeout;
   const MemberId self = memberId();
-  // Gone once a topology without this member is installed here and, if this member was the
-  // coordinator, the others have acknowledged it too.
-  auto gone = [this, self] { return !topology()->hasMember(self) && commitRounds_.load() == 0; };
+  // Gone once a topology without this member is committed (and installed here).
+  auto gone = [this, self] { return !topology()->hasMember(self); };
   while (!gone() && SteadyClock::now() < deadline) {
     if (topology()->members.size() <= 1) return;  // last member: nothing to hand over
     asio::post(netIo_, [this, self] {
@@ -229,6 +305,16 @@ void NodeImpl::leave() {
     });
     waitForTopology(std::chrono::milliseconds(2000), gone);
   }
+  // A leader that left hands the control plane to another voter (ControlPlane::reconcile); wait
+  // a little for that, so that the others need not wait for an election.
+  const auto handOver = SteadyClock::now() + 2 * options_.electionTimeout;
+  while (SteadyClock::now() < handOver) {
+    std::promise<bool> leading;
+    asio::post(netIo_, [this, &leading] { leading.set_value(control_ && control_->isLeader()); });
+    if (!leading.get_future().get()) break;
+    std::unique_lock lock(topoMu_);  // a bounded poll: leadership has no condition to wait on
+    topoCv_.wait_for(lock, std::chrono::milliseconds(10));
+  }
 }
 
 void NodeImpl::stop() {
@@ -237,6 +323,16 @@ void NodeImpl::stop() {
     state_.store(kStopped);
     return;
   }
+  {
+    std::lock_guard lock(topoMu_);  // wakes a rejoin waiting for its topology
+  }
+  topoCv_.notify_all();
+  std::thread rejoining;
+  {
+    std::lock_guard lock(rejoinMu_);
+    rejoining = std::move(rejoinThread_);
+  }
+  if (rejoining.joinable()) rejoining.join();  // it sees stopCalled_ and ends
   // 1. Hand this member's partitions over while still serving (graceful leave), then keep
   //    answering (redirects) for the drain period so that stale senders learn where keys went.
   if (transport_ && state_.load() == kRunning && !crashed_.load()) {
@@ -252,6 +348,9 @@ void NodeImpl::stop() {
   if (transport_) {
     netGuard_.reset();
     asio::post(netIo_, [this] {
+      // The control plane first: its callbacks only post here, and nothing below runs them.
+      if (control_) control_->stop();
+      coordinator_.reset();
       heartbeatsStopped_ = true;
       heartbeatTimer_.cancel();
       for (auto& [id, peer] : peers_) peer->close();
@@ -259,9 +358,9 @@ void NodeImpl::stop() {
       transport_->stop();
       // Handlers queued by the closes above may still reach the coordinator: stop first.
       netIo_.stop();
-      coordinator_.reset();
     });
     if (netThread_.joinable()) netThread_.join();
+    control_.reset();
   }
   // 4. Drain and join the partition workers.
   if (workers_) workers_->stop();
@@ -341,7 +440,7 @@ void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done
   };
   auto drain = std::make_shared<Drain>(Drain{losing, losing.size(), std::move(done),
                                              asio::steady_timer(netIo_),
-                                             SteadyClock::now() + kMembershipTimeout});
+                                             SteadyClock::now() + options_.failureTimeout});
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, drain, poll] {
     bool idle = true;
@@ -359,14 +458,29 @@ void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done
       if (*poll) (*poll)();
     });
   };
+  const std::uint64_t version = next.version;
   for (PartitionId p : losing) {
-    workers_->post(p, [this, p, drain, poll](PartitionStore&) {
+    workers_->post(p, [this, p, drain, poll, version](PartitionStore&) {
       replicas_[p].fenced = true;
+      replicas_[p].fencedFor = version;
       asio::post(netIo_, [drain, poll] {
         if (--drain->fencing == 0) (*poll)();
       });
     });
   }
+  // A fence is bounded by the change that set it: if that topology is not committed within
+  // twice the failure timeout (its leader was deposed, or failed), the partitions serve again.
+  // Installing it (or a newer one) releases the fence sooner (commitTopology).
+  auto release = std::make_shared<asio::steady_timer>(netIo_, 2 * options_.failureTimeout);
+  release->async_wait([this, release, losing = std::move(losing), version](std::error_code ec) {
+    if (ec || state_.load() == kStopped || topology()->version >= version) return;
+    for (PartitionId p : losing) {
+      workers_->post(p, [this, p, version](PartitionStore&) {
+        Replica& rep = replicas_[p];
+        if (rep.fenced && rep.fencedFor == version) rep.fenced = false;
+      });
+    }
+  });
 }
 
 void NodeImpl::commitTopology(TopologyPtr next) {
@@ -374,10 +488,15 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   if (next->version <= cur->version) return;  // already installed
   if (memberId() == 0) {                      // admitted, but the join reply has not arrived yet
     for (const auto& m : next->members) {
-      if (m.address == selfAddress_) selfId_.store(m.id, std::memory_order_release);
+      if (m.address == selfAddress_ && m.incarnation == incarnation_.load()) {
+        selfId_.store(m.id, std::memory_order_release);
+      }
     }
   }
   const MemberId self = memberId();
+  // A joining member replays the log from its start: topologies from before it was admitted
+  // (that list neither it nor the members it links to yet) are history, not news.
+  if (!cur->hasMember(self) && !next->hasMember(self)) return;
   {
     std::lock_guard lock(topoMu_);
     topology_.store(next);
@@ -385,11 +504,23 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   topoCv_.notify_all();
   if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);
-  if (next->coordinator() == self && !coordinator_) {
-    coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
-  } else if (next->coordinator() != self && coordinator_) {
-    // The role moved on; let the current call chain unwind before destroying it.
-    asio::post(netIo_, [c = std::shared_ptr<Coordinator>(std::move(coordinator_))] {});
+  if (self != 0 && cur->hasMember(self) && !next->hasMember(self) && !stopCalled_.load() &&
+      !rejoining_.exchange(true)) {
+    // Removed while alive (paused, or cut off, past the failure timeout): the others promoted
+    // its backups long ago. It never acts on its old view again: it joins anew, empty.
+    std::cerr << "ingrid: member " << self << " (" << selfAddress_
+              << ") was removed from the cluster at topology v" << next->version
+              << "; joining again as a new member\n";
+    std::vector<std::string> seeds;
+    for (const auto& m : next->members) seeds.push_back(m.address);
+    seeds.insert(seeds.end(), options_.seeds.begin(), options_.seeds.end());
+    std::lock_guard lock(rejoinMu_);
+    if (stopCalled_.load()) {
+      rejoining_.store(false);
+    } else {
+      if (rejoinThread_.joinable()) rejoinThread_.join();  // an earlier rejoin, finished
+      rejoinThread_ = std::thread([this, seeds = std::move(seeds)] { rejoin(seeds); });
+    }
   }
   // Snapshots this node (as a primary in `next`) starts: every syncing replica that is new, whose
   // snapshot was restarted (a new `since`), or that was another primary's to serve.
@@ -420,7 +551,10 @@ void NodeImpl::commitTopology(TopologyPtr next) {
         rep.fenced = false;
         return;
       }
-      if (next->table.primary(p) != self) return;
+      if (next->table.primary(p) != self) {
+        if (rep.fencedFor <= next->version) rep.fenced = false;  // the change it was for is in
+        return;
+      }
       rep.fenced = false;
       // A primary serves what it holds: only a partition that lost every replica (it restarts
       // empty) has a primary that was not a complete replica.
@@ -450,18 +584,18 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       case MessageType::kHeartbeat:  // the reply's header carries this member's topology version
         conn->reply(header, header.type, topology()->version, {});
         return;
-      case MessageType::kTopologyPrepare: {
-        auto next = decode<TopologyBody>(frame.body).topology;
-        prepareTopology(next, [conn, header, this] {
-          conn->reply(header, MessageType::kTopologyPrepare, topology()->version, {});
-        });
+      case MessageType::kTopologyPrepare:
+        return handlePrepare(conn, std::move(frame));
+      case MessageType::kRaft:
+        // Only from a member's link (its Hello named it): the control plane's traffic.
+        if (conn->peerId == 0) break;
+        if (control_) control_->deliver(std::move(frame.body));
+        conn->reply(header, MessageType::kRaft, topology()->version, {});
         return;
-      }
-      case MessageType::kTopologyCommit: {
-        commitTopology(std::make_shared<Topology>(decode<TopologyBody>(frame.body).topology));
-        conn->reply(header, MessageType::kTopologyCommit, topology()->version, {});
-        return;
-      }
+      case MessageType::kLease:
+        return handleLease(conn, std::move(frame));
+      case MessageType::kTopologyCommit:  // retired: topologies are committed by the Raft log
+        break;
       case MessageType::kSynced: {
         const SyncedBody s = decode<SyncedBody>(frame.body);
         if (!coordinator_) {  // the reporter retries at the coordinator its topology names
@@ -488,7 +622,8 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
         break;
     }
     conn->replyError(header, Error(Errc::protocol_error, std::string(messageTypeName(header.type)) +
-                                                             " is a reply, not a request"));
+                                                             " is not a request this member takes"
+                                                             " on this connection"));
   } catch (const std::exception& e) {
     conn->replyError(header,
                      Error(Errc::malformed_message, std::string(messageTypeName(header.type)) +
@@ -555,21 +690,102 @@ void NodeImpl::sendToMember(const MemberInfo& member, MessageType type, std::str
     done(Error(Errc::unreachable, "no link to member " + std::to_string(member.id)));
     return;
   }
-  peer->request(type, topology()->version, std::move(body), kMembershipTimeout, std::move(done));
+  // Bounded by the failure timeout: a member silent that long is about to be declared failed, and
+  // must not hold up a change meanwhile.
+  peer->request(type, topology()->version, std::move(body), options_.failureTimeout,
+                std::move(done));
 }
 
 void NodeImpl::prepareLocally(const Topology& next, UniqueFunction<void()> done) {
   prepareTopology(next, std::move(done));
 }
 
-void NodeImpl::commitLocally(TopologyPtr next) { commitTopology(std::move(next)); }
-
-void NodeImpl::commitRoundFinished() {
-  {
-    std::lock_guard lock(topoMu_);
-    commitRounds_.fetch_sub(1);
+void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame) {
+  const Topology next = decode<TopologyBody>(frame.body).topology;
+  const TopologyPtr cur = topology();
+  const std::uint64_t term = control_ ? control_->term() : 0;
+  // Only the leader of the current term may fence: a deposed or paused leader's Prepare (an
+  // older term), or one for a topology that is not newer than ours, changes nothing.
+  if (next.term < term || next.version <= cur->version || next.leader == 0 ||
+      conn->peerId != next.leader) {
+    conn->replyError(
+        frame.header,
+        Error(Errc::unavailable,
+              "member " + std::to_string(memberId()) + " refuses Prepare of v" +
+                  std::to_string(next.version) + " (term " + std::to_string(next.term) +
+                  ", from member " + std::to_string(conn->peerId) + "): it is at v" +
+                  std::to_string(cur->version) + ", term " + std::to_string(term)));
+    return;
   }
-  topoCv_.notify_all();
+  prepareTopology(next, [conn, header = frame.header, this] {
+    conn->reply(header, MessageType::kTopologyPrepare, topology()->version, {});
+  });
+}
+
+void NodeImpl::proposeTopology(std::shared_ptr<Topology> next,
+                               UniqueFunction<void(Result<bool>)> done) {
+  if (!control_) {
+    done(Error(Errc::shutting_down, "no control plane"));
+    return;
+  }
+  auto shared = std::make_shared<UniqueFunction<void(Result<bool>)>>(std::move(done));
+  control_->propose(std::move(next), [this, shared](Result<bool> r) {
+    // After the commit itself (posted earlier by the same thread): the topology is installed.
+    asio::post(netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+  });
+}
+
+void NodeImpl::runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) {
+  auto timer = std::make_shared<asio::steady_timer>(netIo_, delay);
+  auto shared = std::make_shared<UniqueFunction<void()>>(std::move(fn));
+  timer->async_wait([timer, shared](std::error_code ec) {
+    if (!ec) (*shared)();
+  });
+}
+
+void NodeImpl::barrier(UniqueFunction<void(Result<bool>)> done) {
+  if (!control_) {
+    done(Error(Errc::shutting_down, "no control plane"));
+    return;
+  }
+  auto shared = std::make_shared<UniqueFunction<void(Result<bool>)>>(std::move(done));
+  control_->barrier([this, shared](Result<bool> r) {
+    asio::post(netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+  });
+}
+
+std::chrono::milliseconds NodeImpl::leaseWait() const {
+  // Clock rates are assumed to differ by less than 10% (steady clocks differ by parts per
+  // million); the margin covers the timer's own lateness.
+  return leaseDuration() + leaseDuration() / 10 + std::chrono::milliseconds(10);
+}
+
+void NodeImpl::sendControl(MemberId to, const std::string& address, std::string bytes) {
+  asio::post(netIo_, [this, to, address, bytes = std::move(bytes)]() mutable {
+    if (state_.load() == kStopped || heartbeatsStopped_) return;
+    std::shared_ptr<Peer> peer = peerFor(to, address);
+    if (!peer) return;  // no link yet (the other side dials): raft sends again
+    peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
+                  std::max(options_.electionTimeout, std::chrono::milliseconds(100)),
+                  [](Result<Frame>) {});
+  });
+}
+
+void NodeImpl::topologyCommitted(TopologyPtr t) {
+  asio::post(netIo_, [this, t = std::move(t)]() mutable { commitTopology(std::move(t)); });
+}
+
+void NodeImpl::leadershipChanged(bool leader, std::uint64_t term) {
+  asio::post(netIo_, [this, leader, term] {
+    if (heartbeatsStopped_) return;
+    if (!leader) {
+      coordinator_.reset();
+      return;
+    }
+    if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
+    coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
+    coordinator_->start();
+  });
 }
 
 }  // namespace ingrid

@@ -64,13 +64,27 @@ struct NodeOptions {
   std::chrono::milliseconds drainPeriod{250};
   // How often a member sends a heartbeat to every other member. Default: 500 ms.
   std::chrono::milliseconds heartbeatInterval{500};
-  // A member not heard from for this long is declared failed by the coordinator (the oldest
-  // member), which removes it: backups of its partitions take over and new backups are filled
-  // by migration. If the coordinator itself falls silent, the next-oldest member takes the role
-  // over. Shorter detects crashes sooner; too short declares members failed that are only slow
-  // (a starved VM, a stopped process). Keep it below requestTimeout so that callers ride
-  // through a failover instead of timing out. Default: 3 s.
+  // A member not heard from for this long is declared failed by the coordinator (the control
+  // plane's leader), which removes it: backups of its partitions take over and new backups are
+  // filled by migration. If the leader itself falls silent, the control plane elects another
+  // (see electionTimeout), which then judges the old one. Shorter detects crashes sooner; too short
+  // declares members failed that are only slow (a starved VM, a stopped process). Keep it below
+  // requestTimeout so that callers ride through a failover instead of timing out. Default: 3 s.
   std::chrono::milliseconds failureTimeout{3000};
+  // Members that vote in the control plane (Raft): the ones with the smallest ids; the others
+  // follow the log as standbys. Topology changes need a majority of the voters, so 3 voters
+  // survive the loss of 1 and 5 the loss of 2; a 2-member cluster survives none. Default: 3.
+  std::uint32_t voters = 3;
+  // The control plane's election timeout: a leader silent this long (randomized up to twice
+  // it) is replaced. Keep it below failureTimeout. Default: 1 s.
+  std::chrono::milliseconds electionTimeout{1000};
+  // Primary lease: a member serves writes only while its lease, renewed through the control
+  // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted
+  // only once its lease has surely expired (leaseDuration * 1.1 + 10 ms after the last grant:
+  // clock rates are assumed to differ by less than 10%). So a member cut off from the majority,
+  // or paused, stops writing within leaseDuration of its last renewal. 0 means failureTimeout / 2.
+  // Must be below failureTimeout. Default: 0.
+  std::chrono::milliseconds leaseDuration{0};
   // Split-brain protection: a member that sees fewer members than this refuses every
   // invocation that would write (Errc::no_quorum; reads still run), so the two sides of a
   // network partition cannot both grant tokens. Set it to a majority of the intended cluster

@@ -1,10 +1,10 @@
 // Topology: a numbered view of the cluster, what every request is routed by.
 //
 // A topology is immutable once made and shared as std::shared_ptr<const Topology> (STYLE 7):
-// the members (by id; the smallest id is the oldest member and the coordinator) and the
-// partition table (for each partition, the primary then its backups; during a migration the new
-// owners ride along as extra backups until ownership flips). Versions only grow.
-// Thread safety: immutable; safe to share.
+// the members (by id: ids are never reused), the control plane's leader that committed it and
+// its Raft term, and the partition table (for each partition, the primary then its backups; during
+// a migration the new owners ride along as extra backups until ownership flips). Versions only
+// grow. Thread safety: immutable; safe to share.
 #pragma once
 
 #include <cstdint>
@@ -57,8 +57,13 @@ struct Topology {
   std::uint32_t backups = 1;
   MemberId nextMemberId = 1;            // the id the coordinator gives the next member that joins
   std::vector<SyncingReplica> syncing;  // owners still receiving their snapshot (during a change)
+  // The Raft term in which this topology was committed, and the member that led the control
+  // plane then (it plans changes: joins, leaves, failures, and receives kSynced reports).
+  std::uint64_t term = 0;
+  MemberId leader = 0;
 
-  MemberId coordinator() const noexcept { return members.empty() ? 0 : members.front().id; }
+  // The member that plans changes: the leader that committed this topology.
+  MemberId coordinator() const noexcept { return leader; }
   const MemberInfo* member(MemberId id) const noexcept;
   bool hasMember(MemberId id) const noexcept { return member(id) != nullptr; }
   std::vector<MemberId> memberIds() const;
@@ -67,7 +72,7 @@ struct Topology {
 
   template <class Archive>
   void save(Archive& ar) const {
-    ar(version, members, table, backups, nextMemberId, syncing);
+    ar(version, members, table, backups, nextMemberId, syncing, term, leader);
   }
   template <class Archive>
   void load(Archive& ar);
@@ -115,6 +120,7 @@ void Topology::load(Archive& ar) {
   }
   syncing.resize(static_cast<std::size_t>(count));
   for (auto& r : syncing) ar(r);
+  ar(term, leader);
 }
 
 }  // namespace ingrid

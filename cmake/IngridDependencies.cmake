@@ -21,6 +21,15 @@ if(NOT INGRID_XXHASH_INCLUDE_DIR)
                       "Install the Debian package libxxhash-dev (or run scripts/install-deps.sh).")
 endif()
 
+# Canonical's raft (libraft-dev 0.15): the consensus under the control plane. Only its I/O-agnostic
+# core is used (cluster/control/raft_io.*), on our transport and Asio timers, not its libuv I/O.
+find_path(INGRID_RAFT_INCLUDE_DIR raft.h)
+find_library(INGRID_RAFT_LIBRARY raft)
+if(NOT INGRID_RAFT_INCLUDE_DIR OR NOT INGRID_RAFT_LIBRARY)
+  message(FATAL_ERROR "ingrid: raft (Canonical's C library, raft.h and libraft) not found. "
+                      "Install the Debian package libraft-dev (or run scripts/install-deps.sh).")
+endif()
+
 if(INGRID_BUILD_TESTS)
   find_package(Catch2 2.13 QUIET CONFIG)
   if(NOT Catch2_FOUND)
@@ -40,4 +49,11 @@ if(NOT TARGET ingrid_asio)
   target_compile_definitions(ingrid_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED
                                                    ASIO_DISABLE_STD_ALIGNED_ALLOC)
   target_link_libraries(ingrid_asio INTERFACE Threads::Threads)
+endif()
+
+# The raft library, linked by the control plane (cluster/control/).
+if(NOT TARGET ingrid_raft)
+  add_library(ingrid_raft INTERFACE)
+  target_include_directories(ingrid_raft SYSTEM INTERFACE ${INGRID_RAFT_INCLUDE_DIR})
+  target_link_libraries(ingrid_raft INTERFACE ${INGRID_RAFT_LIBRARY})
 endif()

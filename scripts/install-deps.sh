@@ -3,7 +3,10 @@
 # nothing when everything is already installed. Runs apt-get as root (or through sudo).
 set -euo pipefail
 
-packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev)
+# libraft-dev: the control plane's consensus (Canonical's raft; pulls libuv1-dev).
+# nftables and iproute2: the network-partition tests (network namespaces, nft rules).
+packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
+          libuv1-dev nftables iproute2)
 
 missing=()
 for p in "${packages[@]}"; do

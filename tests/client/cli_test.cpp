@@ -49,10 +49,14 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     CHECK(exitOf(*cli) == 0);
   }
   SECTION("acquire grants, then refuses past the capacity; inspect shows the bucket") {
-    auto first = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--seed", seed});
+    // 5 tokens an hour: nothing refills between the runs, however slow a sanitizer build starts
+    // its processes (with the default 5 per second, one slow start refilled the bucket).
+    auto first = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--period-ms", "3600000",
+                      "--seed", seed});
     CHECK(first->waitForLine("granted yes, remaining 2", 30s));
     CHECK(exitOf(*first) == 0);
-    auto second = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--seed", seed});
+    auto second = run({"acquire", "cli-bucket", "3", "--capacity", "5", "--period-ms", "3600000",
+                       "--seed", seed});
     CHECK(second->waitForLine("granted no, remaining 2", 30s));
     CHECK(exitOf(*second) == 1);
     auto inspect = run({"inspect", "cli-bucket", "--seed", seed});

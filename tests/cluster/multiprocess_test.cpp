@@ -96,6 +96,7 @@ TEST_CASE("Three ingrid-node processes form a cluster and serve invocations",
   for (int k = 0; k < 40; ++k) {
     for (int i = 0; i < 5; ++i) {
       auto r = node.invoke("proc-counter-" + std::to_string(k), Increment{1});
+      INFO((r.ok() ? std::string("ok") : r.error().message()));
       REQUIRE(r.ok());
     }
   }

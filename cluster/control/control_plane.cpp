@@ -1,0 +1,452 @@
+#include <ingrid/cluster/control/control_plane.h>
+
+extern "C" {
+#include <raft.h>  // a C header without its own extern "C"
+}
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <future>
+#include <iostream>
+
+#include <asio/post.hpp>
+
+#include <ingrid/cluster/messages.h>
+
+namespace ingrid {
+namespace {
+
+// Markers apply() leaves in raft's result pointer: whether the topology was installed.
+int kAccepted = 1;
+int kRejected = 0;
+
+std::string raftError(int rv) { return raft_strerror(rv); }
+
+}  // namespace
+
+// The state machine raft drives: the committed topology. Its callbacks run on the control thread.
+struct ControlPlane::Fsm {
+  static int apply(raft_fsm* fsm, const raft_buffer* buf, void** result) {
+    auto* self = static_cast<ControlPlane*>(fsm->data);
+    bool accepted = false;
+    self->applyCommand(buf->base, buf->len, accepted);
+    *result = accepted ? &kAccepted : &kRejected;
+    return 0;
+  }
+  static int snapshot(raft_fsm* fsm, raft_buffer* bufs[], unsigned* n) {
+    auto* self = static_cast<ControlPlane*>(fsm->data);
+    const std::string bytes =
+        self->committed_ ? encode(TopologyBody{*self->committed_}) : std::string();
+    *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
+    if (*bufs == nullptr) return RAFT_NOMEM;
+    (*bufs)[0].len = bytes.size();
+    (*bufs)[0].base = raft_malloc(std::max<std::size_t>(bytes.size(), 1));
+    if ((*bufs)[0].base == nullptr) {
+      raft_free(*bufs);
+      return RAFT_NOMEM;
+    }
+    std::memcpy((*bufs)[0].base, bytes.data(), bytes.size());
+    *n = 1;
+    return 0;
+  }
+  // Raft hands the buffer over: it is ours to free.
+  static int restore(raft_fsm* fsm, raft_buffer* buf) {
+    auto* self = static_cast<ControlPlane*>(fsm->data);
+    if (buf->len != 0) {
+      try {
+        auto t = std::make_shared<Topology>(
+            decode<TopologyBody>(std::string_view(static_cast<const char*>(buf->base), buf->len))
+                .topology);
+        self->committed_ = t;
+        self->host_.topologyCommitted(t);
+      } catch (const std::exception& e) {
+        std::cerr << "ingrid: control plane snapshot does not decode: " << e.what() << "\n";
+        raft_free(buf->base);
+        return RAFT_MALFORMED;
+      }
+    }
+    raft_free(buf->base);
+    return 0;
+  }
+};
+
+// One proposal waiting for raft's verdict.
+struct ControlPlane::Apply {
+  struct raft_apply req {};
+  ControlPlane* self = nullptr;
+  std::uint64_t version = 0;
+  Done done;
+};
+
+struct ControlPlane::Barrier {
+  struct raft_barrier req {};
+  Done done;
+};
+
+ControlPlane::ControlPlane(ControlHost& host, ControlPlaneOptions options)
+    : host_(host), options_(std::move(options)) {}
+
+ControlPlane::~ControlPlane() { stop(); }
+
+void ControlPlane::assertOnControlThread() const {
+  assert(std::this_thread::get_id() == threadId_ && "control plane state off its thread");
+}
+
+Result<bool> ControlPlane::start(bool bootstrap) {
+  guard_.emplace(io_.get_executor());
+  thread_ = std::thread([this] { io_.run(); });
+  std::promise<Result<bool>> started;
+  auto future = started.get_future();
+  asio::post(io_, [this, bootstrap, &started] { startOnThread(bootstrap, started); });
+  Result<bool> result = future.get();
+  if (!result) stop();
+  return result;
+}
+
+void ControlPlane::startOnThread(bool bootstrap, std::promise<Result<bool>>& started) {
+  threadId_ = std::this_thread::get_id();
+  raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this));
+  raft_ = std::make_unique<raft>();
+  fsm_ = std::make_unique<raft_fsm>();
+  changeReq_ = std::make_unique<raft_change>();
+  changeReq_->data = this;
+  fsm_->version = 1;
+  fsm_->data = this;
+  fsm_->apply = &Fsm::apply;
+  fsm_->snapshot = &Fsm::snapshot;
+  fsm_->restore = &Fsm::restore;
+  const std::string who = "member " + std::to_string(options_.self) + " (" + options_.address + ")";
+  int rv =
+      raft_init(raft_.get(), raftIo_->get(), fsm_.get(), options_.self, options_.address.c_str());
+  if (rv != 0) {
+    started.set_value(Error(Errc::invalid_configuration,
+                            "control plane of " + who + ": raft_init: " + raftError(rv)));
+    raft_.reset();  // never initialized: nothing to close
+    return;
+  }
+  raft_->data = this;
+  raft_set_election_timeout(raft_.get(), static_cast<unsigned>(options_.electionTimeout.count()));
+  raft_set_heartbeat_timeout(raft_.get(),
+                             static_cast<unsigned>(options_.heartbeatInterval.count()));
+  // A member that was paused or cut off does not depose a healthy leader when it comes back.
+  raft_set_pre_vote(raft_.get(), true);
+  raft_set_snapshot_threshold(raft_.get(), 256);
+  raft_set_snapshot_trailing(raft_.get(), 64);
+  // Promoting a standby that does not keep up gives up after this long, and is tried again.
+  raft_set_max_catch_up_rounds(raft_.get(), 10);
+  raft_set_max_catch_up_round_duration(raft_.get(),
+                                       static_cast<unsigned>(options_.electionTimeout.count()));
+  if (bootstrap) {
+    raft_configuration conf;
+    raft_configuration_init(&conf);
+    rv = raft_configuration_add(&conf, options_.self, options_.address.c_str(), RAFT_VOTER);
+    if (rv == 0) rv = raft_bootstrap(raft_.get(), &conf);
+    raft_configuration_close(&conf);
+    if (rv != 0) {
+      started.set_value(Error(Errc::invalid_configuration,
+                              "control plane of " + who + ": raft_bootstrap: " + raftError(rv)));
+      return;  // stop() closes raft
+    }
+  }
+  rv = raft_start(raft_.get());
+  if (rv != 0) {
+    started.set_value(Error(Errc::invalid_configuration,
+                            "control plane of " + who + ": raft_start: " + raftError(rv)));
+    return;
+  }
+  started_ = true;
+  started.set_value(true);
+  poll();
+}
+
+void ControlPlane::stop() {
+  if (stopped_.exchange(true)) return;
+  if (!thread_.joinable()) return;
+  std::promise<void> closed;
+  auto future = closed.get_future();
+  asio::post(io_, [this, &closed] {
+    closing_ = true;
+    pollTimer_.cancel();
+    if (!raft_) {
+      closed.set_value();
+      return;
+    }
+    raft_->data = &closed;
+    raft_close(raft_.get(),
+               [](raft* r) { static_cast<std::promise<void>*>(r->data)->set_value(); });
+  });
+  // raft_close completes once every pending I/O callback ran; bounded anyway, so that a bug there
+  // cannot hang the node's stop().
+  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    std::cerr << "ingrid: control plane of member " << options_.self
+              << " did not close within 10 s; stopping its thread\n";
+  }
+  guard_.reset();
+  io_.stop();
+  thread_.join();
+  // Whatever raft left queued on the io_context is destroyed uncalled with it.
+  raft_.reset();
+  raftIo_.reset();
+  isLeader_.store(false, std::memory_order_release);
+}
+
+void ControlPlane::deliver(std::string bytes) {
+  if (stopped_.load(std::memory_order_acquire)) return;
+  asio::post(io_, [this, bytes = std::move(bytes)] {
+    if (!started_ || closing_) return;
+    Result<bool> ok = raftIo_->deliver(bytes);
+    (void)ok;  // a malformed message is dropped; raft retries what matters
+  });
+}
+
+void ControlPlane::sendRaftMessage(std::uint64_t to, const std::string& address,
+                                   std::string bytes) {
+  host_.sendControl(to, address, std::move(bytes));
+}
+
+void ControlPlane::propose(std::shared_ptr<Topology> next, Done done) {
+  if (stopped_.load(std::memory_order_acquire)) {
+    done(Error(Errc::shutting_down, "control plane is stopping"));
+    return;
+  }
+  asio::post(io_, [this, next = std::move(next), done = std::move(done)]() mutable {
+    if (!started_ || closing_ || raft_state(raft_.get()) != RAFT_LEADER) {
+      done(Error(Errc::unavailable,
+                 "member " + std::to_string(options_.self) + " is not the control plane's leader"));
+      return;
+    }
+    const std::uint64_t committed = committed_ ? committed_->version : 0;
+    if (next->version != committed + 1) {
+      done(Error(Errc::unavailable, "topology v" + std::to_string(next->version) +
+                                        " is not next after committed v" +
+                                        std::to_string(committed)));
+      return;
+    }
+    next->term = raft_->current_term;
+    next->leader = options_.self;
+    const std::string bytes = encode(TopologyBody{*next});
+    raft_buffer buf;
+    buf.len = bytes.size();
+    buf.base = raft_malloc(bytes.size());
+    if (buf.base == nullptr) {
+      done(Error(Errc::overloaded, "out of memory proposing a topology"));
+      return;
+    }
+    std::memcpy(buf.base, bytes.data(), bytes.size());
+    auto apply = std::make_unique<Apply>();
+    apply->self = this;
+    apply->version = next->version;
+    apply->done = std::move(done);
+    apply->req.data = apply.get();
+    const int rv = raft_apply(
+        raft_.get(), &apply->req, &buf, 1, [](struct raft_apply* req, int status, void* result) {
+          std::unique_ptr<Apply> a(static_cast<Apply*>(req->data));
+          if (status != 0) {
+            a->done(Error(Errc::unavailable, "topology v" + std::to_string(a->version) +
+                                                 " was not committed: " + raftError(status)));
+          } else if (result != &kAccepted) {
+            a->done(Error(Errc::unavailable, "topology v" + std::to_string(a->version) +
+                                                 " was committed after another one: not applied"));
+          } else {
+            a->done(true);
+          }
+        });
+    if (rv != 0) {
+      raft_free(buf.base);
+      apply->done(Error(Errc::unavailable, "topology v" + std::to_string(apply->version) +
+                                               " was not proposed: " + raftError(rv)));
+      return;
+    }
+    (void)apply.release();  // the callback owns it now
+  });
+}
+
+void ControlPlane::barrier(Done done) {
+  if (stopped_.load(std::memory_order_acquire)) {
+    done(Error(Errc::shutting_down, "control plane is stopping"));
+    return;
+  }
+  asio::post(io_, [this, done = std::move(done)]() mutable {
+    if (!started_ || closing_ || raft_state(raft_.get()) != RAFT_LEADER) {
+      done(Error(Errc::unavailable,
+                 "member " + std::to_string(options_.self) + " is not the control plane's leader"));
+      return;
+    }
+    auto b = std::make_unique<Barrier>();
+    b->done = std::move(done);
+    b->req.data = b.get();
+    const int rv = raft_barrier(raft_.get(), &b->req, [](struct raft_barrier* req, int status) {
+      std::unique_ptr<Barrier> owned(static_cast<Barrier*>(req->data));
+      if (status != 0) {
+        owned->done(
+            Error(Errc::unavailable, std::string("barrier not committed: ") + raftError(status)));
+      } else {
+        owned->done(true);
+      }
+    });
+    if (rv != 0) {
+      b->done(Error(Errc::unavailable, "barrier not proposed: " + raftError(rv)));
+      return;
+    }
+    (void)b.release();
+  });
+}
+
+int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted) {
+  assertOnControlThread();
+  std::shared_ptr<Topology> next;
+  try {
+    next = std::make_shared<Topology>(
+        decode<TopologyBody>(std::string_view(static_cast<const char*>(data), len)).topology);
+  } catch (const std::exception& e) {
+    std::cerr << "ingrid: control plane entry does not decode: " << e.what() << "\n";
+    return 0;
+  }
+  const std::uint64_t committed = committed_ ? committed_->version : 0;
+  // Two proposals raced (a leader re-planned while its earlier one was in flight): only the one
+  // that is next counts, so every member installs the same sequence.
+  if (next->version != committed + 1) return 0;
+  accepted = true;
+  committed_ = next;
+  {
+    std::lock_guard lock(statusMu_);
+    status_.committedVersion = next->version;
+  }
+  host_.topologyCommitted(next);
+  if (raft_state(raft_.get()) == RAFT_LEADER) reconcile();
+  return 0;
+}
+
+void ControlPlane::poll() {
+  assertOnControlThread();
+  if (closing_) return;
+  raft* r = raft_.get();
+  const bool leader = raft_state(r) == RAFT_LEADER;
+  raft_id leaderId = 0;
+  const char* leaderAddress = nullptr;
+  raft_leader(r, &leaderId, &leaderAddress);
+  const std::uint64_t term = r->current_term;
+  {
+    std::lock_guard lock(statusMu_);
+    status_.term = term;
+    status_.leader = leaderId;
+    status_.isLeader = leader;
+    status_.voters.clear();
+    status_.standbys.clear();
+    for (unsigned i = 0; i < r->configuration.n; ++i) {
+      const raft_server& s = r->configuration.servers[i];
+      (s.role == RAFT_VOTER ? status_.voters : status_.standbys).push_back(s.id);
+    }
+  }
+  term_.store(term, std::memory_order_release);
+  const bool changed = leader != wasLeader_ || (leader && term != leaderTerm_);
+  if (changed) {
+    if (wasLeader_) host_.leadershipChanged(false, leaderTerm_);
+    wasLeader_ = leader;
+    leaderTerm_ = term;
+    isLeader_.store(leader, std::memory_order_release);
+    if (leader) host_.leadershipChanged(true, term);
+  }
+  if (leader) reconcile();
+  pollTimer_.expires_after(std::chrono::milliseconds(20));
+  pollTimer_.async_wait([this](std::error_code ec) {
+    if (!ec) poll();
+  });
+}
+
+void ControlPlane::reconcile() {
+  assertOnControlThread();
+  if (closing_ || changing_ || transferring_ || !committed_) return;
+  raft* r = raft_.get();
+  const Topology& t = *committed_;
+  const raft_configuration& conf = r->configuration;
+  auto inConf = [&](MemberId id) -> const raft_server* {
+    for (unsigned i = 0; i < conf.n; ++i) {
+      if (conf.servers[i].id == id) return &conf.servers[i];
+    }
+    return nullptr;
+  };
+  auto voterCount = [&] {
+    unsigned n = 0;
+    for (unsigned i = 0; i < conf.n; ++i) n += conf.servers[i].role == RAFT_VOTER ? 1 : 0;
+    return n;
+  };
+  // A leader that is no longer a member (it left) hands leadership to another voter first; the
+  // next leader removes it from the configuration.
+  if (!t.hasMember(options_.self)) {
+    if (voterCount() <= 1) return;
+    transferring_ = true;
+    using Transfer = struct raft_transfer;
+    auto* req = new Transfer();
+    req->data = this;
+    const int rv = raft_transfer(r, req, 0, [](struct raft_transfer* q) {
+      auto* self = static_cast<ControlPlane*>(q->data);
+      self->transferring_ = false;
+      delete q;
+    });
+    if (rv != 0) {
+      transferring_ = false;
+      delete req;
+    }
+    return;
+  }
+  auto change = [this](int rv) {
+    if (rv != 0) changing_ = false;  // refused now (e.g. a change still uncommitted): next poll
+  };
+  // 1. Servers that are no longer members leave the configuration.
+  for (unsigned i = 0; i < conf.n; ++i) {
+    const raft_id id = conf.servers[i].id;
+    if (id != options_.self && !t.hasMember(id)) {
+      changing_ = true;
+      change(raft_remove(r, changeReq_.get(), id, &ControlPlane::onChange));
+      return;
+    }
+  }
+  // 2. Members missing from it join (as spares, then get their role below).
+  for (const MemberInfo& m : t.members) {
+    if (inConf(m.id) == nullptr) {
+      changing_ = true;
+      change(raft_add(r, changeReq_.get(), m.id, m.address.c_str(), &ControlPlane::onChange));
+      return;
+    }
+  }
+  // 3. The members with the smallest ids vote; promote before demoting, so the number of voters
+  //    never drops below what is wanted on the way.
+  std::vector<MemberId> ids = t.memberIds();
+  std::sort(ids.begin(), ids.end());
+  const std::size_t wanted = std::min<std::size_t>(options_.voters, ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const raft_server* s = inConf(ids[i]);
+    const int role = i < wanted ? RAFT_VOTER : RAFT_STANDBY;
+    if (s != nullptr && s->role != role && (role == RAFT_VOTER || s->role == RAFT_SPARE)) {
+      changing_ = true;
+      change(raft_assign(r, changeReq_.get(), ids[i], role, &ControlPlane::onChange));
+      return;
+    }
+  }
+  for (std::size_t i = wanted; i < ids.size(); ++i) {
+    const raft_server* s = inConf(ids[i]);
+    if (s != nullptr && s->role == RAFT_VOTER && ids[i] != options_.self) {
+      changing_ = true;
+      change(raft_assign(r, changeReq_.get(), ids[i], RAFT_STANDBY, &ControlPlane::onChange));
+      return;
+    }
+  }
+}
+
+void ControlPlane::onChange(raft_change* req, int status) {
+  auto* self = static_cast<ControlPlane*>(req->data);
+  self->changing_ = false;
+  if (status != 0 && status != RAFT_LEADERSHIPLOST && !self->closing_) {
+    std::cerr << "ingrid: control plane of member " << self->options_.self
+              << ": a configuration change failed: " << raftError(status) << "\n";
+  }
+}
+
+ControlStatus ControlPlane::status() const {
+  std::lock_guard lock(statusMu_);
+  return status_;
+}
+
+}  // namespace ingrid

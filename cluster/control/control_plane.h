@@ -1,0 +1,157 @@
+// ControlPlane: the cluster's membership and topology, decided by consensus (DESIGN invariant 12).
+//
+// Every member runs one. It is a Raft server (Canonical's raft, on RaftIo: our transport and
+// Asio timers, the log in memory) whose replicated state machine is the committed Topology.
+// Topologies are entries of the log: one leader per term, versions totally ordered, and a
+// minority can commit nothing. The leader's node plans changes (the Coordinator) and proposes
+// each next topology here; every member applies committed topologies in log order and hands
+// each to its node (ControlHost::topologyCommitted), which is the only way the control plane
+// reaches the data path.
+//
+// The Raft configuration follows the committed topology: on the leader, members missing from it
+// are added, servers no longer members are removed, and the first `voters` members (by id) vote
+// while the others follow as standbys (they receive the log but are not counted for a quorum).
+// A member's raft id is its member id; ids are never reused, so a restarted process (a new
+// member, empty) never votes twice in a term under an old identity even though the log is kept
+// in memory only.
+//
+// Threads: the control plane runs raft on its own thread (one io_context). Public members are
+// safe from any thread; ControlHost callbacks run on the control thread and must only post.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <ingrid/cluster/control/raft_io.h>
+#include <ingrid/cluster/topology.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+
+struct raft;
+struct raft_fsm;
+struct raft_change;
+
+namespace ingrid {
+
+struct ControlPlaneOptions {
+  // This member's id (its raft id) and the address others reach it at ("host:port").
+  MemberId self = 0;
+  std::string address;
+  // Raft's election timeout; raft randomizes each one between 1x and 2x. A leader that has not
+  // heard from a majority for this long steps down. Default: 1 s.
+  std::chrono::milliseconds electionTimeout{1000};
+  // How often the leader sends heartbeats (empty AppendEntries). Default: 100 ms.
+  std::chrono::milliseconds heartbeatInterval{100};
+  // How many members vote (the ones with the smallest ids); 3 or 5 is usual. Default: 3.
+  unsigned voters = 3;
+};
+
+// What the control plane needs from its node. Called on the control thread: post, never block.
+class ControlHost {
+ public:
+  // Sends encoded raft bytes to member `to` at `address`. Best effort.
+  virtual void sendControl(MemberId to, const std::string& address, std::string bytes) = 0;
+  // A topology was committed; called once per committed topology, in version order.
+  virtual void topologyCommitted(TopologyPtr topology) = 0;
+  // This member became the leader of `term`, or stopped being the leader.
+  virtual void leadershipChanged(bool leader, std::uint64_t term) = 0;
+
+ protected:
+  ~ControlHost() = default;
+};
+
+// A consistent view of the control plane for status and routing.
+struct ControlStatus {
+  std::uint64_t term = 0;
+  MemberId leader = 0;  // as this member knows it; 0 if none
+  bool isLeader = false;
+  std::uint64_t committedVersion = 0;
+  std::vector<MemberId> voters;    // the Raft configuration as this member knows it
+  std::vector<MemberId> standbys;  // (spares are listed with the standbys)
+};
+
+class ControlPlane final : private RaftNetwork {
+ public:
+  ControlPlane(ControlHost& host, ControlPlaneOptions options);
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+  ~ControlPlane();
+
+  // Starts raft on the control thread. `bootstrap`: this member is the whole first configuration
+  // (one voter) and becomes the leader; otherwise it waits to be added by the leader.
+  Result<bool> start(bool bootstrap);
+  // Closes raft and joins the control thread. Idempotent. Host callbacks stop before it returns.
+  void stop();
+
+  // Raft bytes from the network (any thread).
+  void deliver(std::string bytes);
+
+  using Done = UniqueFunction<void(Result<bool>)>;
+  // Proposes `next` as the next topology: its version must be the committed one plus 1, and it
+  // is stamped with this leader's term and id. `done` runs on the control thread once it is
+  // committed and applied here, or with an Error (not the leader, leadership lost, or a version
+  // that is no longer next). Any thread.
+  void propose(std::shared_ptr<Topology> next, Done done);
+  // Commits an empty entry (a Raft barrier) in this leader's term: `done` (control thread) says
+  // true once a majority has stored it, which proves this member led at some instant after the
+  // call. Primary leases are granted on that proof. Any thread.
+  void barrier(Done done);
+
+  ControlStatus status() const;
+  bool isLeader() const noexcept { return isLeader_.load(std::memory_order_acquire); }
+  std::uint64_t term() const noexcept { return term_.load(std::memory_order_acquire); }
+
+ private:
+  struct Fsm;
+  struct Apply;
+  struct Barrier;
+
+  // RaftNetwork (control thread).
+  void sendRaftMessage(std::uint64_t to, const std::string& address, std::string bytes) override;
+
+  // Control thread.
+  void startOnThread(bool bootstrap, std::promise<Result<bool>>& started);
+  int applyCommand(const void* data, std::size_t len, bool& accepted);
+  void poll();       // leadership changes, and the Raft configuration's reconciliation
+  void reconcile();  // leader: make the Raft configuration follow the committed topology
+  static void onChange(raft_change* req, int status);
+  void assertOnControlThread() const;
+
+  ControlHost& host_;
+  const ControlPlaneOptions options_;
+  asio::io_context io_{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
+  std::thread thread_;
+  std::thread::id threadId_;
+  std::unique_ptr<RaftIo> raftIo_;
+  std::unique_ptr<raft> raft_;
+  std::unique_ptr<raft_fsm> fsm_;
+  std::unique_ptr<raft_change> changeReq_;  // the one configuration change in flight
+  asio::steady_timer pollTimer_{io_};
+  bool started_ = false;          // control thread
+  bool closing_ = false;          // control thread
+  bool changing_ = false;         // a Raft configuration change is in flight (control thread)
+  bool transferring_ = false;     // a leadership transfer is in flight (control thread)
+  bool wasLeader_ = false;        // control thread
+  std::uint64_t leaderTerm_ = 0;  // the term wasLeader_ is about (control thread)
+  TopologyPtr committed_;         // control thread
+  std::atomic<bool> isLeader_{false};
+  std::atomic<std::uint64_t> term_{0};
+  std::atomic<bool> stopped_{false};
+  mutable std::mutex statusMu_;
+  ControlStatus status_;  // guarded by statusMu_
+};
+
+}  // namespace ingrid

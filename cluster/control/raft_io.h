@@ -1,0 +1,106 @@
+// RaftIo: libraft's `struct raft_io` on an Asio io_context, with messages carried by the owner's
+// network and everything Raft would persist kept in memory.
+//
+// Raft needs from its I/O: a tick, the time, randomness, sending and receiving messages, and
+// storage for its term, vote, log entries and snapshots. Here the tick is an asio::steady_timer
+// and the time the steady clock. Storage is memory, and only what Raft reads back is kept: Raft
+// reads its log and term only once, at start (load), so after start an append is acknowledged
+// without a copy (Raft keeps its own in-memory log), while the latest snapshot is kept because
+// Raft reads it back to send it to a follower that fell behind. A restarted process therefore has
+// no Raft state: it must come back under a new Raft id (the node joins as a new member).
+//
+// Messages travel through a RaftNetwork as bytes in the encoding below; deliver() decodes what
+// arrives, checking every length and count against the bytes that remain before allocating, and
+// hands it to Raft, which takes ownership of what it is given.
+//
+// Threads: the io_context is run by one thread (the control thread); every member, every raft
+// callback and every RaftNetwork call runs there. The RaftIo must outlive the raft instance using
+// it (until raft_close's callback has run).
+//
+// Encoding of one message (all integers little-endian):
+//   u8 type (RAFT_IO_APPEND_ENTRIES .. RAFT_IO_TIMEOUT_NOW), u64 sender id, string sender address,
+//   then by type:
+//   RequestVote:        u64 term, u64 candidate id, u64 last log index, u64 last log term,
+//                       u8 disrupt leader, u8 pre-vote
+//   RequestVoteResult:  u64 term, u8 vote granted, u8 pre-vote (raft_tribool)
+//   AppendEntries:      u64 term, u64 prev log index, u64 prev log term, u64 leader commit,
+//                       u32 n, n x {u64 term, u16 type, bytes data}
+//   AppendEntriesResult: u64 term, u64 rejected, u64 last log index
+//   InstallSnapshot:    u64 term, u64 last index, u64 last term, u64 conf index,
+//                       u32 n, n x {u64 id, u8 role, string address}, bytes data
+//   TimeoutNow:         u64 term, u64 last log index, u64 last log term
+//   where string = u16 length + bytes and bytes = u32 length + bytes. Nothing may follow.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+
+extern "C" {
+#include <raft.h>  // a C header without its own extern "C"
+}
+
+#include <ingrid/grid/result.h>
+
+namespace ingrid {
+
+// What RaftIo needs from its owner to move messages between servers.
+class RaftNetwork {
+ public:
+  // Sends one encoded raft message to server `to`, listening at `address`. Called on the
+  // io_context's thread. Best effort: it may be dropped, delayed, duplicated or reordered.
+  virtual void sendRaftMessage(std::uint64_t to, const std::string& address, std::string bytes) = 0;
+
+ protected:
+  ~RaftNetwork() = default;
+};
+
+// Encodes `m` as sent by server `from` at `fromAddress`.
+std::string encodeRaftMessage(const raft_message& m, raft_id from, const char* fromAddress);
+
+class RaftIo {
+ public:
+  RaftIo(asio::io_context& io, RaftNetwork& network);
+  RaftIo(const RaftIo&) = delete;
+  RaftIo& operator=(const RaftIo&) = delete;
+  ~RaftIo();
+
+  // What to pass to raft_init().
+  raft_io* get() noexcept { return &io_; }
+
+  // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft; bytes that do
+  // not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
+  // Messages before start or after close are dropped (true).
+  Result<bool> deliver(std::string_view bytes);
+
+ private:
+  struct Impl;
+  static RaftIo& self(raft_io* io) { return *static_cast<RaftIo*>(io->impl); }
+  void tick();
+
+  asio::io_context& ctx_;
+  RaftNetwork& network_;
+  raft_io io_{};
+  asio::steady_timer ticker_;
+  unsigned tickMs_ = 100;
+  raft_io_tick_cb tickCb_ = nullptr;
+  raft_io_recv_cb recvCb_ = nullptr;
+  bool closed_ = false;
+  raft_id id_ = 0;
+  std::string address_;
+  raft_term term_ = 0;
+  raft_id votedFor_ = 0;
+  std::string
+      bootstrapConf_;  // the bootstrap configuration entry, encoded by raft; load() reads it
+  raft_snapshot* snapshot_ = nullptr;  // the latest one put (raft_malloc'ed; ours)
+  std::mt19937 random_;
+  // Set while alive; pending callbacks check it (they may outlive nothing else).
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace ingrid
