@@ -564,13 +564,13 @@ void RaftIo::tick() {
 }
 
 Result<bool> RaftIo::deliver(std::string_view bytes) {
-  if (recvCb_ == nullptr || closed_) return true;
   Decoded d;
   try {
     decodeInto(bytes, d);
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, std::string("Raft message: ") + e.what());
   }
+  if (recvCb_ == nullptr || closed_) return false;  // well-formed, but raft is not running
   d.release();  // raft owns the entries, the snapshot's configuration and data now
   recvCb_(&io_, &d.m);
   return true;

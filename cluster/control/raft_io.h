@@ -73,9 +73,9 @@ class RaftIo {
   // What to pass to raft_init().
   raft_io* get() noexcept { return &io_; }
 
-  // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft; bytes that do
-  // not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
-  // Messages before start or after close are dropped (true).
+  // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
+  // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
+  // A well-formed message before start or after close is dropped: false.
   Result<bool> deliver(std::string_view bytes);
 
  private:
