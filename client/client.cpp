@@ -27,6 +27,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
   TopologyPtr topology() const { return topology_.load(); }
   Result<Topology> topologyOf(const std::string& address);
+  Result<MemberStatusBody> statusOf(const std::string& address);
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
 
@@ -261,6 +262,17 @@ Result<Topology> ClientImpl::topologyOf(const std::string& address) {
   }
 }
 
+Result<MemberStatusBody> ClientImpl::statusOf(const std::string& address) {
+  if (state_.load() != kRunning) return Error(Errc::not_running, "client is not running");
+  Result<Frame> reply = requestOnce(address, MessageType::kStatus, {}, options_.requestTimeout);
+  if (!reply) return std::move(reply).error();
+  try {
+    return decode<MemberStatusBody>(reply->body);
+  } catch (const std::exception& e) {
+    return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
+  }
+}
+
 // --- Client ---
 
 Client::Client(ClientOptions options)
@@ -282,6 +294,9 @@ void Client::invokeRaw(std::string key, std::string_view processor, std::string 
 TopologyPtr Client::topology() const { return impl_->topology(); }
 Result<Topology> Client::topologyOf(const std::string& address) {
   return impl_->topologyOf(address);
+}
+Result<MemberStatusBody> Client::statusOf(const std::string& address) {
+  return impl_->statusOf(address);
 }
 std::uint64_t Client::requestsSent() const noexcept { return impl_->requestsSent(); }
 const ClientOptions& Client::options() const noexcept { return impl_->options(); }

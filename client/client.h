@@ -25,6 +25,7 @@
 #include <asio/thread_pool.hpp>
 
 #include <ingrid/cluster/invoke_async.h>
+#include <ingrid/cluster/messages.h>
 #include <ingrid/cluster/topology.h>
 #include <ingrid/grid/result.h>
 
@@ -77,6 +78,8 @@ class Client {
   TopologyPtr topology() const;
   // Asks the member at `address` for its topology (blocking, within requestTimeout).
   Result<Topology> topologyOf(const std::string& address);
+  // Asks the member at `address` for its own view: control plane, lease, fenced partitions.
+  Result<MemberStatusBody> statusOf(const std::string& address);
   // Invoke requests written to members so far (each single or batch processor is one).
   std::uint64_t requestsSent() const noexcept;
   const ClientOptions& options() const noexcept;

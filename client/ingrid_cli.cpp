@@ -29,7 +29,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: ingrid-cli COMMAND --seed HOST:PORT [options]
 
 Commands:
-  status                 members, topology version, partitions per member, replica health
+  status                 members, topology, each member's view (term, leader, lease, fenced
+                         partitions), replica health; exit status 3 if the cluster is degraded
   acquire KEY N          take N tokens from the bucket KEY; prints granted, remaining, wait
   inspect KEY            the entry's state and the members that hold it (alias: get)
   load                   a bounded load test; prints ops/s and latency percentiles
@@ -125,10 +126,48 @@ int status(const Args& a) {
       static_cast<unsigned long long>(t->version), t->members.size(), t->table.partitionCount(),
       t->backups, static_cast<unsigned long long>(t->leader),
       static_cast<unsigned long long>(t->term));
+  // Each member's own view: what it has installed, the control plane as it sees it, its lease,
+  // and the partitions it leads that refuse writes. Anything short of every member agreeing,
+  // leased and unfenced is reported: a cluster with unavailable partitions is never "healthy".
+  std::vector<std::string> problems;
+  int noComplete = 0;
+  for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
+    if (t->table.owners(p).size() <= static_cast<std::size_t>(syncing[p])) ++noComplete;
+  }
+  if (noComplete > 0) {
+    problems.push_back(std::to_string(noComplete) + " partition(s) without a complete replica");
+  }
   for (const auto& m : t->members) {
-    auto seen = client->topologyOf(m.address);
-    const std::string view =
-        seen ? "sees v" + std::to_string(seen->version) : "unreachable: " + seen.error().message();
+    auto st = client->statusOf(m.address);
+    std::string view;
+    if (!st) {
+      view = "unreachable: " + st.error().message();
+      problems.push_back("member " + std::to_string(m.id) + " unreachable");
+    } else {
+      const auto& s = *st;
+      view =
+          "sees v" + std::to_string(s.topologyVersion) + ", term " + std::to_string(s.term) +
+          ", leader " + std::to_string(s.leader) + (s.isLeader ? " (itself)" : "") +
+          (s.leaseLeftMs > 0 ? ", lease " + std::to_string(s.leaseLeftMs) + " ms" : ", NO LEASE") +
+          (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced");
+      if (s.topologyVersion != t->version) {
+        problems.push_back("member " + std::to_string(m.id) + " is at v" +
+                           std::to_string(s.topologyVersion));
+      }
+      if (s.memberId != m.id) {
+        problems.push_back("the process at " + m.address + " is member " +
+                           std::to_string(s.memberId) + ", not " + std::to_string(m.id));
+      }
+      if (s.leaseLeftMs <= 0 && primaries[m.id] > 0) {
+        problems.push_back("member " + std::to_string(m.id) + " holds no lease: its " +
+                           std::to_string(primaries[m.id]) + " partition(s) refuse writes");
+      }
+      if (!s.fenced.empty()) {
+        problems.push_back(std::to_string(s.fenced.size()) + " partition(s) fenced on member " +
+                           std::to_string(m.id));
+      }
+      if (s.leader == 0) problems.push_back("member " + std::to_string(m.id) + " knows no leader");
+    }
     std::printf("  member %llu  %-21s  primary %4d  backup %4d  %s\n",
                 static_cast<unsigned long long>(m.id), m.address.c_str(), primaries[m.id],
                 backups[m.id], view.c_str());
@@ -141,7 +180,14 @@ int status(const Args& a) {
                                                                          t->memberIds(), t->backups)
           ? ""
           : " (a migration is in progress)");
-  return 0;
+  if (problems.empty()) {
+    std::printf("cluster: healthy\n");
+    return 0;
+  }
+  std::string all;
+  for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+  std::printf("cluster: DEGRADED: %s\n", all.c_str());
+  return 3;
 }
 
 int acquire(const Args& a) {

@@ -126,6 +126,8 @@ const char* messageTypeName(MessageType type) noexcept {
       return "Raft";
     case MessageType::kLease:
       return "Lease";
+    case MessageType::kStatus:
+      return "Status";
   }
   return "unknown";
 }

@@ -17,7 +17,7 @@
 namespace ingrid {
 
 inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the wire
-// 2: Topology carries term and leader; kRaft and kLease; kTopologyCommit retired.
+// 2: Topology carries term and leader; kRaft, kLease and kStatus; kTopologyCommit retired.
 inline constexpr std::uint16_t kProtocolVersion = 2;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
@@ -38,8 +38,9 @@ enum class MessageType : std::uint16_t {
   kRedirect = 12,        // reply only: not the owner; body is the replier's topology
   kRaft = 13,            // member -> member: one control-plane (Raft) message
   kLease = 14,           // member -> leader: renew my primary lease
+  kStatus = 15,          // anyone -> member: your view (control plane, lease, fenced partitions)
 };
-inline constexpr std::uint16_t kMaxMessageType = 14;
+inline constexpr std::uint16_t kMaxMessageType = 15;
 
 // Bit flags of FrameHeader::flags.
 inline constexpr std::uint16_t kFlagResponse = 1u << 0;  // a reply to requestId

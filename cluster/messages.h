@@ -168,6 +168,38 @@ struct LeaseBody {
   }
 };
 
+// kStatus reply: one member's own view, for `ingrid-cli status`.
+struct MemberStatusBody {
+  static constexpr std::size_t kMaxIds = 1 << 20;
+  MemberId memberId = 0;
+  std::uint64_t topologyVersion = 0;
+  std::uint64_t term = 0;  // the control plane's current term here
+  MemberId leader = 0;     // the leader as this member knows it; 0 if none
+  bool isLeader = false;
+  std::vector<MemberId> voters;       // the Raft configuration as this member knows it
+  std::vector<MemberId> standbys;     // (and spares)
+  std::int64_t leaseLeftMs = 0;       // how long its primary lease still runs; <= 0: none
+  std::vector<std::uint32_t> fenced;  // partitions it is primary of that refuse writes (moving)
+  bool rejoining = false;             // removed while alive, joining again as a new member
+  template <class A>
+  void save(A& ar) const {
+    ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
+       rejoining);
+  }
+  template <class A>
+  void load(A& ar) {
+    ar(memberId, topologyVersion, term, leader, isLeader);
+    voters.resize(loadBoundedSize(ar, kMaxMembers, "MemberStatusBody.voters"));
+    for (auto& v : voters) ar(v);
+    standbys.resize(loadBoundedSize(ar, kMaxMembers, "MemberStatusBody.standbys"));
+    for (auto& v : standbys) ar(v);
+    ar(leaseLeftMs);
+    fenced.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.fenced"));
+    for (auto& f : fenced) ar(f);
+    ar(rejoining);
+  }
+};
+
 // kHeartbeat: liveness, both directions between members and the coordinator.
 struct HeartbeatBody {
   MemberId memberId = 0;

@@ -79,6 +79,29 @@ void NodeImpl::renewLease() {
                 });
 }
 
+MemberStatusBody NodeImpl::ownStatus() const {
+  MemberStatusBody s;
+  const TopologyPtr t = topology();
+  s.memberId = memberId();
+  s.topologyVersion = t->version;
+  if (control_) {
+    const ControlStatus c = control_->status();
+    s.term = c.term;
+    s.leader = c.leader;
+    s.isLeader = c.isLeader;
+    s.voters = c.voters;
+    s.standbys = c.standbys;
+  }
+  const std::int64_t left =
+      leaseUntil_.load(std::memory_order_acquire) - SteadyClock::now().time_since_epoch().count();
+  s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
+  for (PartitionId p = 0; p < options_.partitions; ++p) {
+    if (t->table.primary(p) == s.memberId && replicas_[p].fenced.load()) s.fenced.push_back(p);
+  }
+  s.rejoining = rejoining_.load();
+  return s;
+}
+
 void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame) {
   const LeaseBody ask = decode<LeaseBody>(frame.body);
   if (!coordinator_ || conn->peerId != ask.memberId) {

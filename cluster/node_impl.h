@@ -85,7 +85,9 @@ class NodeImpl final : public ConnectionHandler,
   struct Replica {
     std::uint64_t seq = 0;  // updates applied (primary: produced)
     ReplicaMode mode = ReplicaMode::kEmpty;
-    bool fenced = false;              // primary about to lose the partition: refuses invocations
+    // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
+    // so that a status request (network thread) can read it.
+    std::atomic<bool> fenced{false};
     std::uint64_t fencedFor = 0;      // the topology version the fence was set for
     std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
   };
@@ -158,6 +160,8 @@ class NodeImpl final : public ConnectionHandler,
   // Asks the control plane's leader to renew this member's primary lease (network thread).
   void renewLease();
   void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
+  // kStatus: this member's own view (network thread).
+  MemberStatusBody ownStatus() const;
   std::chrono::milliseconds leaseDuration() const noexcept {
     return options_.leaseDuration.count() > 0 ? options_.leaseDuration
                                               : options_.failureTimeout / 2;

@@ -67,7 +67,9 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
   const MemberId self = memberId();
-  if (topo->table.primary(p) != self) {
+  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
+  // the partitions of an empty table (whose primary is 0 too).
+  if (self == 0 || topo->table.primary(p) != self) {
     done(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
                                     partitionName(p) + " at topology " +
                                     std::to_string(topo->version)));

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <future>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <set>
 #include <tuple>
@@ -242,6 +243,41 @@ bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::funct
 }
 
 void NodeImpl::rejoin(std::vector<std::string> seeds) {
+  // 0. Keep the old Raft server a while: the others may need its vote to commit its removal from
+  //    the Raft configuration (with 2 voters, always). Wait until it is out of the configuration
+  //    as it knows it, or does not lead and a few elections' time passed; bounded by joinTimeout.
+  const auto start = SteadyClock::now();
+  SteadyClock::time_point notLeadingSince = start;
+  bool notLeading = false;
+  while (!stopCalled_.load() && SteadyClock::now() - start < options_.joinTimeout) {
+    std::promise<std::pair<bool, bool>> asked;  // (leads, still in the configuration)
+    auto answer = asked.get_future();
+    asio::post(netIo_, [this, &asked] {
+      if (!control_) {
+        asked.set_value({false, false});
+        return;
+      }
+      const ControlStatus c = control_->status();
+      const MemberId self = c.self;
+      const bool listed = std::count(c.voters.begin(), c.voters.end(), self) +
+                              std::count(c.standbys.begin(), c.standbys.end(), self) >
+                          0;
+      asked.set_value({c.isLeader, listed});
+    });
+    if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) break;
+    const auto [leads, listed] = answer.get();
+    if (!listed) break;
+    if (leads) {
+      notLeading = false;
+    } else if (!notLeading) {
+      notLeading = true;
+      notLeadingSince = SteadyClock::now();
+    } else if (SteadyClock::now() - notLeadingSince > 3 * options_.electionTimeout) {
+      break;
+    }
+    std::unique_lock lock(topoMu_);  // a bounded poll; stop() notifies
+    topoCv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopCalled_.load(); });
+  }
   // 1. Forget the old identity (network thread): its control plane, role, links and lease.
   std::promise<void> forgot;
   auto forgotten = forgot.get_future();
@@ -594,6 +630,9 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
         return;
       case MessageType::kLease:
         return handleLease(conn, std::move(frame));
+      case MessageType::kStatus:
+        conn->reply(header, header.type, topology()->version, encode(ownStatus()));
+        return;
       case MessageType::kTopologyCommit:  // retired: topologies are committed by the Raft log
         break;
       case MessageType::kSynced: {

@@ -329,6 +329,7 @@ void ControlPlane::poll() {
   const std::uint64_t term = r->current_term;
   {
     std::lock_guard lock(statusMu_);
+    status_.self = options_.self;
     status_.term = term;
     status_.leader = leaderId;
     status_.isLeader = leader;

@@ -74,6 +74,7 @@ class ControlHost {
 
 // A consistent view of the control plane for status and routing.
 struct ControlStatus {
+  MemberId self = 0;  // this member's Raft id
   std::uint64_t term = 0;
   MemberId leader = 0;  // as this member knows it; 0 if none
   bool isLeader = false;

@@ -46,6 +46,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     REQUIRE(head);
     CHECK_THAT(*head, Catch::Contains("3 members") && Catch::Contains("64 partitions"));
     CHECK(cli->waitForLine("replica health: 64 of 64 partitions have all their replicas", 30s));
+    CHECK(cli->waitForLine("cluster: healthy", 30s));
     CHECK(exitOf(*cli) == 0);
   }
   SECTION("acquire grants, then refuses past the capacity; inspect shows the bucket") {
