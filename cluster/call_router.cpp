@@ -114,7 +114,10 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
   ++call->attempts;
   host_.routeLooksStale();
   // Back off briefly (2 ms doubling, at most 50 ms): the topology that fixes this is on its way.
-  const auto delay = std::chrono::milliseconds(std::min(50, 1 << std::min(call->attempts, 6)));
+  // Never past the caller's deadline: the last retry fires at it (and fails as a timeout then).
+  const auto delay = std::min<SteadyClock::duration>(
+      std::chrono::milliseconds(std::min(50, 1 << std::min(call->attempts, 6))),
+      call->deadline - now);
   auto timer = std::make_shared<asio::steady_timer>(net_, delay);
   timer->async_wait(
       [this, timer, call = std::move(call)](std::error_code) mutable { route(std::move(call)); });
