@@ -314,7 +314,8 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
     status_.committedVersion = next->version;
   }
   host_.topologyCommitted(next);
-  if (raft_state(raft_.get()) == RAFT_LEADER) reconcile();
+  // The Raft configuration follows on the next poll (within 20 ms), not from inside raft's apply
+  // loop, which must not be re-entered with a configuration change.
   return 0;
 }
 
