@@ -250,11 +250,12 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
   SteadyClock::time_point notLeadingSince = start;
   bool notLeading = false;
   while (!stopCalled_.load() && SteadyClock::now() - start < options_.joinTimeout) {
-    std::promise<std::pair<bool, bool>> asked;  // (leads, still in the configuration)
-    auto answer = asked.get_future();
-    asio::post(netIo_, [this, &asked] {
+    // (leads, still in the configuration); shared: the answer may come after this wait gave up.
+    auto asked = std::make_shared<std::promise<std::pair<bool, bool>>>();
+    auto answer = asked->get_future();
+    asio::post(netIo_, [this, asked] {
       if (!control_) {
-        asked.set_value({false, false});
+        asked->set_value({false, false});
         return;
       }
       const ControlStatus c = control_->status();
@@ -262,7 +263,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       const bool listed = std::count(c.voters.begin(), c.voters.end(), self) +
                               std::count(c.standbys.begin(), c.standbys.end(), self) >
                           0;
-      asked.set_value({c.isLeader, listed});
+      asked->set_value({c.isLeader, listed});
     });
     if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) break;
     const auto [leads, listed] = answer.get();
@@ -279,9 +280,9 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     topoCv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopCalled_.load(); });
   }
   // 1. Forget the old identity (network thread): its control plane, role, links and lease.
-  std::promise<void> forgot;
-  auto forgotten = forgot.get_future();
-  asio::post(netIo_, [this, &forgot] {
+  auto forgot = std::make_shared<std::promise<void>>();  // shared: stop() may end the wait first
+  auto forgotten = forgot->get_future();
+  asio::post(netIo_, [this, forgot] {
     if (control_) control_->stop();
     control_.reset();
     coordinator_.reset();
@@ -299,7 +300,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       std::lock_guard lock(topoMu_);
       topology_.store(std::move(empty));
     }
-    forgot.set_value();
+    forgot->set_value();
   });
   while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
     if (stopCalled_.load()) {  // stop() waits for this thread before closing the network

@@ -62,8 +62,7 @@ struct ControlPlane::Fsm {
         self->host_.topologyCommitted(t);
       } catch (const std::exception& e) {
         std::cerr << "ingrid: control plane snapshot does not decode: " << e.what() << "\n";
-        raft_free(buf->base);
-        return RAFT_MALFORMED;
+        return RAFT_MALFORMED;  // raft frees the buffer when restore fails
       }
     }
     raft_free(buf->base);
