@@ -244,13 +244,14 @@ bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::funct
 
 void NodeImpl::rejoin(std::vector<std::string> seeds) {
   // 0. Keep the old Raft server a while: the others may need its vote to commit its removal from
-  //    the Raft configuration (with 2 voters, always). Wait until it is out of the configuration
-  //    as it knows it, or does not lead and a few elections' time passed; bounded by joinTimeout.
+  //    the Raft configuration (with 2 voters, always). Wait until its vote is not needed (out of
+  //    the configuration as it knows it, or the other voters are a majority without it) and it
+  //    does not lead, or it has not led for a few elections' time; bounded by joinTimeout.
   const auto start = SteadyClock::now();
   SteadyClock::time_point notLeadingSince = start;
   bool notLeading = false;
   while (!stopCalled_.load() && SteadyClock::now() - start < options_.joinTimeout) {
-    // (leads, still in the configuration); shared: the answer may come after this wait gave up.
+    // (leads, its vote may be needed); shared: the answer may come after this wait gave up.
     auto asked = std::make_shared<std::promise<std::pair<bool, bool>>>();
     auto answer = asked->get_future();
     asio::post(netIo_, [this, asked] {
@@ -260,14 +261,14 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       }
       const ControlStatus c = control_->status();
       const MemberId self = c.self;
-      const bool listed = std::count(c.voters.begin(), c.voters.end(), self) +
-                              std::count(c.standbys.begin(), c.standbys.end(), self) >
-                          0;
-      asked->set_value({c.isLeader, listed});
+      const bool voter = std::count(c.voters.begin(), c.voters.end(), self) > 0;
+      // The others can commit its removal without it when they are a majority of the voters.
+      const bool othersSuffice = c.voters.size() - (voter ? 1 : 0) >= c.voters.size() / 2 + 1;
+      asked->set_value({c.isLeader, voter && !othersSuffice});
     });
     if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) break;
-    const auto [leads, listed] = answer.get();
-    if (!listed) break;
+    const auto [leads, needed] = answer.get();
+    if (!needed && !leads) break;
     if (leads) {
       notLeading = false;
     } else if (!notLeading) {
@@ -585,6 +586,9 @@ void NodeImpl::commitTopology(TopologyPtr next) {
         if (wasOwner) store.clear();
         rep.mode = ReplicaMode::kEmpty;
         rep.seq = 0;
+        rep.lastEpoch = 0;
+        rep.staging = {};
+        rep.stagingId = 0;
         rep.fenced = false;
         return;
       }
@@ -594,8 +598,11 @@ void NodeImpl::commitTopology(TopologyPtr next) {
       }
       rep.fenced = false;
       // A primary serves what it holds: only a partition that lost every replica (it restarts
-      // empty) has a primary that was not a complete replica.
+      // empty) has a primary that was not a complete replica. A snapshot it was staging (it was
+      // resyncing, and kept its complete copy meanwhile) is dropped.
       rep.mode = ReplicaMode::kReady;
+      rep.staging = {};
+      rep.stagingId = 0;
       for (MemberId m : to) sendSnapshot(p, store, m, next->version);
     });
   }
