@@ -84,18 +84,34 @@ Coordinator::SteadyTime Coordinator::leaseExpired(MemberId id) const {
   return from + host_.leaseWait();
 }
 
-void Coordinator::requestLease(MemberId id, std::uint64_t incarnation,
+std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) const {
+  const MemberInfo* m = t.member(ask.id);
+  if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0 ||
+      failed_.count(ask.id) != 0) {
+    return "no lease for member " + std::to_string(ask.id) +
+           ": it is not a live member at topology v" + std::to_string(t.version) +
+           " (revoked, removed, or another incarnation)";
+  }
+  std::uint64_t needed = t.primariesChangedAt();
+  if (auto it = leaseFloor_.find(ask.id); it != leaseFloor_.end()) {
+    needed = std::max(needed, it->second);
+  }
+  if (ask.version < needed) {
+    return "no lease for member " + std::to_string(ask.id) + ": it has installed topology v" +
+           std::to_string(ask.version) + ", older than v" + std::to_string(needed) +
+           ", which moves primaries (it may still believe itself the primary of one it lost)";
+  }
+  return {};
+}
+
+void Coordinator::requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                                UniqueFunction<void(Result<bool>)> reply) {
-  const TopologyPtr t = host_.currentTopology();
-  const MemberInfo* m = t->member(id);
-  if (m == nullptr || m->incarnation != incarnation || revoked_.count(id) != 0 ||
-      failed_.count(id) != 0) {
-    reply(Error(Errc::unavailable, "no lease for member " + std::to_string(id) +
-                                       ": it is not a live member at topology v" +
-                                       std::to_string(t->version)));
+  LeaseAsk ask{id, incarnation, version, std::move(reply)};
+  if (std::string why = leaseRefusal(ask, *host_.currentTopology()); !why.empty()) {
+    ask.reply(Error(Errc::unavailable, std::move(why)));
     return;
   }
-  leaseQueue_.push_back(LeaseAsk{id, incarnation, std::move(reply)});
+  leaseQueue_.push_back(std::move(ask));
   runBarrier();
 }
 
@@ -113,12 +129,11 @@ void Coordinator::runBarrier() {
     const auto now = std::chrono::steady_clock::now();
     const TopologyPtr t = host_.currentTopology();
     for (LeaseAsk& ask : *batch) {
-      const MemberInfo* m = t->member(ask.id);
+      // Judged again: a revocation, a floor or a topology may have come while the barrier ran.
       if (!r) {
         ask.reply(r.error());
-      } else if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0) {
-        ask.reply(Error(Errc::unavailable, "no lease for member " + std::to_string(ask.id) +
-                                               ": revoked or no longer a member"));
+      } else if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
+        ask.reply(Error(Errc::unavailable, std::move(why)));
       } else {
         lastGrant_[ask.id] = now;
         ask.reply(true);
@@ -331,24 +346,56 @@ std::vector<MemberInfo> Coordinator::othersIn(const Topology& next) const {
 }
 
 void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {
+  const TopologyPtr cur = host_.currentTopology();
   const std::vector<MemberInfo> targets = othersIn(*next);
   next->term = host_.controlTerm();
   next->leader = host_.selfId();
+  // Members that stop being the primary of some partition: no lease renewal for them until they
+  // have installed `next` (else one whose fence ran out before it learned of `next` could write).
+  std::set<MemberId> losing;
+  if (cur->table.partitionCount() == next->table.partitionCount()) {
+    for (PartitionId p = 0; p < next->table.partitionCount(); ++p) {
+      const MemberId was = cur->table.primary(p);
+      if (was != 0 && was != next->table.primary(p)) losing.insert(was);
+    }
+  }
+  for (MemberId m : losing) {
+    std::uint64_t& floor = leaseFloor_[m];
+    floor = std::max(floor, next->version);
+  }
   // Phase 1: every member fences what it is about to lose and drains it. A member that does
-  // not answer (gone, paused) does not block the change past the Prepare's deadline.
-  auto pending = std::make_shared<std::size_t>(targets.size() + 1);
+  // not answer (gone, paused) does not block the change past the Prepare's deadline; but if it
+  // loses a primary, `next` waits until its last lease has surely expired.
+  struct Round {
+    std::size_t pending;
+    SteadyTime proposeAt;
+  };
+  auto round = std::make_shared<Round>(Round{targets.size() + 1, SteadyTime{}});
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
   std::weak_ptr<int> life = life_;
-  auto arrive = [this, life, pending, next, thenPtr]() {
+  auto arrive = [this, life, round, next, thenPtr](MemberId unfenced) {
     if (life.expired()) return;
-    if (--*pending == 0) propose(next, std::move(*thenPtr));
+    if (unfenced != 0) round->proposeAt = std::max(round->proposeAt, leaseExpired(unfenced));
+    if (--round->pending != 0) return;
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        round->proposeAt - std::chrono::steady_clock::now());
+    if (wait.count() <= 0) {
+      propose(next, std::move(*thenPtr));
+      return;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): topology v" << next->version
+              << " waits " << wait.count() << " ms for the lease of a primary that did not fence\n";
+    host_.runAfter(wait, [this, life, next, thenPtr] {
+      if (!life.expired()) propose(next, std::move(*thenPtr));
+    });
   };
   const std::string body = encode(TopologyBody{*next});
   for (const MemberInfo& m : targets) {
+    const MemberId id = losing.count(m.id) != 0 ? m.id : 0;
     host_.sendToMember(m, MessageType::kTopologyPrepare, body,
-                       [arrive](Result<Frame>) mutable { arrive(); });
+                       [arrive, id](Result<Frame> r) mutable { arrive(r.ok() ? 0 : id); });
   }
-  host_.prepareLocally(*next, [arrive]() mutable { arrive(); });
+  host_.prepareLocally(*next, [arrive]() mutable { arrive(0); });
 }
 
 void Coordinator::propose(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {

@@ -21,6 +21,10 @@
 // about to stop being primary of and drain their in-flight replication (kTopologyPrepare, carrying
 // the topology with this leader's term; a member refuses one from an older term). A fence is
 // released when the topology it was set for (or a newer one) is installed, or after a bound.
+// A member that is about to lose a primary gets no lease renewal until it has installed that
+// topology (leaseFloor_; and Topology::primariesChangedAt() once committed). If its Prepare fails
+// (paused, cut off), the topology is proposed only once its last lease has surely expired: so the
+// old primary has stopped writing before the new one starts, whether or not it saw the Prepare.
 //
 // Thread safety: network thread only. Callbacks it leaves behind check that it still exists.
 #pragma once
@@ -95,10 +99,12 @@ class Coordinator {
   // lease is revoked at once (no more grants), and the removal (promoting its backups) waits
   // until its last lease has surely expired (DESIGN invariant 13).
   void memberFailed(MemberId id);
-  // A member asks for its primary lease. Granted (reply true) once a barrier committed after the
-  // request proves this member still leads, if the asker is a member with that incarnation and
-  // not revoked; otherwise an Error. Requests are batched: one barrier in flight at a time.
-  void requestLease(MemberId id, std::uint64_t incarnation,
+  // A member asks for its primary lease, having installed topology `version`. Granted (reply
+  // true) once a barrier committed after the request proves this member still leads, if the asker
+  // is a member with that incarnation, not revoked, and has installed every topology that moved a
+  // primary away from it; otherwise an Error. Requests are batched: one barrier in flight at a
+  // time.
+  void requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                     UniqueFunction<void(Result<bool>)> reply);
   // A primary reports that `member` holds a complete replica of `partition`.
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
@@ -120,8 +126,11 @@ class Coordinator {
   struct LeaseAsk {
     MemberId id = 0;
     std::uint64_t incarnation = 0;
+    std::uint64_t version = 0;
     UniqueFunction<void(Result<bool>)> reply;
   };
+  // Why `ask` gets no lease now, or an empty string.
+  std::string leaseRefusal(const LeaseAsk& ask, const Topology& t) const;
   void failMember(MemberId id);  // memberFailed, once the lease has run out
   void runBarrier();
   // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired.
@@ -162,6 +171,9 @@ class Coordinator {
   const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
   std::map<MemberId, SteadyTime> lastGrant_;
   std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
+  // A member about to lose a primary: no grant until it has installed this version (set when the
+  // Prepare goes out; kept, since versions only grow).
+  std::map<MemberId, std::uint64_t> leaseFloor_;
   std::vector<LeaseAsk> leaseQueue_;
   bool barrierInFlight_ = false;
   bool replan_ = false;  // a member failed during the change in progress

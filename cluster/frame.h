@@ -18,7 +18,9 @@ namespace ingrid {
 
 inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the wire
 // 2: Topology carries term and leader; kRaft, kLease and kStatus; kTopologyCommit retired.
-inline constexpr std::uint16_t kProtocolVersion = 2;
+// 3: Topology carries primary epochs; Replicate and Snapshot carry epochs; Lease carries the
+//    member's topology version and is answered with the lease length.
+inline constexpr std::uint16_t kProtocolVersion = 3;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;

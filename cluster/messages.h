@@ -90,18 +90,23 @@ struct InvokeReply {
 };
 
 // kReplicate: the entry state a processor left on the primary, the `seq`-th update of the
-// partition. Backups apply updates in seq order. Reply: empty, or an error.
+// partition, made by the primary of `epoch` (Topology::epoch). `prevEpoch` is the epoch of update
+// seq-1 on the primary. A backup applies it only as the next update after one of `prevEpoch`, so
+// two replicas holding an update of the same (epoch, seq) hold the same updates up to it; one that
+// holds another update at seq (a deposed primary's) takes a snapshot. Reply: empty, or an error.
 struct ReplicateBody {
   enum Kind : std::uint8_t { kPut = 1, kRemove = 2 };
   std::uint32_t partition = 0;
   std::uint64_t seq = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t prevEpoch = 0;
   std::uint8_t kind = kPut;
   std::string key;
   std::string value;
   Nanos expiresAt = 0;
   template <class A>
   void serialize(A& ar) {
-    ar(partition, seq, kind, key, value, expiresAt);
+    ar(partition, seq, epoch, prevEpoch, kind, key, value, expiresAt);
   }
 };
 
@@ -115,22 +120,29 @@ struct SnapshotEntry {
   }
 };
 
-// kSnapshot: one chunk of a partition's entries as of update `seq`. The first chunk replaces
-// whatever the receiver held for the partition; the last one makes it a complete replica.
+// kSnapshot: one chunk of a partition's entries as of update `seq` (made in `lastEpoch`), sent by
+// the primary of `epoch`. The chunks of one snapshot share `id` and arrive in `index` order (one
+// missing refuses the rest); the receiver stages them and
+// replaces its replica with the whole only when the last one arrives, so a replica is never left
+// holding part of a snapshot.
 struct SnapshotBody {
   static constexpr std::size_t kMaxEntries = 1 << 20;
   std::uint32_t partition = 0;
+  std::uint64_t id = 0;
   std::uint64_t seq = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t lastEpoch = 0;
+  std::uint32_t index = 0;  // of this chunk in its snapshot: 0, 1, ...
   bool first = true;
   bool last = true;
   std::vector<SnapshotEntry> entries;
   template <class A>
   void save(A& ar) const {
-    ar(partition, seq, first, last, entries);
+    ar(partition, id, seq, epoch, lastEpoch, index, first, last, entries);
   }
   template <class A>
   void load(A& ar) {
-    ar(partition, seq, first, last);
+    ar(partition, id, seq, epoch, lastEpoch, index, first, last);
     entries.resize(loadBoundedSize(ar, kMaxEntries, "SnapshotBody.entries"));
     for (auto& e : entries) ar(e);
   }
@@ -157,14 +169,26 @@ struct LeaveBody {
   }
 };
 
-// kLease: a member asks the control plane's leader to renew its primary lease. Reply: empty (the
-// lease runs for NodeOptions::leaseDuration from when the member sent this), or an error.
+// kLease: a member asks the control plane's leader to renew its primary lease, telling the version
+// of the topology it has installed. Reply: LeaseGrant, or an error (unavailable: not a live member,
+// or its topology is older than one that moved a primary).
 struct LeaseBody {
   MemberId memberId = 0;
   std::uint64_t incarnation = 0;
+  std::uint64_t topologyVersion = 0;
   template <class A>
   void serialize(A& ar) {
-    ar(memberId, incarnation);
+    ar(memberId, incarnation, topologyVersion);
+  }
+};
+
+// kLease reply: the lease runs for `leaseMs` (the leader's lease duration; the member uses the
+// smaller of it and its own) from when the member sent its request.
+struct LeaseGrant {
+  std::uint32_t leaseMs = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(leaseMs);
   }
 };
 

@@ -55,27 +55,37 @@ void NodeImpl::renewLease() {
   const SteadyClock::time_point sent = SteadyClock::now();
   // Extends the lease to `leaseDuration` after the request was sent: the grant proves the leader
   // led after that instant. A refusal (or no answer) changes nothing: the lease runs out.
-  auto extend = [this, sent] {
-    const std::int64_t until = (sent + leaseDuration()).time_since_epoch().count();
+  // The lease is the shorter of this member's duration and the leader's (whose wait before it
+  // promotes anyone is measured by its own).
+  auto extend = [this, sent](std::chrono::milliseconds granted) {
+    const std::int64_t until =
+        (sent + std::min(leaseDuration(), granted)).time_since_epoch().count();
     std::int64_t cur = leaseUntil_.load(std::memory_order_acquire);
     while (cur < until && !leaseUntil_.compare_exchange_weak(cur, until)) {
     }
   };
+  const TopologyPtr t = topology();
   if (coordinator_) {  // this member leads: grant itself through the same barrier
-    coordinator_->requestLease(memberId(), incarnation_.load(), [extend](Result<bool> r) {
-      if (r.ok()) extend();
-    });
+    coordinator_->requestLease(memberId(), incarnation_.load(), t->version,
+                               [this, extend](Result<bool> r) {
+                                 if (r.ok()) extend(leaseDuration());
+                               });
     return;
   }
-  const TopologyPtr t = topology();
   MemberId leader = control_ ? control_->status().leader : 0;
   if (leader == 0 || leader == memberId()) leader = t->leader;
   const MemberInfo* info = t->member(leader);
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;
-  peer->request(MessageType::kLease, t->version, encode(LeaseBody{memberId(), incarnation_.load()}),
-                leaseDuration(), [extend](Result<Frame> r) {
-                  if (r.ok()) extend();
+  peer->request(MessageType::kLease, t->version,
+                encode(LeaseBody{memberId(), incarnation_.load(), t->version}), leaseDuration(),
+                [extend](Result<Frame> r) {
+                  if (!r) return;
+                  try {
+                    extend(std::chrono::milliseconds(decode<LeaseGrant>(r->body).leaseMs));
+                  } catch (const std::exception& e) {
+                    std::cerr << "ingrid: a lease grant does not decode: " << e.what() << "\n";
+                  }
                 });
 }
 
@@ -112,14 +122,16 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
                                                   std::to_string(ask.memberId) + ")"));
     return;
   }
-  coordinator_->requestLease(ask.memberId, ask.incarnation,
-                             [this, conn, header = frame.header](Result<bool> r) {
-                               if (r) {
-                                 conn->reply(header, MessageType::kLease, topology()->version, {});
-                               } else {
-                                 conn->replyError(header, r.error());
-                               }
-                             });
+  coordinator_->requestLease(
+      ask.memberId, ask.incarnation, ask.topologyVersion,
+      [this, conn, header = frame.header](Result<bool> r) {
+        if (r) {
+          const auto ms = static_cast<std::uint32_t>(leaseDuration().count());
+          conn->reply(header, MessageType::kLease, topology()->version, encode(LeaseGrant{ms}));
+        } else {
+          conn->replyError(header, r.error());
+        }
+      });
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {

@@ -84,7 +84,15 @@ class NodeImpl final : public ConnectionHandler,
   // Replication state of one partition on this node. Worker of p, except `outstanding`.
   struct Replica {
     std::uint64_t seq = 0;  // updates applied (primary: produced)
+    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
+    std::uint64_t lastEpoch = 0;
     ReplicaMode mode = ReplicaMode::kEmpty;
+    // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
+    // complete replica that resyncs keeps what it had until the new copy is whole.
+    std::uint64_t stagingId = 0;    // 0: none under way
+    std::uint32_t stagingNext = 0;  // the index of the chunk it expects next
+    std::vector<SnapshotEntry> staging;
+    std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
     // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
     // so that a status request (network thread) can read it.
     std::atomic<bool> fenced{false};

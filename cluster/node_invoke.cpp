@@ -104,13 +104,16 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     return;
   }
   store.apply(key, entry);
+  ReplicateBody update;
+  update.prevEpoch = rep.lastEpoch;
+  update.epoch = topo->epoch(p);
   ++rep.seq;
+  rep.lastEpoch = update.epoch;
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
     done(std::move(result));
     return;
   }
-  ReplicateBody update;
   update.partition = p;
   update.seq = rep.seq;
   update.key = std::string(key);
@@ -150,6 +153,11 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                           bool first) {
   auto arrive = [this, p, b, body, acks, deadline, first, topo](Result<Frame> r) mutable {
+    if (!r && r.error() == Errc::not_owner) {
+      // The backup names another primary, or a newer epoch: this member may have been deposed.
+      // Learn the backup's topology (installed if newer); the next attempt is judged by it.
+      if (const MemberInfo* info = topo->member(b)) catchUp(b, info->address);
+    }
     if (!r) {
       const TopologyPtr now = topology();
       const bool stillPrimary = now->table.primary(p) == memberId();
@@ -179,8 +187,10 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
         // Sync replication waits for every live backup: try again until the backup answers,
         // is declared failed (the topology drops it), or the deadline passes.
         auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
-        timer->async_wait([this, timer, p, b, body, acks, deadline](std::error_code) mutable {
-          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topology(), false);
+        // With the topology the update was made under: a newer one that drops the backup (or
+        // this primary) is judged against it when the attempt fails.
+        timer->async_wait([this, timer, p, b, body, acks, deadline, topo](std::error_code) mutable {
+          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topo, false);
         });
         return;
       }

@@ -1,5 +1,6 @@
 // The backup side of replication, and migration: snapshots of a partition for its new owners.
 #include <ingrid/cluster/node_impl.h>
+#include <ingrid/cluster/replica_log.h>
 
 namespace ingrid {
 namespace {
@@ -61,18 +62,35 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
       case ReplicaMode::kReady:
         break;
     }
-    if (u.seq <= rep.seq) {  // already applied (or covered by the snapshot)
-      conn->reply(header, MessageType::kReplicate, version, {});
-      return;
-    }
-    if (u.seq != rep.seq + 1) {
-      const std::uint64_t expected = rep.seq + 1;
-      rep.mode = ReplicaMode::kResync;
-      conn->replyError(
-          header, Error(Errc::unavailable, "replica of partition " + std::to_string(u.partition) +
-                                               " expected update " + std::to_string(expected) +
-                                               ", got " + std::to_string(u.seq)));
-      return;
+    const std::uint64_t partitionEpoch = topo->epoch(u.partition);
+    switch (judgeUpdate(rep.seq, rep.lastEpoch, partitionEpoch, u.seq, u.epoch, u.prevEpoch)) {
+      case UpdateVerdict::kApply:
+        break;
+      case UpdateVerdict::kDuplicate:
+        conn->reply(header, MessageType::kReplicate, version, {});
+        return;
+      case UpdateVerdict::kStale:
+        conn->replyError(
+            header,
+            Error(Errc::not_owner, "update " + std::to_string(u.seq) + " of partition " +
+                                       std::to_string(u.partition) + " was made in epoch " +
+                                       std::to_string(u.epoch) + "; member " +
+                                       std::to_string(memberId()) + " is at epoch " +
+                                       std::to_string(std::max(rep.lastEpoch, partitionEpoch))));
+        return;
+      case UpdateVerdict::kResync: {
+        const std::string held =
+            std::to_string(rep.seq) + " of epoch " + std::to_string(rep.lastEpoch);
+        rep.mode = ReplicaMode::kResync;
+        conn->replyError(
+            header,
+            Error(Errc::unavailable,
+                  "replica of partition " + std::to_string(u.partition) + " on member " +
+                      std::to_string(memberId()) + " holds update " + held + ", got update " +
+                      std::to_string(u.seq) + " of epoch " + std::to_string(u.epoch) +
+                      " after one of epoch " + std::to_string(u.prevEpoch) + "; resyncing"));
+        return;
+      }
     }
     if (u.kind == ReplicateBody::kPut) {
       store.put(u.key, Entry{std::move(u.value), u.expiresAt});
@@ -80,6 +98,7 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
       store.erase(u.key);
     }
     rep.seq = u.seq;
+    rep.lastEpoch = u.epoch;
     conn->reply(header, MessageType::kReplicate, version, {});
   });
 }
@@ -103,16 +122,44 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
           conn->replyError(header, notPrimaryError(*conn, *topo, s.partition));
           return;
         }
+        if (s.epoch < topo->epoch(s.partition)) {
+          conn->replyError(
+              header, Error(Errc::not_owner, "snapshot of partition " +
+                                                 std::to_string(s.partition) + " from epoch " +
+                                                 std::to_string(s.epoch) + ", older than epoch " +
+                                                 std::to_string(topo->epoch(s.partition))));
+          return;
+        }
         if (s.first) {
-          store.clear();
+          rep.stagingId = s.id;
+          rep.stagingNext = 0;
+          rep.staging.clear();
           // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
-          // the snapshot will cover; a replica that was complete and is resyncing refuses them,
-          // so that it is never counted as holding what it dropped (the primary retries).
+          // the snapshot will cover; a replica that was complete and is resyncing refuses them
+          // (the primary retries), and keeps what it holds until the whole snapshot is in.
           rep.mode = rep.mode == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
         }
-        for (auto& e : s.entries) store.put(e.key, Entry{std::move(e.value), e.expiresAt});
+        if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
+          // A chunk of a snapshot this replica is not staging (a newer one started over it), or
+          // one after a lost chunk: refused, so that the sender does not count that snapshot as
+          // delivered (it sends a new one).
+          conn->replyError(
+              header, Error(Errc::unavailable, "chunk " + std::to_string(s.index) +
+                                                   " of snapshot " + std::to_string(s.id) +
+                                                   " of partition " + std::to_string(s.partition) +
+                                                   " does not follow what member " +
+                                                   std::to_string(memberId()) + " has staged"));
+          return;
+        }
+        ++rep.stagingNext;
+        for (auto& e : s.entries) rep.staging.push_back(std::move(e));
         if (s.last) {
+          store.clear();
+          for (auto& e : rep.staging) store.put(e.key, Entry{std::move(e.value), e.expiresAt});
+          rep.staging = {};
+          rep.stagingId = 0;
           rep.seq = s.seq;
+          rep.lastEpoch = s.lastEpoch;
           rep.mode = ReplicaMode::kReady;
         }
         conn->reply(header, MessageType::kSnapshot, topology()->version, {});
@@ -131,10 +178,18 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks.back().entries.push_back(SnapshotEntry{std::string(key), e.value, e.expiresAt});
     bytes += key.size() + e.value.size() + 16;
   });
-  const std::uint64_t seq = replicas_[p].seq;
+  Replica& rep = replicas_[p];
+  // Tells this snapshot's chunks from those of another one (an earlier attempt, another sender).
+  std::uint64_t id = incarnation_.load() * 0x9E3779B97F4A7C15ull + ++rep.snapshotsSent;
+  if (id == 0) id = 1;  // 0 means "none under way" on the receiver
+  const std::uint64_t epoch = topology()->epoch(p);
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     chunks[i].partition = p;
-    chunks[i].seq = seq;
+    chunks[i].id = id;
+    chunks[i].seq = rep.seq;
+    chunks[i].epoch = epoch;
+    chunks[i].lastEpoch = rep.lastEpoch;
+    chunks[i].index = static_cast<std::uint32_t>(i);
     chunks[i].first = i == 0;
     chunks[i].last = i + 1 == chunks.size();
   }

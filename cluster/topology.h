@@ -61,6 +61,12 @@ struct Topology {
   // plane then (it plans changes: joins, leaves, failures, and receives kSynced reports).
   std::uint64_t term = 0;
   MemberId leader = 0;
+  // For each partition, the epoch of its primary: the version of the topology that appointed
+  // that primary (kept while the primary stays). Stamped by the control plane's state machine when
+  // it commits the topology (stampEpochs), so every member agrees; empty in a topology not yet
+  // committed. Each update a primary makes carries its epoch (ReplicateBody): a backup tells an
+  // update of the current primary from one of a deposed primary by it.
+  std::vector<std::uint64_t> epochs;
 
   // The member that plans changes: the leader that committed this topology.
   MemberId coordinator() const noexcept { return leader; }
@@ -69,10 +75,19 @@ struct Topology {
   std::vector<MemberId> memberIds() const;
   // The entry for (p, m) in `syncing`, or nullptr if m holds a complete replica of p (or none).
   const SyncingReplica* syncingReplica(PartitionId p, MemberId m) const noexcept;
+  // The epoch of p's primary; 0 if not stamped.
+  std::uint64_t epoch(PartitionId p) const noexcept { return p < epochs.size() ? epochs[p] : 0; }
+  // The newest version that appointed any primary (the largest epoch): a member that has not
+  // installed it may still believe itself the primary of a partition it lost, so the control
+  // plane grants it no primary lease.
+  std::uint64_t primariesChangedAt() const noexcept;
+  // Sets `epochs` for this topology, committed right after `prev` (nullptr: the first one): a
+  // partition keeps its epoch while its primary stays, and gets this version when it changes.
+  void stampEpochs(const Topology* prev);
 
   template <class Archive>
   void save(Archive& ar) const {
-    ar(version, members, table, backups, nextMemberId, syncing, term, leader);
+    ar(version, members, table, backups, nextMemberId, syncing, term, leader, epochs);
   }
   template <class Archive>
   void load(Archive& ar);
@@ -121,6 +136,13 @@ void Topology::load(Archive& ar) {
   syncing.resize(static_cast<std::size_t>(count));
   for (auto& r : syncing) ar(r);
   ar(term, leader);
+  ar(cereal::make_size_tag(count));
+  if (count != 0 && count != table.partitionCount()) {
+    throw std::length_error("topology lists " + std::to_string(count) + " epochs for " +
+                            std::to_string(table.partitionCount()) + " partitions");
+  }
+  epochs.resize(static_cast<std::size_t>(count));
+  for (auto& e : epochs) ar(e);
 }
 
 }  // namespace ingrid

@@ -306,6 +306,9 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
   // Two proposals raced (a leader re-planned while its earlier one was in flight): only the one
   // that is next counts, so every member installs the same sequence.
   if (next->version != committed + 1) return 0;
+  // Every member applies the same entries in the same order (or restores a snapshot holding the
+  // stamped topology), so every member computes the same epochs.
+  next->stampEpochs(committed_.get());
   accepted = true;
   committed_ = next;
   {

@@ -282,7 +282,9 @@ TEST_CASE("frame header: layout, round trip and every rejected field", "[cluster
   rejects(bad, Errc::protocol_error, "bad frame magic 0x12345678");
   bad = {};
   bad.version = 7;
-  rejects(bad, Errc::protocol_error, "protocol version 7 not supported (this node speaks 2)");
+  rejects(bad, Errc::protocol_error,
+          "protocol version 7 not supported (this node speaks " + std::to_string(kProtocolVersion) +
+              ")");
   bad = {};
   bad.type = static_cast<MessageType>(99);
   rejects(bad, Errc::protocol_error, "unknown message type 99");
@@ -483,8 +485,9 @@ TEST_CASE("transport: bad frames get an error reply and a close; others carry on
       {"unknown type", headerBytes(unknownType), false, "unknown message type 99", 5,
        MessageType::kHello, Errc::protocol_error},
       {"wrong version", headerBytes(newer), false,
-       "protocol version 7 not supported (this node speaks 2)", 6, MessageType::kInvoke,
-       Errc::protocol_error},
+       "protocol version 7 not supported (this node speaks " + std::to_string(kProtocolVersion) +
+           ")",
+       6, MessageType::kInvoke, Errc::protocol_error},
       {"reserved field", headerBytes(reserved), false, "reserved header field is 5, must be 0", 8,
        MessageType::kHeartbeat, Errc::protocol_error},
   };
