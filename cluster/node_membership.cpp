@@ -51,6 +51,23 @@ Result<bool> NodeImpl::start() {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.expirySweepInterval and expirySweepBuckets must be > 0");
   }
+  const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; };
+  if (options_.heartbeatInterval.count() <= 0 ||
+      options_.failureTimeout <= options_.heartbeatInterval) {
+    return Error(Errc::invalid_configuration, "NodeOptions.heartbeatInterval (" +
+                                                  ms(options_.heartbeatInterval) +
+                                                  ") must be > 0 and below failureTimeout (" +
+                                                  ms(options_.failureTimeout) + ")");
+  }
+  // A lease must outlast the renewal interval (or it lapses between renewals) and end before the
+  // member is declared failed (or a silent member's partitions wait past the failure timeout).
+  if (leaseDuration() <= options_.heartbeatInterval || leaseDuration() >= options_.failureTimeout) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.leaseDuration (" + ms(leaseDuration()) +
+                     (options_.leaseDuration.count() > 0 ? "" : ", failureTimeout / 2") +
+                     ") must be above heartbeatInterval (" + ms(options_.heartbeatInterval) +
+                     ") and below failureTimeout (" + ms(options_.failureTimeout) + ")");
+  }
   std::optional<std::pair<std::string, std::uint16_t>> listen;
   if (!options_.listenAddress.empty()) {
     // Port 0 is allowed here (ephemeral), which parseAddress refuses; check the form by hand.
@@ -280,44 +297,52 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     std::unique_lock lock(topoMu_);  // a bounded poll; stop() notifies
     topoCv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopCalled_.load(); });
   }
-  // 1. Forget the old identity (network thread): its control plane, role, links and lease.
-  auto forgot = std::make_shared<std::promise<void>>();  // shared: stop() may end the wait first
-  auto forgotten = forgot->get_future();
-  asio::post(netIo_, [this, forgot] {
-    if (control_) control_->stop();
-    control_.reset();
-    coordinator_.reset();
-    for (auto& [id, peer] : peers_) peer->close();
-    peers_.clear();
-    lastHeard_.clear();
-    leaseUntil_.store(0, std::memory_order_release);
-    selfId_.store(0, std::memory_order_release);
-    incarnation_.store(randomIncarnation());
-    auto empty = std::make_shared<Topology>();
-    empty->table = PartitionTable(options_.partitions,
-                                  std::vector<std::vector<MemberId>>(options_.partitions));
-    empty->backups = options_.backups;
-    {
-      std::lock_guard lock(topoMu_);
-      topology_.store(std::move(empty));
+  // 1. Forget the old identity (network thread): its control plane, role, links and lease. Also
+  //    before each new attempt (an admission that never completed left a control plane behind).
+  auto forget = [this]() -> bool {
+    auto forgot = std::make_shared<std::promise<void>>();  // shared: stop() may end the wait first
+    auto forgotten = forgot->get_future();
+    asio::post(netIo_, [this, forgot] {
+      if (control_) control_->stop();
+      control_.reset();
+      coordinator_.reset();
+      for (auto& [id, peer] : peers_) peer->close();
+      peers_.clear();
+      lastHeard_.clear();
+      leaseUntil_.store(0, std::memory_order_release);
+      selfId_.store(0, std::memory_order_release);
+      incarnation_.store(randomIncarnation());
+      auto empty = std::make_shared<Topology>();
+      empty->table = PartitionTable(options_.partitions,
+                                    std::vector<std::vector<MemberId>>(options_.partitions));
+      empty->backups = options_.backups;
+      {
+        std::lock_guard lock(topoMu_);
+        topology_.store(std::move(empty));
+      }
+      forgot->set_value();
+    });
+    while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (stopCalled_.load()) return false;  // stop() waits for this thread before closing the net
     }
-    forgot->set_value();
-  });
-  while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
-    if (stopCalled_.load()) {  // stop() waits for this thread before closing the network
-      rejoining_.store(false);
-      return;
-    }
-  }
-  // 2. Join as a new member, empty: its partitions come from their primaries by migration.
-  if (!stopCalled_.load()) {
+    return true;
+  };
+  // 2. Join as a new member, empty: its partitions come from their primaries by migration. Until
+  //    it is admitted (the seeds may be cut off from it still), it tries again, backing off up to
+  //    5 s between attempts, until stop().
+  auto backoff = std::chrono::milliseconds(250);
+  while (!stopCalled_.load() && forget()) {
     Result<bool> joined = join(seeds);
     if (joined) {
       std::cerr << "ingrid: " << selfAddress_ << " joined again as member " << memberId() << "\n";
-    } else if (!stopCalled_.load()) {
-      std::cerr << "ingrid: " << selfAddress_
-                << " could not join again: " << joined.error().message() << "\n";
+      break;
     }
+    if (stopCalled_.load()) break;
+    std::cerr << "ingrid: " << selfAddress_ << " could not join again: " << joined.error().message()
+              << "; trying again in " << backoff.count() << " ms\n";
+    std::unique_lock lock(topoMu_);  // stop() notifies
+    topoCv_.wait_for(lock, backoff, [this] { return stopCalled_.load(); });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
   rejoining_.store(false);
 }

@@ -335,4 +335,21 @@ TEST_CASE("Invalid options are refused with a reason", "[cluster][node]") {
   REQUIRE_FALSE(started.ok());
   CHECK(started.error() == Errc::invalid_configuration);
   CHECK_THAT(started.error().message(), Catch::Contains("partitions"));
+
+  auto refused = [](NodeOptions o, const std::string& says) {
+    Node n(std::move(o));
+    auto r = n.start();
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == Errc::invalid_configuration);
+    CHECK_THAT(r.error().message(), Catch::Contains(says));
+  };
+  using std::chrono::milliseconds;
+  refused(NodeOptions{.heartbeatInterval = milliseconds(0)}, "heartbeatInterval (0 ms)");
+  refused(NodeOptions{.heartbeatInterval = milliseconds(500), .failureTimeout = milliseconds(400)},
+          "below failureTimeout (400 ms)");
+  // The default lease is failureTimeout / 2: 300 ms, not above the 300 ms heartbeat.
+  refused(NodeOptions{.heartbeatInterval = milliseconds(300), .failureTimeout = milliseconds(600)},
+          "leaseDuration (300 ms, failureTimeout / 2) must be above heartbeatInterval (300 ms)");
+  refused(NodeOptions{.failureTimeout = milliseconds(3000), .leaseDuration = milliseconds(3000)},
+          "leaseDuration (3000 ms) must be above");
 }
