@@ -143,6 +143,85 @@ void Coordinator::runBarrier() {
   });
 }
 
+void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable) {
+  const auto now = std::chrono::steady_clock::now();
+  if (unreachable.empty()) {
+    unreachable_.erase(reporter);
+    return;
+  }
+  unreachable_[reporter] = {std::set<MemberId>(unreachable.begin(), unreachable.end()), now};
+  // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
+  // leader's own failure detection judges it).
+  const auto fresh = [&](const auto& kv) { return now - kv.second.second < host_.leaseWait(); };
+  const TopologyPtr t = host_.currentTopology();
+  // Only members this leader hears from: one it does not hear is judged by its own failure
+  // detection (and a crashed member that only some have reported yet must not look better
+  // connected than the live members that reported it).
+  std::vector<MemberId> live;
+  for (const MemberInfo& m : t->members) {
+    if (failed_.count(m.id) == 0 && revoked_.count(m.id) == 0 &&
+        (m.id == host_.selfId() || host_.hearsFrom(m.id))) {
+      live.push_back(m.id);
+    }
+  }
+  auto cut = [&](MemberId a, MemberId b) {
+    for (MemberId x : {a, b}) {
+      auto it = unreachable_.find(x);
+      if (it != unreachable_.end() && fresh(*it) && it->second.first.count(x == a ? b : a) != 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Greedy clique around the leader: members with fewer cut links first, then smaller ids. Exact
+  // for the cases that matter (one cut link, a bridge, one member cut from several); a heuristic
+  // beyond.
+  std::map<MemberId, std::size_t> cuts;
+  for (MemberId a : live) {
+    for (MemberId b : live) {
+      if (a != b && cut(a, b)) ++cuts[a];
+    }
+  }
+  if (cuts.empty()) return;
+  std::vector<MemberId> order = live;
+  std::sort(order.begin(), order.end(), [&](MemberId a, MemberId b) {
+    return std::make_pair(cuts[a], a) < std::make_pair(cuts[b], b);
+  });
+  std::vector<MemberId> keep{host_.selfId()};
+  std::vector<MemberId> drop;
+  for (MemberId m : order) {
+    if (m == host_.selfId()) continue;
+    const bool fits = std::none_of(keep.begin(), keep.end(), [&](MemberId k) { return cut(k, m); });
+    (fits ? keep : drop).push_back(m);
+  }
+  for (MemberId m : drop) {
+    // The partitions m holds the only complete replica of would restart empty.
+    std::vector<PartitionId> sole;
+    for (PartitionId p : t->table.partitionsOf(m)) {
+      if (t->syncingReplica(p, m) != nullptr) continue;
+      bool another = false;
+      for (MemberId o : t->table.owners(p)) {
+        if (o != m && t->syncingReplica(p, o) == nullptr && failed_.count(o) == 0 &&
+            revoked_.count(o) == 0 && std::find(drop.begin(), drop.end(), o) == drop.end()) {
+          another = true;
+        }
+      }
+      if (!another) sole.push_back(p);
+    }
+    if (!sole.empty()) {
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
+                << " cannot reach all of the others (a partial partition), but holds the only "
+                   "complete replica of "
+                << sole.size() << " partition(s) (first: " << sole.front()
+                << "); kept until the link heals\n";
+      continue;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
+              << " cannot reach all of the others (a partial partition); removing it\n";
+    memberFailed(m);
+  }
+}
+
 void Coordinator::failMember(MemberId id) {
   if (id == host_.selfId() || !failed_.insert(id).second) return;
   if (busy_) {

@@ -74,6 +74,8 @@ class CoordinatorHost {
   // How long after a lease grant the member's lease has surely expired here (its duration
   // stretched by the clock-drift bound, plus a margin).
   virtual std::chrono::milliseconds leaseWait() const = 0;
+  // Whether this member heard from member `id` within the last few heartbeats.
+  virtual bool hearsFrom(MemberId id) const = 0;
 
  protected:
   ~CoordinatorHost() = default;
@@ -106,6 +108,14 @@ class Coordinator {
   // time.
   void requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                     UniqueFunction<void(Result<bool>)> reply);
+  // Member `reporter` has not heard from `unreachable` for the failure timeout (sent with its
+  // lease requests). When two members that this leader hears from cannot reach each other, the
+  // leader keeps the largest group of members that all reach each other and the leader (ties:
+  // the one keeping smaller ids) and removes the others as failed, lease wait included: a primary
+  // never waits forever on a backup it cannot reach. A member that holds the only complete replica
+  // of a partition is not removed this way (that would lose acknowledged writes): the cut link
+  // then stays until it heals, and is logged.
+  void reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable);
   // A primary reports that `member` holds a complete replica of `partition`.
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
   // No change running or queued.
@@ -174,6 +184,8 @@ class Coordinator {
   // A member about to lose a primary: no grant until it has installed this version (set when the
   // Prepare goes out; kept, since versions only grow).
   std::map<MemberId, std::uint64_t> leaseFloor_;
+  // The latest reachability report of each member: whom it cannot reach, and when it said so.
+  std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
   std::vector<LeaseAsk> leaseQueue_;
   bool barrierInFlight_ = false;
   bool replan_ = false;  // a member failed during the change in progress

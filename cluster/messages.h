@@ -172,13 +172,22 @@ struct LeaveBody {
 // kLease: a member asks the control plane's leader to renew its primary lease, telling the version
 // of the topology it has installed. Reply: LeaseGrant, or an error (unavailable: not a live member,
 // or its topology is older than one that moved a primary).
+// It also reports the members it has not heard from for the failure timeout (`unreachable`), so
+// the leader sees a link cut between two members that both still reach it (a partial partition).
 struct LeaseBody {
   MemberId memberId = 0;
   std::uint64_t incarnation = 0;
   std::uint64_t topologyVersion = 0;
+  std::vector<MemberId> unreachable;
   template <class A>
-  void serialize(A& ar) {
+  void save(A& ar) const {
+    ar(memberId, incarnation, topologyVersion, unreachable);
+  }
+  template <class A>
+  void load(A& ar) {
     ar(memberId, incarnation, topologyVersion);
+    unreachable.resize(loadBoundedSize(ar, kMaxMembers, "LeaseBody.unreachable"));
+    for (auto& m : unreachable) ar(m);
   }
 };
 

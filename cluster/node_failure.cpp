@@ -77,8 +77,12 @@ void NodeImpl::renewLease() {
   const MemberInfo* info = t->member(leader);
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;
-  peer->request(MessageType::kLease, t->version,
-                encode(LeaseBody{memberId(), incarnation_.load(), t->version}), leaseDuration(),
+  LeaseBody ask{memberId(), incarnation_.load(), t->version, {}};
+  const auto now = SteadyClock::now();
+  for (const auto& [id, heard] : lastHeard_) {
+    if (now - heard > options_.failureTimeout) ask.unreachable.push_back(id);
+  }
+  peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
                 [extend](Result<Frame> r) {
                   if (!r) return;
                   try {
@@ -113,7 +117,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
 }
 
 void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame) {
-  const LeaseBody ask = decode<LeaseBody>(frame.body);
+  LeaseBody ask = decode<LeaseBody>(frame.body);
   if (!coordinator_ || conn->peerId != ask.memberId) {
     conn->replyError(frame.header,
                      Error(Errc::unavailable, "member " + std::to_string(memberId()) +
@@ -122,6 +126,7 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
                                                   std::to_string(ask.memberId) + ")"));
     return;
   }
+  coordinator_->reportUnreachable(ask.memberId, ask.unreachable);
   coordinator_->requestLease(
       ask.memberId, ask.incarnation, ask.topologyVersion,
       [this, conn, header = frame.header](Result<bool> r) {
@@ -132,6 +137,13 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
           conn->replyError(header, r.error());
         }
       });
+}
+
+bool NodeImpl::hearsFrom(MemberId id) const {
+  auto it = lastHeard_.find(id);
+  return it != lastHeard_.end() &&
+         SteadyClock::now() - it->second <
+             std::min(3 * options_.heartbeatInterval, options_.failureTimeout);
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {

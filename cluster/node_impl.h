@@ -194,6 +194,7 @@ class NodeImpl final : public ConnectionHandler,
   void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) override;
   void barrier(UniqueFunction<void(Result<bool>)> done) override;
   std::chrono::milliseconds leaseWait() const override;
+  bool hearsFrom(MemberId id) const override;
 
   // ControlHost (control thread: each only posts to the network thread).
   void sendControl(MemberId to, const std::string& address, std::string bytes) override;

@@ -117,6 +117,9 @@ TEST_CASE("Pause: a non-first member of three paused and resumed, round after ro
         round, victim, converged.converged ? "yes" : "no",
         static_cast<long long>(converged.took.count()), crashes.size(),
         converged.converged ? "" : converged.detail.c_str());
+    for (std::size_t k = 0; !converged.converged && k < 3; ++k) {
+      std::printf("  process %zu, last lines:\n%s", k, cluster[k].tail(40).c_str());
+    }
     INFO("round " << round << ", paused [" << victim << "]");
     INFO(joined(crashes));
     CHECK(crashes.empty());
