@@ -130,15 +130,31 @@ int status(const Args& a) {
   // and the partitions it leads that refuse writes. Anything short of every member agreeing,
   // leased and unfenced is reported: a cluster with unavailable partitions is never "healthy".
   std::vector<std::string> problems;
+  // A replica is complete unless the topology lists it syncing or its member reports it
+  // incomplete (resyncing, or never synced).
+  std::map<std::pair<ingrid::PartitionId, ingrid::MemberId>, bool> incomplete;
+  for (const auto& r : t->syncing) incomplete[{r.partition, r.member}] = true;
+  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatusBody>>> views;
+  for (const auto& m : t->members) {
+    views.emplace_back(&m, client->statusOf(m.address));
+    if (views.back().second) {
+      for (std::uint32_t p : views.back().second->incomplete) incomplete[{p, m.id}] = true;
+    }
+  }
   int noComplete = 0;
   for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
-    if (t->table.owners(p).size() <= static_cast<std::size_t>(syncing[p])) ++noComplete;
+    const auto& owners = t->table.owners(p);
+    if (std::all_of(owners.begin(), owners.end(), [&](ingrid::MemberId m) {
+          return incomplete.count({p, m}) != 0;
+        })) {
+      ++noComplete;
+    }
   }
   if (noComplete > 0) {
     problems.push_back(std::to_string(noComplete) + " partition(s) without a complete replica");
   }
-  for (const auto& m : t->members) {
-    auto st = client->statusOf(m.address);
+  for (auto& [member, st] : views) {
+    const auto& m = *member;
     std::string view;
     if (!st) {
       view = "unreachable: " + st.error().message();
@@ -149,7 +165,8 @@ int status(const Args& a) {
           "sees v" + std::to_string(s.topologyVersion) + ", term " + std::to_string(s.term) +
           ", leader " + std::to_string(s.leader) + (s.isLeader ? " (itself)" : "") +
           (s.leaseLeftMs > 0 ? ", lease " + std::to_string(s.leaseLeftMs) + " ms" : ", NO LEASE") +
-          (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced");
+          (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced") +
+          (s.incomplete.empty() ? "" : ", " + std::to_string(s.incomplete.size()) + " incomplete");
       if (s.topologyVersion != t->version) {
         problems.push_back("member " + std::to_string(m.id) + " is at v" +
                            std::to_string(s.topologyVersion));

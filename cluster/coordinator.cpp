@@ -324,6 +324,9 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
       if (!failed(m) && !complete(p, m) && ideal.isOwner(p, m)) o.push_back(m);
     }
     if (o.empty()) {  // every replica failed: the partition starts again, empty
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
+                << " has no complete replica left (every owner failed: " << was.size()
+                << "); it restarts empty on its new owners, and what it held is lost\n";
       o = ideal.owners(p);
       for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
         syncing.push_back(SyncingReplica{p, o[i], t1Version});

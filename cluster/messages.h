@@ -214,10 +214,13 @@ struct MemberStatusBody {
   std::int64_t leaseLeftMs = 0;       // how long its primary lease still runs; <= 0: none
   std::vector<std::uint32_t> fenced;  // partitions it is primary of that refuse writes (moving)
   bool rejoining = false;             // removed while alive, joining again as a new member
+  // Partitions it owns whose replica here is not complete (never synced, or resyncing after a
+  // missed update): with every owner so, a partition has no complete replica.
+  std::vector<std::uint32_t> incomplete;
   template <class A>
   void save(A& ar) const {
     ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
-       rejoining);
+       rejoining, incomplete);
   }
   template <class A>
   void load(A& ar) {
@@ -230,6 +233,8 @@ struct MemberStatusBody {
     fenced.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.fenced"));
     for (auto& f : fenced) ar(f);
     ar(rejoining);
+    incomplete.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.incomplete"));
+    for (auto& p : incomplete) ar(p);
   }
 };
 

@@ -111,6 +111,10 @@ MemberStatusBody NodeImpl::ownStatus() const {
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && replicas_[p].fenced.load()) s.fenced.push_back(p);
+    if (s.memberId != 0 && t->table.isOwner(p, s.memberId) &&
+        replicas_[p].mode.load() != ReplicaMode::kReady) {
+      s.incomplete.push_back(p);
+    }
   }
   s.rejoining = rejoining_.load();
   return s;

@@ -86,7 +86,8 @@ class NodeImpl final : public ConnectionHandler,
     std::uint64_t seq = 0;  // updates applied (primary: produced)
     // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
     std::uint64_t lastEpoch = 0;
-    ReplicaMode mode = ReplicaMode::kEmpty;
+    // Written on the worker of p; atomic so that a status request (network thread) can read it.
+    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
     // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
     // complete replica that resyncs keeps what it had until the new copy is whole.
     std::uint64_t stagingId = 0;    // 0: none under way

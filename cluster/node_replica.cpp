@@ -49,7 +49,7 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
       conn->replyError(header, notPrimaryError(*conn, *topo, u.partition));
       return;
     }
-    switch (rep.mode) {
+    switch (rep.mode.load()) {
       case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
         conn->reply(header, MessageType::kReplicate, version, {});
         return;
@@ -137,7 +137,8 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
           // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
           // the snapshot will cover; a replica that was complete and is resyncing refuses them
           // (the primary retries), and keeps what it holds until the whole snapshot is in.
-          rep.mode = rep.mode == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
+          rep.mode =
+              rep.mode.load() == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
         }
         if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
           // A chunk of a snapshot this replica is not staging (a newer one started over it), or
