@@ -84,6 +84,11 @@ Coordinator::SteadyTime Coordinator::leaseExpired(MemberId id) const {
   return from + host_.leaseWait();
 }
 
+void Coordinator::remember(const TopologyPtr& t) {
+  seen_.emplace(t->version, t);
+  while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
+}
+
 std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) const {
   const MemberInfo* m = t.member(ask.id);
   if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0 ||
@@ -92,14 +97,28 @@ std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) co
            ": it is not a live member at topology v" + std::to_string(t.version) +
            " (revoked, removed, or another incarnation)";
   }
-  std::uint64_t needed = t.primariesChangedAt();
-  if (auto it = leaseFloor_.find(ask.id); it != leaseFloor_.end()) {
-    needed = std::max(needed, it->second);
+  const std::string stale = "no lease for member " + std::to_string(ask.id) +
+                            ": it has installed topology v" + std::to_string(ask.version) + ", ";
+  if (auto it = leaseFloor_.find(ask.id); it != leaseFloor_.end() && ask.version < it->second) {
+    return stale + "and is about to lose a primary at v" + std::to_string(it->second);
   }
-  if (ask.version < needed) {
-    return "no lease for member " + std::to_string(ask.id) + ": it has installed topology v" +
-           std::to_string(ask.version) + ", older than v" + std::to_string(needed) +
-           ", which moves primaries (it may still believe itself the primary of one it lost)";
+  if (ask.version < t.primariesChangedAt()) {
+    // Primaries moved since its version: it may still believe itself the primary of one it lost.
+    // Judged precisely when this leader saw that version (a member a few ms behind is not
+    // refused), and refused when it did not.
+    auto it = seen_.find(ask.version);
+    if (it == seen_.end() || it->second->table.partitionCount() != t.table.partitionCount()) {
+      return stale + "older than v" + std::to_string(t.primariesChangedAt()) +
+             ", which moves primaries";
+    }
+    const Topology& old = *it->second;
+    for (PartitionId p = 0; p < t.table.partitionCount(); ++p) {
+      if (old.table.primary(p) == ask.id &&
+          (t.table.primary(p) != ask.id || t.epoch(p) != old.epoch(p))) {
+        return stale + "where it is the primary of partition " + std::to_string(p) +
+               ", which it is not (or not in the same epoch) at v" + std::to_string(t.version);
+      }
+    }
   }
   return {};
 }
@@ -107,7 +126,9 @@ std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) co
 void Coordinator::requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                                UniqueFunction<void(Result<bool>)> reply) {
   LeaseAsk ask{id, incarnation, version, std::move(reply)};
-  if (std::string why = leaseRefusal(ask, *host_.currentTopology()); !why.empty()) {
+  const TopologyPtr t = host_.currentTopology();
+  remember(t);
+  if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
     ask.reply(Error(Errc::unavailable, std::move(why)));
     return;
   }
@@ -128,6 +149,7 @@ void Coordinator::runBarrier() {
     barrierInFlight_ = false;
     const auto now = std::chrono::steady_clock::now();
     const TopologyPtr t = host_.currentTopology();
+    remember(t);
     for (LeaseAsk& ask : *batch) {
       // Judged again: a revocation, a floor or a topology may have come while the barrier ran.
       if (!r) {

@@ -141,6 +141,8 @@ class Coordinator {
   };
   // Why `ask` gets no lease now, or an empty string.
   std::string leaseRefusal(const LeaseAsk& ask, const Topology& t) const;
+  // Keeps `t` among the recent topologies that lease requests are judged against.
+  void remember(const TopologyPtr& t);
   void failMember(MemberId id);  // memberFailed, once the lease has run out
   void runBarrier();
   // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired.
@@ -184,6 +186,9 @@ class Coordinator {
   // A member about to lose a primary: no grant until it has installed this version (set when the
   // Prepare goes out; kept, since versions only grow).
   std::map<MemberId, std::uint64_t> leaseFloor_;
+  // Recent committed topologies by version (the last kSeenTopologies this leader saw).
+  static constexpr std::size_t kSeenTopologies = 64;
+  std::map<std::uint64_t, TopologyPtr> seen_;
   // The latest reachability report of each member: whom it cannot reach, and when it said so.
   std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
   std::vector<LeaseAsk> leaseQueue_;
