@@ -337,13 +337,29 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   for (PartitionId p = 0; p < partitions; ++p) {
     const std::vector<MemberId>& was = cur->table.owners(p);
     std::vector<MemberId>& o = owners[p];
-    // Complete surviving replicas first (the first is the primary), then incomplete ones that
-    // remain owners.
+    // Complete surviving replicas first (the first is the primary), then resyncing ones (they
+    // hold every acknowledged update: see SyncingReplica), then incomplete ones that remain owners.
+    auto resyncing = [&](MemberId m) {
+      const SyncingReplica* r = cur->syncingReplica(p, m);
+      return r != nullptr && r->resync && !complete(p, m);
+    };
     for (MemberId m : was) {
       if (!failed(m) && complete(p, m)) o.push_back(m);
     }
     for (MemberId m : was) {
-      if (!failed(m) && !complete(p, m) && ideal.isOwner(p, m)) o.push_back(m);
+      if (!failed(m) && resyncing(m)) o.push_back(m);
+    }
+    for (MemberId m : was) {
+      if (!failed(m) && !complete(p, m) && !resyncing(m) && ideal.isOwner(p, m)) o.push_back(m);
+    }
+    if (!o.empty() && !complete(p, o.front()) && !resyncing(o.front())) {
+      // Policy (docs/ARCHITECTURE.md): the partition goes on from a replica that was still
+      // receiving its first snapshot: it holds the whole snapshot and every later update if the
+      // snapshot was in, else nothing (acknowledged updates are then lost).
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
+                << " has no complete replica left; member " << o.front()
+                << ", which was receiving its first snapshot, takes over with what it holds (all "
+                   "or nothing)\n";
     }
     if (o.empty()) {  // every replica failed: the partition starts again, empty
       std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
@@ -367,7 +383,9 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
       const SyncingReplica* before = cur->syncingReplica(p, m);
       if (complete(p, m) && !promoted) continue;
       const std::uint64_t since = before && ownPlan && !promoted ? before->since : t1Version;
-      syncing.push_back(SyncingReplica{p, m, since});
+      // Was complete (or resyncing from complete) in the installed topology.
+      const bool resync = complete(p, m) || (before != nullptr && before->resync);
+      syncing.push_back(SyncingReplica{p, m, since, resync});
       if (ideal.isOwner(p, m)) awaiting_[{p, m}] = since;
     }
   }

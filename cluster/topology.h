@@ -39,13 +39,19 @@ struct MemberInfo {
 // An owner of a partition that does not hold a complete replica yet: its primary is sending it a
 // snapshot (started at topology `since`) while replicating every new update to it. It never
 // becomes primary while a complete owner remains.
+//
+// `resync`: the member held a complete replica before this snapshot (its primary failed and it
+// resyncs from the new one). Snapshots are staged and installed whole, and a resyncing replica
+// refuses every update until then, so it still holds every acknowledged update: if no complete
+// owner survives, it may take over.
 struct SyncingReplica {
   PartitionId partition = 0;
   MemberId member = 0;
   std::uint64_t since = 0;  // the topology version whose primary started the snapshot
+  bool resync = false;
   template <class Archive>
   void serialize(Archive& ar) {
-    ar(partition, member, since);
+    ar(partition, member, since, resync);
   }
   friend bool operator==(const SyncingReplica&, const SyncingReplica&) = default;
 };
