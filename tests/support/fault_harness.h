@@ -332,23 +332,10 @@ class FaultCluster {
   // settled topology with all of them. Empty on success, else what went wrong.
   std::string start() {
     for (int i = 0; i < options_.members; ++i) {
-      std::vector<std::string> args = options_.args;
-      const std::string listen = i < static_cast<int>(options_.listen.size())
-                                     ? options_.listen[static_cast<std::size_t>(i)]
-                                     : "127.0.0.1:0";
-      args.insert(args.end(), {"--listen", listen});
-      if (i > 0) args.insert(args.end(), {"--seed", procs_.front()->address});
-      const auto& launcher = i < static_cast<int>(options_.launchers.size())
-                                 ? options_.launchers[static_cast<std::size_t>(i)]
-                                 : options_.launcher;
-      procs_.push_back(std::make_unique<NodeProcess>(launcher, options_.program, args));
-      NodeProcess& p = *procs_.back();
-      if (!p.started()) return "cannot start: " + p.command();
-      auto line = p.waitForLine("listening on", options_.startLimit);
-      if (!line) return "no 'listening on' from " + p.command() + "\n" + p.tail();
-      p.address = line->substr(line->rfind(' ') + 1);
-      const auto m = line->find("member ");
-      if (m != std::string::npos) p.memberId = std::strtoull(line->c_str() + m + 7, nullptr, 10);
+      if (std::string failed = launch(i == 0 ? std::string() : procs_.front()->address);
+          !failed.empty()) {
+        return failed;
+      }
     }
     ClientOptions c;
     c.seeds = addresses();
@@ -362,6 +349,11 @@ class FaultCluster {
     if (!c0.converged) return "the cluster did not settle:\n" + c0.detail;
     return {};
   }
+
+  // Starts one more process, joining through `seed` (a live member's address). Returns once it
+  // logged "listening on": it is a member, and its snapshots may still be under way. Empty on
+  // success, else what went wrong.
+  std::string add(const std::string& seed) { return launch(seed); }
 
   std::size_t size() const { return procs_.size(); }
   NodeProcess& operator[](std::size_t i) { return *procs_.at(i); }
@@ -438,6 +430,27 @@ class FaultCluster {
   }
 
  private:
+  // Starts process number procs_.size() (its --listen and launcher from the options), joining
+  // through `seed` unless it is empty, and waits for its "listening on" line.
+  std::string launch(const std::string& seed) {
+    const std::size_t i = procs_.size();
+    std::vector<std::string> args = options_.args;
+    args.insert(args.end(),
+                {"--listen", i < options_.listen.size() ? options_.listen[i] : "127.0.0.1:0"});
+    if (!seed.empty()) args.insert(args.end(), {"--seed", seed});
+    const auto& launcher =
+        i < options_.launchers.size() ? options_.launchers[i] : options_.launcher;
+    procs_.push_back(std::make_unique<NodeProcess>(launcher, options_.program, args));
+    NodeProcess& p = *procs_.back();
+    if (!p.started()) return "cannot start: " + p.command();
+    auto line = p.waitForLine("listening on", options_.startLimit);
+    if (!line) return "no 'listening on' from " + p.command() + "\n" + p.tail();
+    p.address = line->substr(line->rfind(' ') + 1);
+    const auto m = line->find("member ");
+    if (m != std::string::npos) p.memberId = std::strtoull(line->c_str() + m + 7, nullptr, 10);
+    return {};
+  }
+
   bool convergedNow(std::size_t expected, std::uint64_t& version, std::string& why) {
     std::optional<TopologyLine> agreed;
     std::set<std::string> live;
