@@ -246,6 +246,19 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
 
 void Coordinator::failMember(MemberId id) {
   if (id == host_.selfId() || !failed_.insert(id).second) return;
+  if (busy_ && leaseWait_ && leaseWait_->members.count(id) != 0) {
+    // A topology waits for this member's lease, and lists it: it is failed now (dead, for a
+    // restart at its address; or its lease ran out), so plan the change again without it.
+    *leaseWait_->cancelled = true;
+    leaseWait_.reset();
+    std::vector<MemberInfo> aim =
+        target_ ? std::move(target_->members) : host_.currentTopology()->members;
+    target_.reset();
+    busy_ = false;
+    syncing_ = false;
+    replan_ = false;
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+  }
   if (busy_) {
     replan_ = true;
     if (syncing_) migrating();  // waiting for syncs that may never come: re-plan now
@@ -491,13 +504,17 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
   struct Round {
     std::size_t pending;
     SteadyTime proposeAt;
+    std::set<MemberId> unfenced;
   };
-  auto round = std::make_shared<Round>(Round{targets.size() + 1, SteadyTime{}});
+  auto round = std::make_shared<Round>(Round{targets.size() + 1, SteadyTime{}, {}});
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
   std::weak_ptr<int> life = life_;
   auto arrive = [this, life, round, next, thenPtr](MemberId unfenced) {
     if (life.expired()) return;
-    if (unfenced != 0) round->proposeAt = std::max(round->proposeAt, leaseExpired(unfenced));
+    if (unfenced != 0) {
+      round->proposeAt = std::max(round->proposeAt, leaseExpired(unfenced));
+      round->unfenced.insert(unfenced);
+    }
     if (--round->pending != 0) return;
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
         round->proposeAt - std::chrono::steady_clock::now());
@@ -507,8 +524,12 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     }
     std::cerr << "ingrid: member " << host_.selfId() << " (leader): topology v" << next->version
               << " waits " << wait.count() << " ms for the lease of a primary that did not fence\n";
-    host_.runAfter(wait, [this, life, next, thenPtr] {
-      if (!life.expired()) propose(next, std::move(*thenPtr));
+    auto cancelled = std::make_shared<bool>(false);
+    leaseWait_ = LeaseWait{round->unfenced, cancelled};
+    host_.runAfter(wait, [this, life, next, thenPtr, cancelled] {
+      if (life.expired() || *cancelled) return;
+      leaseWait_.reset();
+      propose(next, std::move(*thenPtr));
     });
   };
   const std::string body = encode(TopologyBody{*next});

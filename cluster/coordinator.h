@@ -35,6 +35,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -186,6 +187,13 @@ class Coordinator {
   // A member about to lose a primary: no grant until it has installed this version (set when the
   // Prepare goes out; kept, since versions only grow).
   std::map<MemberId, std::uint64_t> leaseFloor_;
+  // A topology held back until the leases of members whose Prepare failed have expired; failing
+  // one of them cancels it (the change is planned again without that member).
+  struct LeaseWait {
+    std::set<MemberId> members;
+    std::shared_ptr<bool> cancelled;
+  };
+  std::optional<LeaseWait> leaseWait_;
   // Recent committed topologies by version (the last kSeenTopologies this leader saw).
   static constexpr std::size_t kSeenTopologies = 64;
   std::map<std::uint64_t, TopologyPtr> seen_;
