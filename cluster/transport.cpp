@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -64,6 +65,9 @@ struct Transport::State {
   std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
   std::size_t sweepAt = 64;                                            // guarded by mu
   std::set<std::shared_ptr<Dial>> dials;                               // guarded by mu
+  // Listening on one specific address: outgoing connections leave from it too, so that a peer (or
+  // a firewall rule) sees a member's traffic come from the address it listens on. Guarded by mu.
+  std::optional<asio::ip::address> source;
 };
 
 // One dial in progress; network thread only.
@@ -80,6 +84,7 @@ struct Transport::Dial {
   asio::ip::tcp::resolver resolver;
   std::string address;
   ConnectHandler done;
+  std::optional<asio::ip::address> source;  // the local address to leave from, if any
   bool finished = false;
   bool timedOut = false;
   bool cancelled = false;  // by stop()
@@ -138,6 +143,7 @@ Result<std::uint16_t> Transport::listen() {
   const auto local = s.acceptor.local_endpoint(ec);
   if (ec) return fail("local address");
   s.port.store(local.port());
+  if (!local.address().is_unspecified()) s.source = local.address();
   s.listening = true;
   asio::post(io_, [state = state_] { accept(state); });
   return local.port();
@@ -206,6 +212,7 @@ void Transport::connect(const std::string& address, ConnectHandler done) {
   auto dial = std::make_shared<Dial>(io_, address, std::move(done));
   {
     std::lock_guard lock(state_->mu);
+    dial->source = state_->source;
     if (!state_->stopped) {
       state_->dials.insert(dial);
     } else {
@@ -235,6 +242,21 @@ void Transport::startDial(const std::shared_ptr<State>& state, const std::shared
   };
   std::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
+  if (!ec && dial->source && dial->source->is_v4() == address.is_v4()) {
+    // Leave from the listen address (the range form of async_connect would reopen the socket
+    // and lose the bind): open, bind to port 0 there, connect.
+    const asio::ip::tcp::endpoint remote{address, port};
+    dial->socket.open(remote.protocol(), ec);
+    if (!ec) dial->socket.bind({*dial->source, 0}, ec);
+    if (ec) {
+      finishDial(state, dial, ec);
+      return;
+    }
+    dial->socket.async_connect(remote, [state, dial](const std::error_code& connectEc) {
+      finishDial(state, dial, connectEc);
+    });
+    return;
+  }
   if (!ec) {
     const std::array<asio::ip::tcp::endpoint, 1> endpoints{{{address, port}}};
     asio::async_connect(dial->socket, endpoints, std::move(connected));

@@ -700,3 +700,37 @@ TEST_CASE("peer: adopt() serves requests over an inbound connection", "[cluster]
   clientSide->close();
   serverSide->close();
 }
+
+TEST_CASE("transport: a transport listening on one address dials from it", "[cluster][transport]") {
+  TransportOptions at2;
+  at2.listenHost = "127.0.0.2";  // all of 127/8 is this host's loopback on Linux
+  at2.listenPort = 0;
+  {
+    asio::io_context probe;
+    std::error_code ec;
+    asio::ip::tcp::acceptor a(probe);
+    a.open(asio::ip::tcp::v4(), ec);
+    if (!ec) a.bind({asio::ip::make_address("127.0.0.2"), 0}, ec);
+    if (ec) {
+      WARN("skipped: cannot bind 127.0.0.2 here: " << ec.message());
+      return;
+    }
+  }
+  Net server;  // 127.0.0.1
+  std::promise<std::string> seen;
+  server.handler.onHello = [&seen](const std::shared_ptr<Connection>& c) {
+    seen.set_value(c->remote());
+  };
+  Net member(at2);
+  auto conn = dial(member.transport, server.address());
+  auto hello = send(conn, MessageType::kHello, "");
+  CHECK(answer(hello) == "welcome");
+  auto from = seen.get_future();
+  REQUIRE(from.wait_for(kWait) == std::future_status::ready);
+  CHECK_THAT(from.get(), Catch::StartsWith("127.0.0.2:"));
+
+  // A transport that only dials (a client) leaves from wherever the system routes it.
+  Net client({}, /*listen=*/false);
+  auto plain = dial(client.transport, server.address());
+  CHECK(plain->isOpen());
+}
