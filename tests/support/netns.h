@@ -1,15 +1,15 @@
-// NetLab: network namespaces for partition tests, and nft rules that cut links between members.
+// NetLab: a network namespace for partition tests, and nft rules that cut links between members.
 //
-// Layout: one namespace per member ("ingrid-<pid>-<n>-m<i>", member i at 10.77.<i+1>.2) behind a
-// router namespace ("ingrid-<pid>-<n>", 10.77.<i+1>.1 on a veth to each member) that forwards
-// between them; a cut is an nft rule in the router's forward chain dropping (a -> b) or both
-// ways. Why not one namespace with rules on ports: a member dials another from an ephemeral
-// port, so a port pair cannot say which member sent a packet; an address per member can.
-// The test thread enters the router namespace (Enter) to reach every member, so the clients it
-// creates there (their threads inherit the namespace) do too.
+// Layout: one namespace ("ingrid-<pid>-<n>") with its loopback up; member i listens on
+// 127.0.0.<i+2> (all of 127/8 is the loopback on Linux) and, listening on one address, dials
+// from it too (Transport), so an address identifies a member; test clients stay on 127.0.0.1. A
+// cut is an nft rule in the namespace's output chain dropping packets from one member's address
+// to another's (and so between their ports), one way or both. The test thread enters the
+// namespace (Enter) to reach every member, so the clients it creates there (their threads
+// inherit the namespace) do too.
 //
 // Needs root, iproute2 and nftables; error() says why not otherwise, and the test must skip
-// visibly. The destructor deletes the namespaces (their veths and rules go with them).
+// visibly. The destructor deletes the namespace (its rules go with it).
 //
 // Thread safety: one test thread.
 #pragma once
@@ -30,7 +30,7 @@ class NetLab {
  public:
   explicit NetLab(int members) {
     static int serial = 0;
-    router_ = "ingrid-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
+    name_ = "ingrid-" + std::to_string(getpid()) + "-" + std::to_string(serial++);
     if (geteuid() != 0) {
       error_ = "network namespaces need root (euid " + std::to_string(geteuid()) + ")";
       return;
@@ -39,22 +39,24 @@ class NetLab {
       error_ = "iproute2 (ip) or nftables (nft) is not installed: " + output_;
       return;
     }
-    if (!setUp(members)) error_ = "cannot set up the namespaces: " + output_;
+    if (!setUp()) error_ = "cannot set up the namespace: " + output_;
+    members_ = members;
   }
   ~NetLab() {
-    for (const auto& ns : created_) run("ip netns del " + ns);
+    if (created_) run("ip netns del " + name_);
   }
   NetLab(const NetLab&) = delete;
   NetLab& operator=(const NetLab&) = delete;
 
   // Empty if the lab is usable, else why not.
   const std::string& error() const { return error_; }
-  const std::string& router() const { return router_; }
-  // The command prefix that runs a program in member i's namespace.
-  std::vector<std::string> launcher(int i) const { return {"ip", "netns", "exec", member(i)}; }
+  const std::string& name() const { return name_; }
+  // The command prefix that runs a program in the namespace.
+  std::vector<std::string> launcher() const { return {"ip", "netns", "exec", name_}; }
   // Member i's --listen address (ephemeral port).
   std::string listen(int i) const { return address(i) + ":0"; }
-  std::string address(int i) const { return "10.77." + std::to_string(i + 1) + ".2"; }
+  std::string address(int i) const { return "127.0.0." + std::to_string(i + 2); }
+  int members() const { return members_; }
 
   // Drops packets from a to b (and from b to a if `bothWays`). A one-way cut of TCP breaks
   // both directions' connections, as a real one does; it differs from a two-way cut in what
@@ -64,9 +66,9 @@ class NetLab {
     if (bothWays) cuts_.insert({b, a});
     return apply();
   }
-  // Cuts member i from every other of `members`, both ways.
-  bool isolate(int i, int members) {
-    for (int j = 0; j < members; ++j) {
+  // Cuts member i from every other member, both ways.
+  bool isolate(int i) {
+    for (int j = 0; j < members_; ++j) {
       if (j != i) cuts_.insert({i, j}), cuts_.insert({j, i});
     }
     return apply();
@@ -82,13 +84,13 @@ class NetLab {
   }
   const std::string& output() const { return output_; }
 
-  // Moves the calling thread into the router namespace until destroyed. Threads it creates
+  // Moves the calling thread into the namespace until destroyed. Threads it creates
   // meanwhile (a client's) stay there.
   class Enter {
    public:
     explicit Enter(const NetLab& lab) {
       home_ = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-      const int target = open(("/var/run/netns/" + lab.router()).c_str(), O_RDONLY | O_CLOEXEC);
+      const int target = open(("/var/run/netns/" + lab.name()).c_str(), O_RDONLY | O_CLOEXEC);
       entered_ = home_ >= 0 && target >= 0 && setns(target, CLONE_NEWNET) == 0;
       if (target >= 0) close(target);
     }
@@ -106,45 +108,19 @@ class NetLab {
   };
 
  private:
-  std::string member(int i) const { return router_ + "-m" + std::to_string(i); }
-
-  bool setUp(int members) {
-    if (!addNamespace(router_)) return false;
-    const std::string r = "ip -n " + router_ + " ";
-    if (!run(r + "link set lo up") ||
-        !run("ip netns exec " + router_ + " sysctl -qw net.ipv4.ip_forward=1")) {
-      return false;
-    }
-    for (int i = 0; i < members; ++i) {
-      const std::string m = member(i);
-      const std::string net = "10.77." + std::to_string(i + 1);
-      const std::string veth = "h" + std::to_string(i);
-      if (!addNamespace(m) || !run("ip -n " + m + " link set lo up") ||
-          !run(r + "link add " + veth + " type veth peer name eth0 netns " + m) ||
-          !run(r + "addr add " + net + ".1/24 dev " + veth) ||
-          !run(r + "link set " + veth + " up") ||
-          !run("ip -n " + m + " addr add " + net + ".2/24 dev eth0") ||
-          !run("ip -n " + m + " link set eth0 up") ||
-          !run("ip -n " + m + " route add default via " + net + ".1")) {
-        return false;
-      }
-    }
-    return nft("add table inet ingrid_fault") &&
-           nft("'add chain inet ingrid_fault forward { type filter hook forward priority 0; "
+  bool setUp() {
+    if (!run("ip netns add " + name_)) return false;
+    created_ = true;
+    return run("ip -n " + name_ + " link set lo up") && nft("add table inet ingrid_fault") &&
+           nft("'add chain inet ingrid_fault output { type filter hook output priority 0; "
                "policy accept; }'");
   }
 
-  bool addNamespace(const std::string& name) {
-    if (!run("ip netns add " + name)) return false;
-    created_.insert(created_.begin(), name);  // members first on deletion
-    return true;
-  }
-
-  // Rewrites the forward chain from cuts_.
+  // Rewrites the output chain from cuts_.
   bool apply() {
-    if (!nft("flush chain inet ingrid_fault forward")) return false;
+    if (!nft("flush chain inet ingrid_fault output")) return false;
     for (const auto& [a, b] : cuts_) {
-      if (!nft("add rule inet ingrid_fault forward ip saddr " + address(a) + " ip daddr " +
+      if (!nft("add rule inet ingrid_fault output ip saddr " + address(a) + " ip daddr " +
                address(b) + " drop")) {
         return false;
       }
@@ -152,9 +128,7 @@ class NetLab {
     return true;
   }
 
-  bool nft(const std::string& command) {
-    return run("ip netns exec " + router_ + " nft " + command);
-  }
+  bool nft(const std::string& command) { return run("ip netns exec " + name_ + " nft " + command); }
 
   // Runs a shell command; its output (stdout and stderr) goes to output_.
   bool run(const std::string& command) {
@@ -171,10 +145,11 @@ class NetLab {
     return status == 0;
   }
 
-  std::string router_;
+  std::string name_;
   std::string error_;
   std::string output_;
-  std::vector<std::string> created_;    // namespaces to delete, in deletion order
+  bool created_ = false;
+  int members_ = 0;
   std::set<std::pair<int, int>> cuts_;  // (from, to) pairs dropped
 };
 

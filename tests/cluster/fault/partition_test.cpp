@@ -1,18 +1,24 @@
-// A network partition (issue 7): a member cut off both ways past the failure timeout, then
-// healed. Each member runs in its own network namespace behind a router namespace (see
-// support/netns.h); skipped, with a warning, where namespaces cannot be made. Hidden ("[.]"):
-// it gives each member an address of its own namespace rather than the namespace's loopback,
-// which the project's rules ask for; that needs members that bind their outgoing connections to
-// their listen address. Run it with `fault_tests "[partition]"`.
+// Network partitions (issue 7): three ingrid-node processes in a network namespace of their own,
+// on its loopback (member i at 127.0.0.<i+2>, see support/netns.h), with links cut by nft rules
+// for longer than the failure timeout, then healed: 2/1 (a member, or the leader, cut off), 1/1/1,
+// an asymmetric cut (one member cannot send to another; both reach the leader) and a bridge (the
+// leader and a member cannot talk; both talk to the third). Under load on buckets that never
+// refill: no token granted twice, every acknowledged grant in the final state, no caller past its
+// deadline, one topology at the end with every partition served and every replica complete, no
+// crash. Skipped, with a warning, where a namespace cannot be made (needs root, iproute2 and
+// nftables). Run them alone with `fault_tests "[partition]"`; each prints one summary line.
 #include "support/netns.h"
 
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <ingrid/client/client.h>
 
 #include "support/fault_harness.h"
 #include "support/grant_audit.h"
@@ -26,50 +32,75 @@ using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
 using ingrid::testing::NetLab;
 
-TEST_CASE("Partition: a member of three isolated past the failure timeout, then healed",
-          "[fault][partition][.]") {
-  constexpr int kMembers = 3;
+namespace {
+
+constexpr int kMembers = 3;
+constexpr auto kLoadBefore = 1s;
+constexpr auto kCut = 5s;  // longer than the 2 s failure timeout
+constexpr auto kLoadAfter = 3s;
+constexpr auto kServeLimit = 10s;
+constexpr auto kConvergeLimit = 15s;
+
+// The index of the member that leads the control plane (by its own status), or -1.
+int leaderIndex(FaultCluster& cluster) {
+  ingrid::ClientOptions o;
+  o.seeds = cluster.addresses();
+  o.requestTimeout = 1000ms;
+  ingrid::Client probe(o);
+  if (!probe.start()) return -1;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    auto s = probe.statusOf(cluster[i].address);
+    if (s && s->isLeader) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// Starts the cluster in `lab`, runs the load, applies `cut(lab, leader)`, waits kCut, heals,
+// and checks every invariant.
+void runPartitionScenario(const char* scenario,
+                          const std::function<bool(NetLab&, int leader)>& cut) {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
   if (!lab.error().empty()) {
     WARN("skipped: " << lab.error());
     return;
   }
-  NetLab::Enter inRouter(lab);
-  REQUIRE(inRouter.entered());
+  NetLab::Enter inLab(lab);
+  REQUIRE(inLab.entered());
   FaultClusterOptions o;
   o.members = kMembers;
-  for (int i = 0; i < kMembers; ++i) {
-    o.launchers.push_back(lab.launcher(i));
-    o.listen.push_back(lab.listen(i));
-  }
+  o.launcher = lab.launcher();
+  for (int i = 0; i < kMembers; ++i) o.listen.push_back(lab.listen(i));
   FaultCluster cluster(o);
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
+  const int leader = leaderIndex(cluster);
+  REQUIRE(leader >= 0);
   AuditOptions a;
-  a.prefix = "isolate";
+  a.prefix = scenario;
   a.fixedBuckets = 1024;
+  a.fixedCapacity = 1;
   a.freshBuckets = 32;
   a.freshCapacity = 2;
   a.freshWindow = 50ms;
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(kLoadBefore);
   INFO(lab.output());
-  REQUIRE(lab.isolate(2, kMembers));
-  std::this_thread::sleep_for(5s);  // the fault: longer than the 2 s failure timeout
+  REQUIRE(cut(lab, leader));
+  std::this_thread::sleep_for(kCut);  // the fault lasts this long
   REQUIRE(lab.healAll());
-  std::this_thread::sleep_for(3s);
-  const std::vector<std::string> unserved = audit.servedWithin(10s);
-  const Convergence converged = cluster.waitConverged(0, 10s);
+  std::this_thread::sleep_for(kLoadAfter);
+  const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
+  const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
   const AuditResult r = audit.finish(5s);
   const auto crashes = cluster.crashes();
-  std::printf(
-      "[fault] partition-isolate-1-of-3: %s converged=%s converge_ms=%lld crashes=%zu "
-      "unserved=%zu\n",
-      r.summary.line().c_str(), converged.converged ? "yes" : "no",
-      static_cast<long long>(converged.took.count()), crashes.size(), unserved.size());
+  std::printf("[fault] %s: %s converged=%s converge_ms=%lld crashes=%zu unserved=%zu leader=%d\n",
+              scenario, r.summary.line().c_str(), converged.converged ? "yes" : "no",
+              static_cast<long long>(converged.took.count()), crashes.size(), unserved.size(),
+              leader);
+  std::fflush(stdout);
 
   INFO(r.summary.line());
   INFO(converged.detail);
@@ -84,4 +115,50 @@ TEST_CASE("Partition: a member of three isolated past the failure timeout, then 
   CHECK(r.summary.doubled == 0);
   CHECK(r.summary.lost == 0);
   CHECK(r.summary.overDeadline == 0);
+}
+
+// The members other than `leader`, in order.
+std::vector<int> followers(int leader) {
+  std::vector<int> out;
+  for (int i = 0; i < kMembers; ++i) {
+    if (i != leader) out.push_back(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Partition 2/1: a member cut off past the failure timeout, then healed",
+          "[fault][partition]") {
+  runPartitionScenario("partition-2-1-member", [](NetLab& lab, int leader) {
+    return lab.isolate(followers(leader).back());
+  });
+}
+
+TEST_CASE("Partition 2/1: the leader cut off past the failure timeout, then healed",
+          "[fault][partition]") {
+  runPartitionScenario("partition-2-1-leader",
+                       [](NetLab& lab, int leader) { return lab.isolate(leader); });
+}
+
+TEST_CASE("Partition 1/1/1: every link cut past the failure timeout, then healed",
+          "[fault][partition]") {
+  runPartitionScenario("partition-1-1-1", [](NetLab& lab, int) {
+    return lab.isolate(0) && lab.isolate(1) && lab.isolate(2);
+  });
+}
+
+TEST_CASE("Partition, asymmetric: a member cannot send to another, both reach the leader",
+          "[fault][partition]") {
+  runPartitionScenario("partition-asymmetric", [](NetLab& lab, int leader) {
+    const std::vector<int> f = followers(leader);
+    return lab.cut(f[0], f[1], /*bothWays=*/false);
+  });
+}
+
+TEST_CASE("Partition, bridge: the leader and a member cannot talk, both talk to the third",
+          "[fault][partition]") {
+  runPartitionScenario("partition-bridge", [](NetLab& lab, int leader) {
+    return lab.cut(leader, followers(leader).back());
+  });
 }
