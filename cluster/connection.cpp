@@ -96,6 +96,13 @@ Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
       lingerTimer_(socket_.get_executor()) {
   std::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (options_.faults) {
+    std::error_code ec;
+    const auto local = socket_.local_endpoint(ec);
+    if (!ec) localIp_ = local.address().to_string();
+    const auto peer = socket_.remote_endpoint(ec);
+    if (!ec) remoteIp_ = peer.address().to_string();
+  }
 }
 
 Connection::~Connection() = default;
@@ -320,7 +327,26 @@ void Connection::dispatch(Frame frame) {
 void Connection::enqueue(const FrameHeader& header, std::string body) {
   FrameHeader h = header;
   h.bodyLength = static_cast<std::uint32_t>(body.size());
-  writes_.push_back(Outgoing{encodeHeader(h), std::move(body)});
+  if (options_.faults && options_.faults->active() && h.type != MessageType::kHello) {
+    const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_);
+    if (d.drop) return;
+    if (d.delay.count() > 0) {
+      auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor(), d.delay);
+      timer->async_wait([self = shared_from_this(), timer, bytes = encodeHeader(h),
+                         body = std::move(body), twice = d.duplicate](std::error_code) mutable {
+        if (self->closed_) return;  // held for a connection that closed meanwhile: gone
+        if (twice) self->write(bytes, body);
+        self->write(bytes, std::move(body));
+      });
+      return;
+    }
+    if (d.duplicate) write(encodeHeader(h), body);
+  }
+  write(encodeHeader(h), std::move(body));
+}
+
+void Connection::write(HeaderBytes header, std::string body) {
+  writes_.push_back(Outgoing{header, std::move(body)});
   if (!writing_) writeNext();
 }
 

@@ -29,6 +29,7 @@
 #include <asio/steady_timer.hpp>
 
 #include <ingrid/cluster/frame.h>
+#include <ingrid/cluster/frame_faults.h>
 #include <ingrid/grid/result.h>
 #include <ingrid/grid/unique_function.h>
 
@@ -54,6 +55,9 @@ class ConnectionHandler {
 struct ConnectionOptions {
   // Largest frame body accepted or sent. Default: 16 MiB.
   std::uint32_t maxBodyBytes = kDefaultMaxBodyBytes;
+  // Test hook: faults injected into the frames this connection writes (frame_faults.h). Null:
+  // none.
+  std::shared_ptr<FrameFaults> faults;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -119,6 +123,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
                     std::chrono::milliseconds timeout, ResponseHandler done);
   void enqueue(const FrameHeader& header, std::string body);
+  // Queues the encoded frame for writing (enqueue, past the fault hook).
+  void write(HeaderBytes header, std::string body);
   void sendError(const FrameHeader& request, const Error& error);
   void writeNext();
   // Fails pending requests and runs the close callbacks: at once, or posted (when called from
@@ -137,6 +143,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ConnectionOptions options_;
   ConnectionHandler& handler_;
   std::string remote_;
+  std::string localIp_, remoteIp_;  // for options_.faults
   HeaderBytes headerBuf_{};
   FrameHeader header_{};
   std::string body_;

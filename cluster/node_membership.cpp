@@ -110,6 +110,7 @@ Result<bool> NodeImpl::start() {
   TransportOptions topts;
   topts.listenHost = listen->first;
   topts.listenPort = listen->second;
+  topts.connection.faults = options_.frameFaults;
   transport_ = std::make_unique<Transport>(netIo_, topts, *this);
   Result<std::uint16_t> port = transport_->listen();
   if (!port) {

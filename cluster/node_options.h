@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <ingrid/cluster/frame_faults.h>
 #include <ingrid/grid/clock.h>
 #include <ingrid/grid/hash.h>
 
@@ -96,6 +97,10 @@ struct NodeOptions {
   // node's network thread: keep it short and never block or call back into the node there.
   // Default: none.
   std::function<void(const Topology&)> onTopology = nullptr;
+  // Test hook: faults injected into the frames this node's connections write (drop, delay,
+  // duplicate, reorder; cluster/frame_faults.h), shared by the nodes of an in-process test.
+  // Default: none.
+  std::shared_ptr<FrameFaults> frameFaults = nullptr;
 };
 
 }  // namespace ingrid

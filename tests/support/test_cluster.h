@@ -50,7 +50,9 @@ class TestCluster {
   // Starts one more node, joining through the first live node (or bootstrapping the cluster).
   Node& add(ProcessorRegistry registry = ProcessorRegistry::withBuiltins()) {
     NodeOptions o = base_;
-    o.listenAddress = "127.0.0.1:0";
+    // Distinct: node i listens (and dials) on 127.0.0.<i+2>, so an IP names a node (FrameFaults).
+    o.listenAddress = distinct_ ? "127.0.0." + std::to_string(nodes_.size() + 2) + ":0"
+                                : std::string("127.0.0.1:0");
     for (auto& n : nodes_) {
       if (n && n->running()) {
         o.seeds = {n->listenAddress()};
@@ -63,6 +65,8 @@ class TestCluster {
     return *nodes_.back();
   }
   const Result<bool>& lastStart() const { return lastStart_; }
+  // Nodes added from now on listen on distinct loopback addresses (see add()).
+  void useDistinctAddresses() { distinct_ = true; }
 
   // Starts n nodes and waits until the cluster has settled; false (with lastStart()) if not.
   bool start(int n) {
@@ -124,6 +128,7 @@ class TestCluster {
 
  private:
   NodeOptions base_;
+  bool distinct_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
   Result<bool> lastStart_ = true;
 };
