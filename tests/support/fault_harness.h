@@ -350,6 +350,16 @@ class FaultCluster {
     return {};
   }
 
+  // The index of the process that leads the control plane (by its own status), or -1.
+  int leaderIndex() {
+    for (std::size_t i = 0; i < procs_.size(); ++i) {
+      if (!procs_[i]->alive() || procs_[i]->paused()) continue;
+      auto s = probe_->statusOf(procs_[i]->address);
+      if (s && s->isLeader) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
   // Starts one more process, joining through `seed` (a live member's address). Returns once it
   // logged "listening on": it is a member, and its snapshots may still be under way. Empty on
   // success, else what went wrong.

@@ -18,8 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/client.h>
-
 #include "support/fault_harness.h"
 #include "support/grant_audit.h"
 
@@ -41,20 +39,6 @@ constexpr auto kLoadAfter = 3s;
 constexpr auto kServeLimit = 10s;
 constexpr auto kConvergeLimit = 15s;
 
-// The index of the member that leads the control plane (by its own status), or -1.
-int leaderIndex(FaultCluster& cluster) {
-  ingrid::ClientOptions o;
-  o.seeds = cluster.addresses();
-  o.requestTimeout = 1000ms;
-  ingrid::Client probe(o);
-  if (!probe.start()) return -1;
-  for (std::size_t i = 0; i < cluster.size(); ++i) {
-    auto s = probe.statusOf(cluster[i].address);
-    if (s && s->isLeader) return static_cast<int>(i);
-  }
-  return -1;
-}
-
 // Starts the cluster in `lab`, runs the load, applies `cut(lab, leader)`, waits kCut, heals,
 // and checks every invariant.
 void runPartitionScenario(const char* scenario,
@@ -74,7 +58,7 @@ void runPartitionScenario(const char* scenario,
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
-  const int leader = leaderIndex(cluster);
+  const int leader = cluster.leaderIndex();
   REQUIRE(leader >= 0);
   AuditOptions a;
   a.prefix = scenario;

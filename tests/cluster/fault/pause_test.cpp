@@ -179,3 +179,43 @@ TEST_CASE(
   CHECK(early.onDoubledKeys == 0);
   CHECK(r.summary.overDeadline == 0);
 }
+
+TEST_CASE("Pause: the control plane's leader paused past the failure timeout, then resumed",
+          "[fault][pause]") {
+  FaultCluster cluster(FaultClusterOptions{});
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  const int leader = cluster.leaderIndex();
+  REQUIRE(leader >= 0);
+  AuditOptions a;
+  a.prefix = "pause3leader";
+  a.fixedBuckets = 1024;
+  a.fixedCapacity = 1;
+  a.freshBuckets = 32;
+  a.freshCapacity = 2;
+  a.freshWindow = 50ms;
+  GrantAudit audit(cluster.addresses(), a);
+  REQUIRE(audit.start().empty());
+
+  std::this_thread::sleep_for(kLoadBefore);
+  cluster.pauseFor(static_cast<std::size_t>(leader), kPause);
+  std::this_thread::sleep_for(kLoadAfter);
+  const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
+  const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
+  const AuditResult r = audit.finish(5s);
+  const auto crashes = cluster.crashes();
+  report("pause-3-leader", r, converged, crashes.size());
+
+  INFO(r.summary.line());
+  INFO(joined(crashes));
+  INFO(converged.detail);
+  INFO(r.worst());
+  CHECK(crashes.empty());
+  INFO(unserved.size() << " keys not served:\n" << joined(unserved));
+  CHECK(unserved.empty());
+  CHECK(converged.converged);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
+}
