@@ -31,6 +31,10 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
   --failure-timeout-ms N
                        a member silent this long is declared failed and removed; its
                        backups take over its partitions. Default: 3000
+  --lease-ms N         primary lease: a member cut off from the leader stops writing within
+                       N ms, and a failed member's partitions move only after its lease
+                       expired (N * 1.1 + 10 ms). Must be below the failure timeout.
+                       Default: failure timeout / 2
   --min-members N      refuse writes while this member sees fewer than N members
                        (split-brain protection; use a majority). Default: 0 (off)
   --log-level LEVEL    error, warn, info or debug. Default: info
@@ -102,6 +106,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--failure-timeout-ms" &&
                parseUnsigned(value("--failure-timeout-ms"), 3600000, n) && n > 0) {
       options.failureTimeout = std::chrono::milliseconds(n);
+    } else if (arg == "--lease-ms" && parseUnsigned(value("--lease-ms"), 3600000, n) && n > 0) {
+      options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
       options.minMembers = static_cast<std::uint32_t>(n);
     } else if (arg == "--log-level") {
