@@ -328,7 +328,7 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
   FrameHeader h = header;
   h.bodyLength = static_cast<std::uint32_t>(body.size());
   if (options_.faults && options_.faults->active() && h.type != MessageType::kHello) {
-    const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_);
+    const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_, h.type);
     if (d.drop) return;
     if (d.delay.count() > 0) {
       auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor(), d.delay);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include <ingrid/cluster/messages.h>
 
@@ -337,6 +338,8 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   // Re-planning this coordinator's own change keeps the snapshots already under way.
   const std::uint64_t t1Version = cur->version + 1;
   const bool ownPlan = cur->version == t1Version_;
+  // After a stall, snapshots under way are not trusted to finish: they all start again.
+  const bool restart = std::exchange(restartSnapshots_, false);
   // A replica the installed topology lists as syncing is complete if it reported so during
   // this coordinator's own change (the topology's list only shrinks with T2).
   auto complete = [&](PartitionId p, MemberId m) {
@@ -395,7 +398,8 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
       const MemberId m = o[i];
       const SyncingReplica* before = cur->syncingReplica(p, m);
       if (complete(p, m) && !promoted) continue;
-      const std::uint64_t since = before && ownPlan && !promoted ? before->since : t1Version;
+      const std::uint64_t since =
+          before && ownPlan && !promoted && !restart ? before->since : t1Version;
       // Was complete (or resyncing from complete) in the installed topology.
       const bool resync = complete(p, m) || (before != nullptr && before->resync);
       syncing.push_back(SyncingReplica{p, m, since, resync});
@@ -435,7 +439,29 @@ void Coordinator::migrating() {
     return;
   }
   syncing_ = true;
-  if (awaiting_.empty()) finishMigration();
+  if (awaiting_.empty()) {
+    finishMigration();
+    return;
+  }
+  watchStall(t1Version_, syncsDone_);
+}
+
+void Coordinator::watchStall(std::uint64_t version, std::uint64_t progress) {
+  std::weak_ptr<int> life = life_;
+  const std::chrono::milliseconds stall = host_.migrationStallTimeout();
+  host_.runAfter(stall, [this, life, version, progress, stall] {
+    if (life.expired() || !busy_ || !syncing_ || t1Version_ != version) return;  // moved on
+    if (syncsDone_ != progress) {  // progress: watch the next stretch
+      watchStall(version, syncsDone_);
+      return;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): the migration planned at v"
+              << version << " finished no sync in " << stall.count() << " ms (" << awaiting_.size()
+              << " awaited); planning it again, restarting its snapshots\n";
+    restartSnapshots_ = true;
+    replan_ = true;
+    migrating();
+  });
 }
 
 void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t version) {
@@ -451,6 +477,7 @@ void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t
   }
   if (version < it->second) return;  // about an older snapshot
   awaiting_.erase(it);
+  ++syncsDone_;
   synced_.insert({partition, member});
   if (syncing_ && awaiting_.empty()) finishMigration();
 }

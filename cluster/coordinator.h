@@ -77,6 +77,8 @@ class CoordinatorHost {
   virtual std::chrono::milliseconds leaseWait() const = 0;
   // Whether this member heard from member `id` within the last few heartbeats.
   virtual bool hearsFrom(MemberId id) const = 0;
+  // A migration with no finished sync for this long is planned again (NodeOptions).
+  virtual std::chrono::milliseconds migrationStallTimeout() const = 0;
 
  protected:
   ~CoordinatorHost() = default;
@@ -156,6 +158,9 @@ class Coordinator {
   void migrate(std::vector<MemberInfo> after, MemberId nextId);
   // T1 is installed: wait for syncs, or re-plan if a member failed meanwhile.
   void migrating();
+  // While the migration planned as T1 `version` waits for syncs: re-plan it, restarting its
+  // snapshots, if no awaited sync finished within the stall timeout.
+  void watchStall(std::uint64_t version, std::uint64_t progress);
   void finishMigration();
   // Prepare (fence and drain on every member), then commit `next` through the log, then `then`.
   void install(std::shared_ptr<Topology> next, UniqueFunction<void()> then);
@@ -201,7 +206,9 @@ class Coordinator {
   std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
   std::vector<LeaseAsk> leaseQueue_;
   bool barrierInFlight_ = false;
-  bool replan_ = false;  // a member failed during the change in progress
+  bool replan_ = false;            // a member failed during the change in progress
+  std::uint64_t syncsDone_ = 0;    // awaited syncs finished (progress, for the stall watch)
+  bool restartSnapshots_ = false;  // the next plan gives every syncing replica a new `since`
 };
 
 }  // namespace ingrid

@@ -1,5 +1,7 @@
 #include <ingrid/cluster/frame_faults.h>
 
+#include <algorithm>
+
 namespace ingrid {
 
 int FrameFaults::add(Rule rule) {
@@ -22,13 +24,17 @@ void FrameFaults::clear() {
   active_.store(false, std::memory_order_relaxed);
 }
 
-FrameFaults::Decision FrameFaults::decide(const std::string& fromIp, const std::string& toIp) {
+FrameFaults::Decision FrameFaults::decide(const std::string& fromIp, const std::string& toIp,
+                                          MessageType type) {
   std::lock_guard lock(mu_);
   Decision d;
   ++counts_.judged;
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   for (const auto& [id, r] : rules_) {
     if ((r.from != "*" && r.from != fromIp) || (r.to != "*" && r.to != toIp)) continue;
+    if (!r.types.empty() && std::find(r.types.begin(), r.types.end(), type) == r.types.end()) {
+      continue;
+    }
     if (r.cut || (r.drop > 0 && coin(rng_) < r.drop)) {
       d.drop = true;
       break;

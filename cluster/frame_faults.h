@@ -5,6 +5,7 @@
 // any). Members of such a test listen on distinct loopback addresses (127.0.0.2, 127.0.0.3, ...)
 // and dial from them (Transport), so an IP names a member in both directions of a link.
 //
+// A rule may also be limited to some frame types (for example only kSnapshot).
 // Per frame, each matching rule may drop it (the connection stays up, like a lossy link: the
 // requester times out), write it twice, or hold it for a random delay in [delayMin, delayMax]
 // (frames held for different delays overtake each other: reordering); `cut` drops everything.
@@ -22,17 +23,21 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <vector>
+
+#include <ingrid/cluster/frame.h>
 
 namespace ingrid {
 
 class FrameFaults {
  public:
   struct Rule {
-    std::string from = "*";  // local IP of the writing connection, or "*"
-    std::string to = "*";    // remote IP, or "*"
-    bool cut = false;        // drop every frame
-    double drop = 0;         // probability of dropping a frame
-    double duplicate = 0;    // probability of writing it twice
+    std::string from = "*";          // local IP of the writing connection, or "*"
+    std::string to = "*";            // remote IP, or "*"
+    std::vector<MessageType> types{};  // frame types it applies to; empty: every type
+    bool cut = false;                // drop every frame
+    double drop = 0;                 // probability of dropping a frame
+    double duplicate = 0;            // probability of writing it twice
     std::chrono::milliseconds delayMin{0};
     std::chrono::milliseconds delayMax{0};  // > 0: hold each frame a random time in the range
   };
@@ -54,7 +59,7 @@ class FrameFaults {
   bool active() const noexcept { return active_.load(std::memory_order_relaxed); }
   // What to do with one frame from `fromIp` to `toIp` (the first matching rule that acts wins;
   // delays of several matching rules do not add up).
-  Decision decide(const std::string& fromIp, const std::string& toIp);
+  Decision decide(const std::string& fromIp, const std::string& toIp, MessageType type);
   Counts counts() const;
 
  private:

@@ -78,9 +78,16 @@ void NodeImpl::renewLease() {
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;
   LeaseBody ask{memberId(), incarnation_.load(), t->version, {}};
+  // Reported after a lease's silence (at least two heartbeats, and two heartbeats short of the
+  // failure timeout): the leader acts on a report only for members it hears itself, and so a
+  // partial partition is resolved (a write waiting on a backup it cut off released) within one
+  // failure timeout: this threshold, plus up to a heartbeat until the report, plus a commit.
+  const auto unreachableAfter =
+      std::max(2 * options_.heartbeatInterval,
+               std::min(leaseDuration(), options_.failureTimeout - 2 * options_.heartbeatInterval));
   const auto now = SteadyClock::now();
   for (const auto& [id, heard] : lastHeard_) {
-    if (now - heard > options_.failureTimeout) ask.unreachable.push_back(id);
+    if (now - heard > unreachableAfter) ask.unreachable.push_back(id);
   }
   peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
                 [extend](Result<Frame> r) {

@@ -196,6 +196,9 @@ class NodeImpl final : public ConnectionHandler,
   void barrier(UniqueFunction<void(Result<bool>)> done) override;
   std::chrono::milliseconds leaseWait() const override;
   bool hearsFrom(MemberId id) const override;
+  std::chrono::milliseconds migrationStallTimeout() const override {
+    return options_.migrationStallTimeout;
+  }
 
   // ControlHost (control thread: each only posts to the network thread).
   void sendControl(MemberId to, const std::string& address, std::string bytes) override;

@@ -68,6 +68,11 @@ Result<bool> NodeImpl::start() {
                      ") must be above heartbeatInterval (" + ms(options_.heartbeatInterval) +
                      ") and below failureTimeout (" + ms(options_.failureTimeout) + ")");
   }
+  if (options_.migrationStallTimeout.count() <= 0) {
+    return Error(Errc::invalid_configuration, "NodeOptions.migrationStallTimeout (" +
+                                                  ms(options_.migrationStallTimeout) +
+                                                  ") must be > 0");
+  }
   std::optional<std::pair<std::string, std::uint16_t>> listen;
   if (!options_.listenAddress.empty()) {
     // Port 0 is allowed here (ephemeral), which parseAddress refuses; check the form by hand.

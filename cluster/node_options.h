@@ -91,6 +91,10 @@ struct NodeOptions {
   // network partition cannot both grant tokens. Set it to a majority of the intended cluster
   // size; 0 turns it off. The cluster's own value is each member's: give all the same. Default: 0.
   std::uint32_t minMembers = 0;
+  // A migration (a join, a leave, a failover's resyncs) in which no new owner finished its
+  // snapshot for this long is planned again, and its outstanding snapshots restart from scratch:
+  // a change never waits forever on a sync that stalled. Default: 60 s.
+  std::chrono::milliseconds migrationStallTimeout{60000};
   // How long stop() waits for this member's partitions to move away. Default: 15 s.
   std::chrono::milliseconds leaveTimeout{15000};
   // Called with each topology this node installs (its first, then every change), on the

@@ -97,16 +97,17 @@ void runFrameScenario(const char* scenario, std::chrono::milliseconds faultFor,
 TEST_CASE("FrameFaults drops, duplicates and delays what its rules match, and nothing else",
           "[fault][inprocess]") {
   FrameFaults f(/*seed=*/1);
+  constexpr auto kInvoke = ingrid::MessageType::kInvoke;
   CHECK_FALSE(f.active());
-  const FrameFaults::Decision none = f.decide("127.0.0.2", "127.0.0.3");
+  const FrameFaults::Decision none = f.decide("127.0.0.2", "127.0.0.3", kInvoke);
   CHECK_FALSE(none.drop);
   CHECK_FALSE(none.duplicate);
   CHECK(none.delay.count() == 0);
 
   const int cut = f.add({.from = "127.0.0.2", .to = "127.0.0.3", .cut = true});
   CHECK(f.active());
-  CHECK(f.decide("127.0.0.2", "127.0.0.3").drop);
-  CHECK_FALSE(f.decide("127.0.0.3", "127.0.0.2").drop);  // one way
+  CHECK(f.decide("127.0.0.2", "127.0.0.3", kInvoke).drop);
+  CHECK_FALSE(f.decide("127.0.0.3", "127.0.0.2", kInvoke).drop);  // one way
   f.remove(cut);
   CHECK_FALSE(f.active());
 
@@ -119,7 +120,7 @@ TEST_CASE("FrameFaults drops, duplicates and delays what its rules match, and no
   int dropped = 0, duplicated = 0, delayed = 0;
   constexpr int kFrames = 2000;
   for (int i = 0; i < kFrames; ++i) {
-    const auto d = f.decide("127.0.0.2", "127.0.0.4");
+    const auto d = f.decide("127.0.0.2", "127.0.0.4", kInvoke);
     if (d.drop) {
       ++dropped;
       continue;
@@ -136,12 +137,18 @@ TEST_CASE("FrameFaults drops, duplicates and delays what its rules match, and no
   CHECK(dropped < 2 * kFrames / 3);
   CHECK(duplicated > (kFrames - dropped) / 3);
   CHECK(delayed == kFrames - dropped);
-  CHECK_FALSE(f.decide("127.0.0.2", "127.0.0.3").drop);  // another link: untouched
+  CHECK_FALSE(f.decide("127.0.0.2", "127.0.0.3", kInvoke).drop);  // another link: untouched
   const auto c = f.counts();
   CHECK(c.judged == kFrames + 4);
   CHECK(c.dropped == static_cast<std::uint64_t>(dropped) + 1);
   f.clear();
   CHECK_FALSE(f.active());
+
+  // A rule limited to some frame types leaves the others alone.
+  f.add({.types = {ingrid::MessageType::kSnapshot}, .cut = true});
+  CHECK(f.decide("127.0.0.2", "127.0.0.3", ingrid::MessageType::kSnapshot).drop);
+  CHECK_FALSE(f.decide("127.0.0.2", "127.0.0.3", kInvoke).drop);
+  f.clear();
 }
 
 TEST_CASE("In-process: every link between members lossy, duplicating and reordering",
@@ -178,4 +185,65 @@ TEST_CASE("In-process: every frame to one member delayed past the heartbeat inte
       }
     }
   });
+}
+
+TEST_CASE("In-process: a join whose snapshots are lost past the stall timeout is planned again",
+          "[fault][inprocess]") {
+  // Every snapshot to the joining member is lost for longer than the migration stall timeout (and
+  // shorter than the request timeout, after which a chunk would be retried anyway): the leader
+  // must plan the migration again, restarting its snapshots (each re-plan commits one more
+  // topology), and the join completes once the link carries snapshots again.
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/11);
+  ingrid::NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.heartbeatInterval = 100ms;
+  o.failureTimeout = 1000ms;
+  o.electionTimeout = 300ms;
+  o.requestTimeout = 10s;
+  o.migrationStallTimeout = 600ms;
+  o.frameFaults = faults;
+  TestCluster cluster(o);
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(2));
+  std::vector<std::string> seeds;
+  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
+  AuditOptions a;
+  a.prefix = "stalled-join";
+  a.callers = 8;
+  a.fixedBuckets = 256;
+  a.fixedCapacity = 1;
+  a.freshBuckets = 8;
+  a.freshCapacity = 2;
+  a.freshWindow = 50ms;
+  GrantAudit audit(seeds, a);
+  REQUIRE(audit.start().empty());
+  std::this_thread::sleep_for(300ms);  // load before the join
+
+  const std::uint64_t before = cluster.at(0).topology()->version;
+  faults->add({.to = ipOf(2), .types = {ingrid::MessageType::kSnapshot}, .cut = true});
+  cluster.add();
+  REQUIRE(cluster.lastStart().ok());
+  // Bounded: the cut lasts 4 stall timeouts.
+  std::this_thread::sleep_for(4 * o.migrationStallTimeout);
+  const FrameFaults::Counts hit = faults->counts();
+  const bool stuck = !cluster.settled();
+  faults->clear();
+  const bool settled = ingrid::testing::eventually([&] { return cluster.settled(); }, 30s);
+  const std::uint64_t after = cluster.at(0).topology()->version;
+  const AuditResult r = audit.finish(5s);
+  std::printf(
+      "[fault] stalled-join: %s settled=%s topology v%llu -> v%llu snapshots dropped=%llu\n",
+      r.summary.line().c_str(), settled ? "yes" : "no", static_cast<unsigned long long>(before),
+      static_cast<unsigned long long>(after), static_cast<unsigned long long>(hit.dropped));
+  std::fflush(stdout);
+
+  INFO(r.summary.line());
+  INFO(r.worst());
+  CHECK(hit.dropped > 0);  // snapshots were really lost
+  CHECK(stuck);            // and the join could not finish while they were
+  CHECK(settled);
+  // A join is two topologies (T1, T2); each re-plan adds one.
+  CHECK(after >= before + 4);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
 }
