@@ -530,21 +530,22 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
   // loses a primary, `next` waits until its last lease has surely expired.
   struct Round {
     std::size_t pending;
-    SteadyTime proposeAt;
     std::set<MemberId> unfenced;
   };
-  auto round = std::make_shared<Round>(Round{targets.size() + 1, SteadyTime{}, {}});
+  auto round = std::make_shared<Round>(Round{targets.size() + 1, {}});
   auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
   std::weak_ptr<int> life = life_;
   auto arrive = [this, life, round, next, thenPtr](MemberId unfenced) {
     if (life.expired()) return;
-    if (unfenced != 0) {
-      round->proposeAt = std::max(round->proposeAt, leaseExpired(unfenced));
-      round->unfenced.insert(unfenced);
-    }
+    if (unfenced != 0) round->unfenced.insert(unfenced);
     if (--round->pending != 0) return;
+    // A member declared failed meanwhile needs no wait: failMember runs only once its lease has
+    // run out, or once it is proven dead (its address rejoined as a new incarnation).
+    std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
+    SteadyTime proposeAt{};
+    for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leaseExpired(m));
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        round->proposeAt - std::chrono::steady_clock::now());
+        proposeAt - std::chrono::steady_clock::now());
     if (wait.count() <= 0) {
       propose(next, std::move(*thenPtr));
       return;
