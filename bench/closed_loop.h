@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -11,6 +12,17 @@
 #include <vector>
 
 namespace ingrid::bench {
+
+// A key index drawn uniformly from [0, n) for step i of chain `chain`: splitmix64 of the pair, so
+// every chain walks its own random sequence (not a sliding window of neighbouring keys).
+inline std::size_t uniformIndex(int chain, std::uint64_t i, std::size_t n) {
+  std::uint64_t z = (static_cast<std::uint64_t>(chain) << 40) ^ i;
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<std::size_t>(z % n);  // bias below n / 2^64: nothing measurable
+}
 
 // op(chain, i, done): start operation i of `chain`; call done(ok) exactly once when it completes.
 using Operation = std::function<void(int chain, std::uint64_t i, std::function<void(bool)> done)>;

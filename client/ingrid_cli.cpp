@@ -46,7 +46,8 @@ Bucket options (acquire, load):
   --initial N            tokens of a new bucket. Default: capacity
 
 Load options:
-  --keys N               distinct bucket keys (1 = one hot key). Default: 1
+  --keys N               distinct bucket keys, each request picks one uniformly at
+                         random (1 = one hot key). Default: 1
   --concurrency N        requests in flight. Default: 16
   --seconds S            duration, at most 600. Default: 5
   --batching on|off      client-side batching of hot keys. Default: off
@@ -274,7 +275,8 @@ int load(const Args& a) {
   ingrid::Batcher<ingrid::Client, ingrid::TokenBucketAcquire> batcher(*client, {});
   std::atomic<std::uint64_t> granted{0};
   auto op = [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
-    const std::string& key = names[(static_cast<std::size_t>(chain) + i) % names.size()];
+    // Uniform over the keys: step i of chain c draws its key from a hash of (c, i).
+    const std::string& key = names[ingrid::bench::uniformIndex(chain, i, names.size())];
     auto onAnswer = [&granted, done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
       if (r && r->granted) granted.fetch_add(1, std::memory_order_relaxed);
       done(r.ok());

@@ -1,0 +1,646 @@
+// bench_vs_redis: ingrid against Redis + Lua in one run, on one machine, pinned alike (issue 8).
+//
+// Every server (redis-server, ingrid-node, the bare echo server of the floor) runs pinned to
+// --server-cpu; this process, the load generator, pins itself to --client-cpu before it starts a
+// thread. Cases alternate: for each key pattern and in-flight count, the Redis row, then the
+// matching ingrid rows. One row per case: ops/s, latency p50/p99/p99.9, the servers' CPU time per
+// operation (from /proc/<pid>/stat), and ingrid's ratio to the matching Redis row. Rows also go to
+// a CSV file for bench/chart.gp.
+//
+// The cases:
+//   floor          a bare Asio echo of a request-sized message (the loopback round trip)
+//   redis          standalone Redis 7, persistence off, EVALSHA of a two-key token-bucket script
+//                  of the gateway kind (tokens and timestamp keys; the caller sends its clock)
+//   ingrid-1       one ingrid-node, no backups, through the thin client
+//   ingrid-3       three ingrid-node processes with one synchronous backup
+//   ingrid-batch   one hot key through the client-side Batcher (ingrid-1)
+// each on uniform keys (drawn at random from --keys prefilled buckets) and on one hot key.
+//
+//   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
+//                              [--keys N] [--csv FILE] [--smoke] [--server-cpu C] [--client-cpu C]
+//
+// Not in this program yet (issue 8): Redis Cluster 3+3 with WAIT, memory per bucket.
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/client/batcher.h>
+#include <ingrid/client/client.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "closed_loop.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void die(const std::string& why) {
+  std::fprintf(stderr, "bench_vs_redis: %s\n", why.c_str());
+  std::exit(1);
+}
+
+void pinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) die("cannot pin to CPU " + std::to_string(cpu));
+}
+
+// ---- child processes ----------------------------------------------------------------------
+
+struct Child {
+  pid_t pid = -1;
+  std::string log;  // its stdout and stderr
+};
+
+// Starts `argv` pinned to `cpu`, its output to a log file. Only async-signal-safe calls between
+// fork and exec (this process has threads by then).
+Child spawn(const std::vector<std::string>& argv, int cpu, const std::string& name) {
+  Child c;
+  c.log = "/tmp/bench_vs_redis." + std::to_string(::getpid()) + "." + name + ".log";
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const int fd = ::open(c.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) die("cannot create " + c.log);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  c.pid = ::fork();
+  if (c.pid < 0) die("fork failed");
+  if (c.pid == 0) {
+    sched_setaffinity(0, sizeof set, &set);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fd);
+  return c;
+}
+
+void stop(Child& c) {
+  if (c.pid <= 0) return;
+  ::kill(c.pid, SIGTERM);
+  for (int i = 0; i < 200; ++i) {  // up to 10 s
+    if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
+      c.pid = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(c.pid, SIGKILL);
+  ::waitpid(c.pid, nullptr, 0);
+  c.pid = -1;
+}
+
+// Waits (bounded) for a log line containing `marker`; returns the rest of that line.
+std::string awaitLine(const Child& c, const std::string& marker, std::chrono::seconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
+    std::ifstream in(c.log);
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto at = line.find(marker);
+      if (at != std::string::npos) return line.substr(at + marker.size());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  die("no '" + marker + "' in " + c.log + " within " + std::to_string(limit.count()) + " s");
+}
+
+// CPU time (user + system) of a process so far, in microseconds.
+double cpuMicros(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(s.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {  // fields 14 and 15: utime, stime
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) * 1e6 / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+std::uint16_t freePort() {
+  asio::io_context io;
+  asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();
+}
+
+// ---- closed-loop request/response driver over plain sockets ----------------------------------
+
+// One connection per request in flight; each sends `request(i)` and waits for a reply that
+// `complete` accepts (it returns the reply's length once the buffer holds a whole one, else 0).
+struct SocketLoad {
+  std::function<std::string(std::size_t conn, std::uint64_t i)> request;
+  std::function<std::size_t(const std::string& buffer)> complete;
+};
+
+ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double seconds,
+                                     const SocketLoad& load) {
+  asio::io_context io;
+  struct Conn {
+    explicit Conn(asio::io_context& io) : socket(io) {}
+    asio::ip::tcp::socket socket;
+    std::string out;
+    std::string in;
+    std::array<char, 4096> chunk{};
+    std::uint64_t next = 0;
+    Clock::time_point start;
+    std::vector<std::int64_t> latencies;
+    std::uint64_t failures = 0;
+  };
+  std::vector<std::unique_ptr<Conn>> conns;
+  const asio::ip::tcp::endpoint to(asio::ip::make_address("127.0.0.1"), port);
+  for (int i = 0; i < inflight; ++i) {
+    conns.push_back(std::make_unique<Conn>(io));
+    conns.back()->socket.connect(to);
+    conns.back()->socket.set_option(asio::ip::tcp::no_delay(true));
+    conns.back()->latencies.reserve(1 << 16);
+  }
+  const auto begin = Clock::now();
+  const auto deadline =
+      begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  std::function<void(std::size_t)> send;
+  std::function<void(std::size_t)> read = [&](std::size_t k) {
+    Conn& c = *conns[k];
+    c.socket.async_read_some(asio::buffer(c.chunk), [&, k](std::error_code ec, std::size_t n) {
+      Conn& me = *conns[k];
+      if (ec) {
+        ++me.failures;
+        return;
+      }
+      me.in.append(me.chunk.data(), n);
+      const std::size_t whole = load.complete(me.in);
+      if (whole == 0) {
+        read(k);
+        return;
+      }
+      me.in.erase(0, whole);
+      const auto end = Clock::now();
+      me.latencies.push_back((end - me.start).count());
+      if (end < deadline) send(k);
+    });
+  };
+  send = [&](std::size_t k) {
+    Conn& c = *conns[k];
+    c.out = load.request(k, c.next++);
+    c.start = Clock::now();
+    asio::async_write(c.socket, asio::buffer(c.out), [&, k](std::error_code ec, std::size_t) {
+      if (ec) {
+        ++conns[k]->failures;
+        return;
+      }
+      read(k);
+    });
+  };
+  for (std::size_t k = 0; k < conns.size(); ++k) send(k);
+  io.run();
+  ingrid::bench::LoopResult out;
+  out.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  for (auto& c : conns) {
+    out.latenciesNs.insert(out.latenciesNs.end(), c->latencies.begin(), c->latencies.end());
+    out.failures += c->failures;
+  }
+  return out;
+}
+
+// The floor's server: a bare single-threaded Asio echo, run as a child of its own
+// (`bench_vs_redis --echo-server PORT`) so that it is pinned like the other servers.
+void echoServer(std::uint16_t port) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), port});
+  struct Session : std::enable_shared_from_this<Session> {
+    explicit Session(asio::ip::tcp::socket s) : socket(std::move(s)) {}
+    asio::ip::tcp::socket socket;
+    std::array<char, 4096> data{};
+    void read() {
+      socket.async_read_some(asio::buffer(data),
+                             [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                               if (ec) return;
+                               asio::async_write(self->socket, asio::buffer(self->data, n),
+                                                 [self](std::error_code e, std::size_t) {
+                                                   if (!e) self->read();
+                                                 });
+                             });
+    }
+  };
+  std::function<void()> accept = [&] {
+    acceptor.async_accept([&](std::error_code ec, asio::ip::tcp::socket s) {
+      if (!ec) {
+        s.set_option(asio::ip::tcp::no_delay(true));
+        std::make_shared<Session>(std::move(s))->read();
+      }
+      accept();
+    });
+  };
+  accept();
+  std::printf("echo ready\n");
+  std::fflush(stdout);
+  io.run();
+}
+
+// ---- Redis ----------------------------------------------------------------------------------
+
+// The gateway kind of token bucket (two keys, the caller's clock), written for this benchmark:
+// refill by elapsed time, take if enough, store both keys with a TTL of twice the fill time.
+constexpr const char* kTokenBucketLua = R"(
+local rate = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local requested = tonumber(ARGV[4])
+local ttl = math.floor(capacity / rate * 2) + 1
+local last = tonumber(redis.call('get', KEYS[1]))
+if last == nil then last = capacity end
+local ts = tonumber(redis.call('get', KEYS[2]))
+if ts == nil then ts = 0 end
+local filled = math.min(capacity, last + math.max(0, now - ts) * rate / 1000)
+local allowed = 0
+if filled >= requested then
+  filled = filled - requested
+  allowed = 1
+end
+redis.call('setex', KEYS[1], ttl, filled)
+redis.call('setex', KEYS[2], ttl, now)
+return allowed
+)";
+
+std::string resp(const std::vector<std::string>& parts) {
+  std::string out = "*" + std::to_string(parts.size()) + "\r\n";
+  for (const auto& p : parts) out += "$" + std::to_string(p.size()) + "\r\n" + p + "\r\n";
+  return out;
+}
+
+// A blocking command on a fresh connection; returns the first reply line.
+std::string redisCommand(std::uint16_t port, const std::vector<std::string>& parts) {
+  asio::io_context io;
+  asio::ip::tcp::socket s(io);
+  s.connect({asio::ip::make_address("127.0.0.1"), port});
+  asio::write(s, asio::buffer(resp(parts)));
+  asio::streambuf buf;
+  asio::read_until(s, buf, "\r\n");
+  std::istream is(&buf);
+  std::string line;
+  std::getline(is, line);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  if (line.rfind("$", 0) == 0) {  // a bulk string: read its body
+    const std::size_t len = std::stoul(line.substr(1));
+    while (buf.size() < len + 2) asio::read(s, buf, asio::transfer_at_least(1));
+    std::string body(len, '\0');
+    is.read(body.data(), static_cast<std::streamsize>(len));
+    return body;
+  }
+  return line;
+}
+
+std::size_t redisReplyLength(const std::string& b) {
+  const auto end = b.find("\r\n");
+  return end == std::string::npos ? 0 : end + 2;  // integer or error: one line
+}
+
+// ---- cases ------------------------------------------------------------------------------------
+
+struct Row {
+  std::string system, keys;
+  int inflight = 0;
+  double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
+  std::uint64_t failures = 0;
+  double ratio = 0;  // to the matching Redis row; 0: none
+};
+
+Row summarize(const std::string& system, const std::string& keys, int inflight,
+              ingrid::bench::LoopResult r, double cpuMicrosUsed) {
+  Row row{system, keys, inflight};
+  std::sort(r.latenciesNs.begin(), r.latenciesNs.end());
+  auto pct = [&](double p) {
+    if (r.latenciesNs.empty()) return 0.0;
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(r.latenciesNs.size() - 1));
+    return static_cast<double>(r.latenciesNs[i]) / 1000.0;
+  };
+  const double ops = static_cast<double>(r.latenciesNs.size());
+  row.opsPerSec = ops / r.seconds;
+  row.p50 = pct(0.5);
+  row.p99 = pct(0.99);
+  row.p999 = pct(0.999);
+  row.cpuPerOp = ops > 0 ? cpuMicrosUsed / ops : 0;
+  row.failures = r.failures;
+  return row;
+}
+
+void print(const Row& r) {
+  std::printf(
+      "%-13s %-8s %4d in flight %10.0f ops/s  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us"
+      "  server CPU %6.2f us/op  failed %llu",
+      r.system.c_str(), r.keys.c_str(), r.inflight, r.opsPerSec, r.p50, r.p99, r.p999, r.cpuPerOp,
+      static_cast<unsigned long long>(r.failures));
+  if (r.ratio > 0) std::printf("  %.2fx redis", r.ratio);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+double cpuOf(const std::vector<pid_t>& pids) {
+  double sum = 0;
+  for (pid_t p : pids) sum += cpuMicros(p);
+  return sum;
+}
+
+struct Config {
+  double seconds = 5, warmup = 1;
+  std::vector<int> inflight{1, 16, 64, 256};
+  int keys = 100000;
+  std::string csv = "bench_vs_redis.csv";
+  int serverCpu = 0, clientCpu = 1;
+};
+
+std::vector<int> parseList(const char* s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (end == item.c_str() || *end != '\0' || v <= 0 || v > 4096) {
+      die("--inflight takes a comma-separated list of counts in 1..4096, got '" + item + "'");
+    }
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--echo-server") == 0) {
+    echoServer(static_cast<std::uint16_t>(std::atoi(argv[2])));
+    return 0;
+  }
+  Config cfg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--seconds") {
+      cfg.seconds = std::atof(value());
+    } else if (a == "--warmup") {
+      cfg.warmup = std::atof(value());
+    } else if (a == "--inflight") {
+      cfg.inflight = parseList(value());
+    } else if (a == "--keys") {
+      cfg.keys = std::atoi(value());
+    } else if (a == "--csv") {
+      cfg.csv = value();
+    } else if (a == "--server-cpu") {
+      cfg.serverCpu = std::atoi(value());
+    } else if (a == "--client-cpu") {
+      cfg.clientCpu = std::atoi(value());
+    } else if (a == "--smoke") {
+      cfg.seconds = 0.5;
+      cfg.warmup = 0.1;
+      cfg.inflight = {1, 64};
+      cfg.keys = 2000;
+    } else {
+      die("unknown option '" + a +
+          "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
+          "[--keys N] [--csv FILE] [--smoke] [--server-cpu C] [--client-cpu C]");
+    }
+  }
+  if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
+    die("--seconds must be in (0, 600], --warmup >= 0 and --keys > 0");
+  }
+  const unsigned cpus = std::thread::hardware_concurrency();
+  if (cpus < 2) std::fprintf(stderr, "bench_vs_redis: 1 CPU: server and client share it\n");
+  const int clientCpu = cpus < 2 ? 0 : cfg.clientCpu;
+  pinTo(clientCpu);
+
+  // The floor: an echo server of its own, pinned like the others.
+  std::vector<Child> children;
+  const std::uint16_t echoPort = freePort();
+  children.push_back(
+      spawn({"/proc/self/exe", "--echo-server", std::to_string(echoPort)}, cfg.serverCpu, "echo"));
+  awaitLine(children.back(), "echo ready", std::chrono::seconds(10));
+  const pid_t echoPid = children.back().pid;
+
+  const std::uint16_t redisPort = freePort();
+  children.push_back(spawn({"/usr/bin/redis-server", "--port", std::to_string(redisPort), "--bind",
+                            "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no"},
+                           cfg.serverCpu, "redis"));
+  awaitLine(children.back(), "Ready to accept connections", std::chrono::seconds(10));
+  const pid_t redisPid = children.back().pid;
+  const std::string sha = redisCommand(redisPort, {"SCRIPT", "LOAD", kTokenBucketLua});
+  if (sha.size() != 40) die("SCRIPT LOAD answered '" + sha + "'");
+
+  auto startNode = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args{INGRID_NODE_PATH, "--listen", "127.0.0.1:0", "--workers", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    children.push_back(spawn(args, cfg.serverCpu, name));
+    std::string rest = awaitLine(children.back(), "listening on ", std::chrono::seconds(20));
+    rest = rest.substr(0, rest.find(' '));
+    return std::make_pair(children.back().pid, rest);
+  };
+  const auto [solo, soloAddress] = startNode("ingrid-1", {"--backups", "0"});
+  std::vector<pid_t> trio;
+  std::vector<std::string> trioAddresses;
+  {
+    auto [p, a] = startNode("ingrid-3a", {"--backups", "1"});
+    trio.push_back(p);
+    trioAddresses.push_back(a);
+    for (const char* n : {"ingrid-3b", "ingrid-3c"}) {
+      auto [q, b] = startNode(n, {"--backups", "1", "--seed", a});
+      trio.push_back(q);
+      trioAddresses.push_back(b);
+    }
+  }
+
+  auto connect = [&](std::vector<std::string> seeds) {
+    ingrid::ClientOptions o;
+    o.seeds = std::move(seeds);
+    auto c = std::make_unique<ingrid::Client>(o);
+    const auto r = c->start();
+    if (!r) die("client: " + r.error().message());
+    return c;
+  };
+  auto soloClient = connect({soloAddress});
+  auto trioClient = connect(trioAddresses);
+  // Wait until the three members are one cluster (their topology lists three members).
+  {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (true) {
+      std::ifstream in(children.back().log);
+      std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      // Two topologies with three members (the join's T1 and T2): the migration is done.
+      const auto first = all.find(": 3 members");
+      if (first != std::string::npos && all.find(": 3 members", first + 1) != std::string::npos) {
+        break;
+      }
+      if (Clock::now() > deadline) die("the three ingrid nodes did not form one cluster in 30 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  // Buckets that refill fast enough never to deny under this load: every call does the full
+  // read-modify-write on both sides.
+  const ingrid::BucketParams bucket =
+      ingrid::BucketParams::perPeriod(1'000'000'000, 1'000'000'000);  // 1e9 per second
+  std::vector<std::string> ingridKeys, redisTokens, redisStamps;
+  for (int k = 0; k < cfg.keys; ++k) {
+    ingridKeys.push_back("bucket-" + std::to_string(k));
+    redisTokens.push_back("rl:{" + std::to_string(k) + "}:tokens");
+    redisStamps.push_back("rl:{" + std::to_string(k) + "}:ts");
+  }
+  const auto wall0 = std::chrono::system_clock::now();
+  auto redisLoad = [&](bool uniform) {
+    SocketLoad l;
+    l.request = [&, uniform](std::size_t conn, std::uint64_t i) {
+      const std::size_t k =
+          uniform ? ingrid::bench::uniformIndex(static_cast<int>(conn), i, redisTokens.size()) : 0;
+      const auto nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now() - wall0)
+                             .count();
+      return resp({"EVALSHA", sha, "2", redisTokens[k], redisStamps[k], "1000000000", "1000000000",
+                   std::to_string(nowMs), "1"});
+    };
+    l.complete = redisReplyLength;
+    return l;
+  };
+  auto ingridOp = [&](ingrid::Client& client, bool uniform) {
+    return [&client, &ingridKeys, bucket, uniform](int chain, std::uint64_t i,
+                                                   std::function<void(bool)> done) {
+      const std::size_t k = uniform ? ingrid::bench::uniformIndex(chain, i, ingridKeys.size()) : 0;
+      client.invokeAsync(ingridKeys[k], ingrid::TokenBucketAcquire{bucket, 1},
+                         [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
+                           done(r.ok() && r->granted);
+                         });
+    };
+  };
+  const std::string echoMessage(64, 'x');  // about an acquire request's size
+  SocketLoad echo;
+  echo.request = [&](std::size_t, std::uint64_t) { return echoMessage; };
+  echo.complete = [&](const std::string& b) {
+    return b.size() >= echoMessage.size() ? echoMessage.size() : 0;
+  };
+
+  // Prefill: every key once, on every system (not measured).
+  std::printf("prefilling %d keys on redis, ingrid-1 and ingrid-3...\n", cfg.keys);
+  std::fflush(stdout);
+  {
+    auto seq = [&](int chain, std::uint64_t i) {
+      return static_cast<std::size_t>(i) * 64 + static_cast<std::size_t>(chain);
+    };
+    SocketLoad fill = redisLoad(true);
+    fill.request = [&](std::size_t conn, std::uint64_t i) {
+      const std::size_t k = seq(static_cast<int>(conn), i) % redisTokens.size();
+      return resp({"EVALSHA", sha, "2", redisTokens[k], redisStamps[k], "1000000000", "1000000000",
+                   "0", "1"});
+    };
+    const double fillSeconds = std::max(1.0, cfg.keys / 20000.0);
+    runSockets(redisPort, 64, fillSeconds, fill);
+    for (ingrid::Client* c : {soloClient.get(), trioClient.get()}) {
+      ingrid::bench::runClosedLoop(
+          [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
+            c->invokeAsync(ingridKeys[seq(chain, i) % ingridKeys.size()],
+                           ingrid::TokenBucketAcquire{bucket, 1},
+                           [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
+                             done(r.ok());
+                           });
+          },
+          64, fillSeconds);
+    }
+  }
+
+  std::vector<Row> rows;
+  auto measure = [&](const std::string& system, const std::string& keys, int inflight,
+                     const std::vector<pid_t>& servers,
+                     const std::function<ingrid::bench::LoopResult(double)>& run) {
+    if (cfg.warmup > 0) run(cfg.warmup);
+    const double cpu0 = cpuOf(servers);
+    ingrid::bench::LoopResult r = run(cfg.seconds);
+    Row row = summarize(system, keys, inflight, std::move(r), cpuOf(servers) - cpu0);
+    rows.push_back(row);
+    return row;
+  };
+
+  std::printf("\n%s, %u CPUs, servers on CPU %d, load generator on CPU %d, %.1f s per case\n",
+              "bench_vs_redis", cpus, cfg.serverCpu, clientCpu, cfg.seconds);
+  for (int inflight : {1, 64}) {
+    print(measure("floor", "-", inflight, {echoPid},
+                  [&](double s) { return runSockets(echoPort, inflight, s, echo); }));
+  }
+  for (const bool uniform : {true, false}) {
+    const std::string keys = uniform ? "uniform" : "hot";
+    for (int inflight : cfg.inflight) {
+      const Row redis = measure("redis", keys, inflight, {redisPid}, [&](double s) {
+        return runSockets(redisPort, inflight, s, redisLoad(uniform));
+      });
+      print(redis);
+      auto vsRedis = [&](Row r) {
+        r.ratio = redis.opsPerSec > 0 ? r.opsPerSec / redis.opsPerSec : 0;
+        rows.back().ratio = r.ratio;
+        print(r);
+      };
+      vsRedis(measure("ingrid-1", keys, inflight, {solo}, [&](double s) {
+        return ingrid::bench::runClosedLoop(ingridOp(*soloClient, uniform), inflight, s);
+      }));
+      vsRedis(measure("ingrid-3", keys, inflight, trio, [&](double s) {
+        return ingrid::bench::runClosedLoop(ingridOp(*trioClient, uniform), inflight, s);
+      }));
+      if (!uniform) {
+        ingrid::Batcher<ingrid::Client, ingrid::TokenBucketAcquire> batcher(*soloClient, {});
+        vsRedis(measure("ingrid-batch", keys, inflight, {solo}, [&](double s) {
+          return ingrid::bench::runClosedLoop(
+              [&](int, std::uint64_t, std::function<void(bool)> done) {
+                batcher.invokeAsync(
+                    ingridKeys[0], ingrid::TokenBucketAcquire{bucket, 1},
+                    [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
+                      done(r.ok() && r->granted);
+                    });
+              },
+              inflight, s);
+        }));
+      }
+    }
+  }
+
+  std::ofstream csv(cfg.csv);
+  csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
+         "ratio_to_redis\n";
+  for (const Row& r : rows) {
+    csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
+        << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
+        << '\n';
+  }
+  std::printf("rows written to %s\n", cfg.csv.c_str());
+
+  soloClient->stop();
+  trioClient->stop();
+  for (auto it = children.rbegin(); it != children.rend(); ++it) stop(*it);
+  for (const Child& c : children) std::remove(c.log.c_str());
+  return 0;
+}
