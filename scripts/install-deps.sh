@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs what ingrid needs to build and test, from Debian 12's packages. Idempotent: does
-# nothing when everything is already installed. Runs apt-get as root (or through sudo).
+# nothing when everything is already installed. `--bench` adds redis-server and gnuplot-nox. Runs apt-get as root (or through sudo).
 set -euo pipefail
 
 # libraft-dev: the control plane's consensus (Canonical's raft; pulls libuv1-dev).
 # nftables and iproute2: the network-partition tests (network namespaces, nft rules).
 packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev nftables iproute2)
+# --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(redis-server gnuplot-nox)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
