@@ -1,6 +1,7 @@
 #include <ingrid/cluster/connection.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -21,6 +22,11 @@ namespace {
 constexpr std::chrono::milliseconds kLinger{1000};
 // Longest message carried in an error reply; longer ones are cut (they are for a person).
 constexpr std::size_t kMaxErrorMessage = 4096;
+// Reads land in a buffer of this size (it grows only for a larger frame, as its bytes arrive).
+constexpr std::size_t kReadChunk = 16 * 1024;
+// One gathered write carries at most this many frames (and stops adding past the byte bound).
+constexpr std::size_t kMaxGatheredFrames = 64;
+constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
 
 std::string endpointName(const asio::ip::tcp::socket& socket) {
   std::error_code ec;
@@ -115,7 +121,7 @@ bool Connection::canRunInline() noexcept {
 
 void Connection::start() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (!self->closed_) self->readHeader();
+    if (!self->closed_) self->readMore();
   });
 }
 
@@ -228,68 +234,87 @@ void Connection::onClose(CloseListener listener) {
              });
 }
 
-void Connection::readHeader() {
-  asio::async_read(socket_, asio::buffer(headerBuf_),
-                   [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
-                     self->onHeader(ec, n);
-                   });
+void Connection::readMore() {
+  if (inBegin_ == inEnd_) {
+    inBegin_ = inEnd_ = 0;
+    // After a large frame, give the memory back.
+    if (in_.size() > kReadChunk * 4) in_ = std::vector<char>(kReadChunk);
+  }
+  if (in_.empty()) in_.resize(kReadChunk);
+  if (inEnd_ == in_.size()) {
+    if (inBegin_ > 0) {  // move the partial frame to the front
+      std::memmove(in_.data(), in_.data() + inBegin_, inEnd_ - inBegin_);
+      inEnd_ -= inBegin_;
+      inBegin_ = 0;
+    }
+    if (inEnd_ == in_.size()) {
+      // A frame larger than the buffer: grow by doubling as its bytes arrive, never past the
+      // frame itself (its length was checked against maxBodyBytes), so what is allocated stays
+      // within twice what has arrived.
+      std::size_t want = in_.size() * 2;
+      if (haveHeader_) want = std::min<std::size_t>(want, header_.bodyLength);
+      in_.resize(std::max(want, in_.size() + 1));
+    }
+  }
+  socket_.async_read_some(asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_),
+                          [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
+                            self->onRead(ec, n);
+                          });
 }
 
-void Connection::onHeader(const std::error_code& ec, std::size_t bytes) {
+bool Connection::parseFrames() {
+  while (!closed_) {
+    const std::size_t available = inEnd_ - inBegin_;
+    if (!haveHeader_) {
+      if (available < kFrameHeaderBytes) return true;
+      HeaderBytes bytes;
+      std::memcpy(bytes.data(), in_.data() + inBegin_, kFrameHeaderBytes);
+      if (auto error = decodeHeader(bytes, options_.maxBodyBytes, header_)) {
+        // Answer in kind when the header is ours at least: the request id and a valid type.
+        const bool ours = readLe(&bytes[0], 4) == kFrameMagic;
+        const auto rawType = static_cast<std::uint16_t>(readLe(&bytes[6], 2));
+        const auto type = ours && rawType >= 1 && rawType <= kMaxMessageType
+                              ? static_cast<MessageType>(rawType)
+                              : MessageType::kHello;
+        failProtocol(ours ? readLe(&bytes[16], 8) : 0, type, *error);
+        return false;
+      }
+      inBegin_ += kFrameHeaderBytes;
+      haveHeader_ = true;
+      continue;
+    }
+    if (available < header_.bodyLength) return true;
+    std::string body(in_.data() + inBegin_, header_.bodyLength);
+    inBegin_ += header_.bodyLength;
+    haveHeader_ = false;
+    dispatch(Frame{header_, std::move(body)});
+  }
+  return false;
+}
+
+void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
   if (closed_) return;
+  inEnd_ += bytes;
+  if (!parseFrames()) return;
   if (ec) {
-    if (ec == asio::error::eof && bytes > 0) {
+    const std::size_t partial = inEnd_ - inBegin_;
+    if (ec == asio::error::eof && haveHeader_) {
+      failProtocol(header_.requestId, header_.type,
+                   Error(Errc::malformed_message,
+                         "frame truncated: connection closed after " + std::to_string(partial) +
+                             " of " + std::to_string(header_.bodyLength) + " body bytes (" +
+                             messageTypeName(header_.type) + " frame)"));
+    } else if (ec == asio::error::eof && partial > 0) {
       failProtocol(0, MessageType::kHello,
                    Error(Errc::malformed_message,
-                         "frame truncated: connection closed after " + std::to_string(bytes) +
+                         "frame truncated: connection closed after " + std::to_string(partial) +
                              " of " + std::to_string(kFrameHeaderBytes) + " header bytes"));
     } else {
       onReadError(ec);
     }
     return;
   }
-  if (auto error = decodeHeader(headerBuf_, options_.maxBodyBytes, header_)) {
-    // Answer in kind when the header is ours at least: the request id and a valid type.
-    const bool ours = readLe(&headerBuf_[0], 4) == kFrameMagic;
-    const auto rawType = static_cast<std::uint16_t>(readLe(&headerBuf_[6], 2));
-    const auto type = ours && rawType >= 1 && rawType <= kMaxMessageType
-                          ? static_cast<MessageType>(rawType)
-                          : MessageType::kHello;
-    failProtocol(ours ? readLe(&headerBuf_[16], 8) : 0, type, *error);
-    return;
-  }
-  if (header_.bodyLength == 0) {
-    dispatch(Frame{header_, {}});
-    if (!closed_) readHeader();
-    return;
-  }
-  readBody();
-}
-
-void Connection::readBody() {
-  body_.assign(header_.bodyLength, '\0');  // bounded by decodeHeader
-  asio::async_read(socket_, asio::buffer(body_),
-                   [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
-                     self->onBody(ec, n);
-                   });
-}
-
-void Connection::onBody(const std::error_code& ec, std::size_t bytes) {
-  if (closed_) return;
-  if (ec == asio::error::eof) {
-    failProtocol(header_.requestId, header_.type,
-                 Error(Errc::malformed_message,
-                       "frame truncated: connection closed after " + std::to_string(bytes) +
-                           " of " + std::to_string(header_.bodyLength) + " body bytes (" +
-                           messageTypeName(header_.type) + " frame)"));
-    return;
-  }
-  if (ec) {
-    onReadError(ec);
-    return;
-  }
-  dispatch(Frame{header_, std::exchange(body_, {})});
-  if (!closed_) readHeader();
+  readMore();
 }
 
 void Connection::onReadError(const std::error_code& ec) {
@@ -347,33 +372,43 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
 
 void Connection::write(HeaderBytes header, std::string body) {
   writes_.push_back(Outgoing{header, std::move(body)});
-  if (!writing_) writeNext();
+  if (writing_ == 0) writeNext();
 }
 
 void Connection::writeNext() {
-  writing_ = true;
-  const Outgoing& next = writes_.front();  // deque: stays put while later frames queue
-  const std::array<asio::const_buffer, 2> buffers{asio::buffer(next.header),
-                                                  asio::buffer(next.body)};
-  asio::async_write(socket_, buffers,
-                    [self = shared_from_this()](const std::error_code& ec, std::size_t) {
-                      self->writing_ = false;
-                      if (ec) {
-                        self->writes_.clear();
-                        if (!self->closed_) {
-                          self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
-                        } else if (self->lingering_) {
-                          self->closeSocket();
-                        }
-                        return;
-                      }
-                      self->writes_.pop_front();
-                      if (!self->writes_.empty()) {
-                        if (!self->closed_ || self->lingering_) self->writeNext();
-                      } else if (self->lingering_) {
-                        self->drainUntilEof();
-                      }
-                    });
+  // Everything queued so far goes out in one gathered write (bounded per write), so a pass that
+  // produced many frames costs one system call.
+  gather_.clear();
+  std::size_t bytes = 0;
+  std::size_t frames = 0;
+  for (const Outgoing& o : writes_) {  // deque: elements stay put while later frames queue
+    if (frames == kMaxGatheredFrames || (frames > 0 && bytes >= kMaxGatheredBytes)) break;
+    gather_.push_back(asio::buffer(o.header));
+    if (!o.body.empty()) gather_.push_back(asio::buffer(o.body));
+    bytes += o.header.size() + o.body.size();
+    ++frames;
+  }
+  writing_ = frames;
+  asio::async_write(
+      socket_, gather_, [self = shared_from_this()](const std::error_code& ec, std::size_t) {
+        const std::size_t written = std::exchange(self->writing_, 0);
+        if (ec) {
+          self->writes_.clear();
+          if (!self->closed_) {
+            self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
+          } else if (self->lingering_) {
+            self->closeSocket();
+          }
+          return;
+        }
+        self->writes_.erase(self->writes_.begin(),
+                            self->writes_.begin() + static_cast<std::ptrdiff_t>(written));
+        if (!self->writes_.empty()) {
+          if (!self->closed_ || self->lingering_) self->writeNext();
+        } else if (self->lingering_) {
+          self->drainUntilEof();
+        }
+      });
 }
 
 void Connection::failProtocol(std::uint64_t requestId, MessageType type, const Error& error) {

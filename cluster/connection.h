@@ -114,10 +114,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string body;
   };
 
-  void readHeader();
-  void onHeader(const std::error_code& ec, std::size_t bytes);
-  void readBody();
-  void onBody(const std::error_code& ec, std::size_t bytes);
+  // Reads whatever has arrived into in_ (growing it only as a frame's bytes arrive), then
+  // handles every complete frame in it before reading again (coalesced reads).
+  void readMore();
+  void onRead(const std::error_code& ec, std::size_t bytes);
+  // Handles every complete frame in in_; false once the connection closed meanwhile.
+  bool parseFrames();
   void onReadError(const std::error_code& ec);
   void dispatch(Frame frame);
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
@@ -144,11 +146,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   ConnectionHandler& handler_;
   std::string remote_;
   std::string localIp_, remoteIp_;  // for options_.faults
-  HeaderBytes headerBuf_{};
+  // Received bytes not yet handled: in_[inBegin_, inEnd_). header_ is valid while haveHeader_
+  // (its body is still arriving).
+  std::vector<char> in_;
+  std::size_t inBegin_ = 0, inEnd_ = 0;
+  bool haveHeader_ = false;
   FrameHeader header_{};
-  std::string body_;
   std::deque<Outgoing> writes_;
-  bool writing_ = false;
+  // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
+  std::size_t writing_ = 0;
+  std::vector<asio::const_buffer> gather_;
   bool closed_ = false;
   // After a protocol error: the socket stays open until the error reply is flushed and the
   // peer's EOF is read, or lingerTimer_ fires (at most kLinger later).
