@@ -17,9 +17,13 @@
 // each on uniform keys (drawn at random from --keys prefilled buckets) and on one hot key.
 //
 //   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
-//                              [--keys N] [--csv FILE] [--smoke] [--server-cpu C] [--client-cpu C]
+//                              [--keys N] [--memory-buckets N] [--csv FILE] [--smoke]
+//                              [--server-cpu C] [--client-cpu C]
 //
-// Not in this program yet (issue 8): Redis Cluster 3+3 with WAIT, memory per bucket.
+// Last, memory per bucket: --memory-buckets new buckets (16-byte keys) on each system; ingrid's
+// RSS delta (per copy: with 3 servers and 1 backup each bucket has two), Redis's used_memory delta.
+//
+// Not in this program yet (issue 8): Redis Cluster 3+3 with WAIT.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -38,6 +42,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -160,6 +165,8 @@ std::uint16_t freePort() {
 struct SocketLoad {
   std::function<std::string(std::size_t conn, std::uint64_t i)> request;
   std::function<std::size_t(const std::string& buffer)> complete;
+  // If set: a connection sends again only while this returns true (a count-bound run).
+  std::function<bool()> more;
 };
 
 ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double seconds,
@@ -205,7 +212,7 @@ ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double se
       me.in.erase(0, whole);
       const auto end = Clock::now();
       me.latencies.push_back((end - me.start).count());
-      if (end < deadline) send(k);
+      if (end < deadline && (!load.more || load.more())) send(k);
     });
   };
   send = [&](std::size_t k) {
@@ -220,7 +227,9 @@ ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double se
       read(k);
     });
   };
-  for (std::size_t k = 0; k < conns.size(); ++k) send(k);
+  for (std::size_t k = 0; k < conns.size(); ++k) {
+    if (!load.more || load.more()) send(k);
+  }
   io.run();
   ingrid::bench::LoopResult out;
   out.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
@@ -324,6 +333,24 @@ std::size_t redisReplyLength(const std::string& b) {
   return end == std::string::npos ? 0 : end + 2;  // integer or error: one line
 }
 
+// Resident set of a process, in bytes (VmRSS).
+double rssBytes(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+  }
+  return 0;
+}
+
+// Redis's own count of the memory it allocated (INFO memory: used_memory).
+double redisUsedMemory(std::uint16_t port) {
+  const std::string info = redisCommand(port, {"INFO", "memory"});
+  const auto at = info.find("used_memory:");
+  if (at == std::string::npos) die("INFO memory has no used_memory");
+  return std::stod(info.substr(at + 12));
+}
+
 // ---- cases ------------------------------------------------------------------------------------
 
 struct Row {
@@ -331,7 +358,8 @@ struct Row {
   int inflight = 0;
   double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
   std::uint64_t failures = 0;
-  double ratio = 0;  // to the matching Redis row; 0: none
+  double ratio = 0;            // to the matching Redis row; 0: none
+  double memoryPerBucket = 0;  // memory rows only: bytes per bucket per copy
 };
 
 Row summarize(const std::string& system, const std::string& keys, int inflight,
@@ -376,6 +404,7 @@ struct Config {
   int keys = 100000;
   std::string csv = "bench_vs_redis.csv";
   int serverCpu = 0, clientCpu = 1;
+  std::size_t memoryBuckets = 1'000'000;  // 0: no memory case
 };
 
 std::vector<int> parseList(const char* s) {
@@ -417,6 +446,8 @@ int main(int argc, char** argv) {
       cfg.keys = std::atoi(value());
     } else if (a == "--csv") {
       cfg.csv = value();
+    } else if (a == "--memory-buckets") {
+      cfg.memoryBuckets = static_cast<std::size_t>(std::atol(value()));
     } else if (a == "--server-cpu") {
       cfg.serverCpu = std::atoi(value());
     } else if (a == "--client-cpu") {
@@ -426,10 +457,12 @@ int main(int argc, char** argv) {
       cfg.warmup = 0.1;
       cfg.inflight = {1, 64};
       cfg.keys = 2000;
+      cfg.memoryBuckets = 20000;
     } else {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
-          "[--keys N] [--csv FILE] [--smoke] [--server-cpu C] [--client-cpu C]");
+          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--server-cpu C] "
+          "[--client-cpu C]");
     }
   }
   if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
@@ -628,13 +661,75 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Memory per bucket: `memoryBuckets` new buckets with 16-byte keys, each acquired once. ingrid:
+  // the RSS delta of its processes; with 3 servers and 1 backup there are two copies of each
+  // bucket, counted separately. Redis: the used_memory delta (two keys per bucket).
+  if (cfg.memoryBuckets > 0) {
+    const std::size_t n = cfg.memoryBuckets;
+    auto memKey = [](std::size_t k) {
+      std::string digits = std::to_string(k);  // 16 bytes: "m-" and 14 digits
+      return "m-" + std::string(14 - std::min<std::size_t>(14, digits.size()), '0') + digits;
+    };
+    auto fillIngrid = [&](ingrid::Client& client) {
+      std::atomic<std::size_t> next{0};
+      std::atomic<int> running{256};
+      std::promise<void> done;
+      std::function<void()> step = [&] {
+        const std::size_t k = next.fetch_add(1);
+        if (k >= n) {
+          if (running.fetch_sub(1) == 1) done.set_value();
+          return;
+        }
+        client.invokeAsync(memKey(k), ingrid::TokenBucketAcquire{bucket, 1},
+                           [&](ingrid::Result<ingrid::AcquireAnswer>) { step(); });
+      };
+      for (int c = 0; c < 256; ++c) step();
+      done.get_future().wait();
+    };
+    auto perBucket = [&](const std::string& system, double bytes, double copies) {
+      const double b = bytes / (static_cast<double>(n) * copies);
+      std::printf("%-13s memory: %zu buckets with 16-byte keys, %.1f B per bucket per copy\n",
+                  system.c_str(), n, b);
+      Row row{system, "memory", 0};
+      row.memoryPerBucket = b;
+      rows.push_back(row);
+      return b;
+    };
+    const double redisBefore = redisUsedMemory(redisPort);
+    {
+      std::atomic<std::size_t> next{0};
+      SocketLoad fill;
+      fill.more = [&] { return next.load() < n; };
+      fill.request = [&](std::size_t, std::uint64_t) {
+        const std::string k = memKey(next.fetch_add(1));
+        return resp({"EVALSHA", sha, "2", "rl:{" + k + "}:tokens", "rl:{" + k + "}:ts",
+                     "1000000000", "1000000000", "0", "1"});
+      };
+      fill.complete = redisReplyLength;
+      runSockets(redisPort, 64, 600, fill);
+    }
+    const double redisBytes = perBucket("redis", redisUsedMemory(redisPort) - redisBefore, 1);
+    const double soloBefore = rssBytes(solo);
+    fillIngrid(*soloClient);
+    const double soloBytes = perBucket("ingrid-1", rssBytes(solo) - soloBefore, 1);
+    double trioBefore = 0;
+    for (pid_t p : trio) trioBefore += rssBytes(p);
+    fillIngrid(*trioClient);
+    double trioAfter = 0;
+    for (pid_t p : trio) trioAfter += rssBytes(p);
+    const double trioBytes = perBucket("ingrid-3", trioAfter - trioBefore, 2);
+    std::printf("memory per bucket per copy: ingrid-1 %.2fx redis, ingrid-3 %.2fx redis\n",
+                redisBytes > 0 ? soloBytes / redisBytes : 0,
+                redisBytes > 0 ? trioBytes / redisBytes : 0);
+  }
+
   std::ofstream csv(cfg.csv);
   csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
-         "ratio_to_redis\n";
+         "ratio_to_redis,bytes_per_bucket_per_copy\n";
   for (const Row& r : rows) {
     csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
         << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
-        << '\n';
+        << ',' << r.memoryPerBucket << '\n';
   }
   std::printf("rows written to %s\n", cfg.csv.c_str());
 

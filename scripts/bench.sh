@@ -18,7 +18,7 @@ csv="$out/bench_vs_redis.csv"
 # One cluster of bars per (keys, in flight): Redis, ingrid with 1 server, ingrid with 3.
 data=$(mktemp)
 trap 'rm -f "$data"' EXIT
-awk -F, 'NR > 1 && $1 != "floor" && $1 != "ingrid-batch" {
+awk -F, 'NR > 1 && $1 != "floor" && $1 != "ingrid-batch" && $2 != "memory" {
   key = $2 "/" $3; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
   v[key, $1] = $4
 } END {
