@@ -224,8 +224,11 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
       if (t->syncingReplica(p, m) != nullptr) continue;
       bool another = false;
       for (MemberId o : t->table.owners(p)) {
+        // Another complete replica counts only on a member this leader hears now: one that
+        // merely has not been declared failed yet may be dead.
         if (o != m && t->syncingReplica(p, o) == nullptr && failed_.count(o) == 0 &&
-            revoked_.count(o) == 0 && std::find(drop.begin(), drop.end(), o) == drop.end()) {
+            revoked_.count(o) == 0 && std::find(drop.begin(), drop.end(), o) == drop.end() &&
+            std::find(live.begin(), live.end(), o) != live.end()) {
           another = true;
         }
       }

@@ -78,13 +78,7 @@ void NodeImpl::renewLease() {
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;
   LeaseBody ask{memberId(), incarnation_.load(), t->version, {}};
-  // Reported after a lease's silence (at least two heartbeats, and two heartbeats short of the
-  // failure timeout): the leader acts on a report only for members it hears itself, and so a
-  // partial partition is resolved (a write waiting on a backup it cut off released) within one
-  // failure timeout: this threshold, plus up to a heartbeat until the report, plus a commit.
-  const auto unreachableAfter =
-      std::max(2 * options_.heartbeatInterval,
-               std::min(leaseDuration(), options_.failureTimeout - 2 * options_.heartbeatInterval));
+  const auto unreachableAfter = unreachableThreshold();
   const auto now = SteadyClock::now();
   for (const auto& [id, heard] : lastHeard_) {
     if (now - heard > unreachableAfter) ask.unreachable.push_back(id);
@@ -150,11 +144,24 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
       });
 }
 
+std::chrono::milliseconds NodeImpl::hearingWindow() const {
+  return std::min(3 * options_.heartbeatInterval, options_.failureTimeout);
+}
+
+std::chrono::milliseconds NodeImpl::unreachableThreshold() const {
+  // Early enough that a partial partition is resolved (a write waiting on a backup its primary
+  // cannot reach released) about one failure timeout after the cut: this threshold, up to a
+  // heartbeat until the report, and a commit. Late enough that a member that died looks dead to
+  // the leader too when the others report it (the leader counts a member as one it hears for
+  // hearingWindow() after its last answer): a dead member that looked alive, reported cut from
+  // the living, made the leader keep it and remove them. Never past the failure timeout.
+  return std::min(options_.failureTimeout,
+                  std::max(leaseDuration(), hearingWindow() + options_.heartbeatInterval));
+}
+
 bool NodeImpl::hearsFrom(MemberId id) const {
   auto it = lastHeard_.find(id);
-  return it != lastHeard_.end() &&
-         SteadyClock::now() - it->second <
-             std::min(3 * options_.heartbeatInterval, options_.failureTimeout);
+  return it != lastHeard_.end() && SteadyClock::now() - it->second < hearingWindow();
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {

@@ -196,6 +196,11 @@ class NodeImpl final : public ConnectionHandler,
   void barrier(UniqueFunction<void(Result<bool>)> done) override;
   std::chrono::milliseconds leaseWait() const override;
   bool hearsFrom(MemberId id) const override;
+  // hearsFrom's window: a member answered within it.
+  std::chrono::milliseconds hearingWindow() const;
+  // Silence after which a member reports a peer as unreachable to the leader (with its lease
+  // requests); always longer than hearingWindow().
+  std::chrono::milliseconds unreachableThreshold() const;
   std::chrono::milliseconds migrationStallTimeout() const override {
     return options_.migrationStallTimeout;
   }
