@@ -27,6 +27,8 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
   --partitions N       partitions of the key space; must match the cluster. Default: 1024
   --backups N          backups per partition (the first member's value wins). Default: 1
   --workers N          partition worker threads; 0 = one per core. Default: 0
+  --single-thread      run the partitions on the network thread (no worker threads): one
+                       thread reads, runs, replicates and answers. Best on one core.
   --heartbeat-ms N     how often a heartbeat goes to every other member. Default: 500
   --failure-timeout-ms N
                        a member silent this long is declared failed and removed; its
@@ -100,6 +102,8 @@ int main(int argc, char** argv) {
       options.backups = static_cast<std::uint32_t>(n);
     } else if (arg == "--workers" && parseUnsigned(value("--workers"), 256, n)) {
       options.workerThreads = static_cast<unsigned>(n);
+    } else if (arg == "--single-thread") {
+      options.partitionsOnNetworkThread = true;
     } else if (arg == "--heartbeat-ms" && parseUnsigned(value("--heartbeat-ms"), 3600000, n) &&
                n > 0) {
       options.heartbeatInterval = std::chrono::milliseconds(n);

@@ -94,9 +94,10 @@ Result<bool> NodeImpl::start() {
   }
   unsigned threads = options_.workerThreads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  workers_ =
-      std::make_unique<PartitionWorkers>(options_.partitions, threads, clock_,
-                                         options_.expirySweepInterval, options_.expirySweepBuckets);
+  workers_ = std::make_unique<PartitionWorkers>(
+      options_.partitions, threads, clock_, options_.expirySweepInterval,
+      options_.expirySweepBuckets,
+      options_.partitionsOnNetworkThread && listen ? &netIo_ : nullptr);
   replicas_ = std::make_unique<Replica[]>(options_.partitions);
   {
     auto empty = std::make_shared<Topology>();

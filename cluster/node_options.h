@@ -33,6 +33,12 @@ struct NodeOptions {
   // Threads that own partitions and run processors; partition p belongs to worker p % threads.
   // 0 means std::thread::hardware_concurrency(). Default: 0.
   unsigned workerThreads = 0;
+  // Run every partition on the network thread instead of on worker threads (workerThreads is then
+  // ignored): one thread reads a request, runs it, replicates it and answers, with no handoff
+  // between threads. Best when the process has one core to itself; with several, worker threads
+  // run partitions in parallel. Only with a listenAddress (without one there is no network
+  // thread). Default: false.
+  bool partitionsOnNetworkThread = false;
   // Threads that run completions (callbacks, futures) whose handler has no associated executor.
   // Completions never run on a partition worker (DESIGN invariant 9). Default: 1.
   unsigned completionThreads = 1;

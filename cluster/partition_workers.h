@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -29,8 +30,12 @@ namespace ingrid {
 
 class PartitionWorkers {
  public:
+  // With `shared`, there is one worker and no thread of its own: the partitions run on the thread
+  // that runs `shared` (the node's network thread: one thread serves the connections and the
+  // partitions, with no handoff between them). `threads` is then ignored.
   PartitionWorkers(std::uint32_t partitions, unsigned threads, std::shared_ptr<const Clock> clock,
-                   std::chrono::milliseconds sweepInterval, std::size_t sweepBuckets);
+                   std::chrono::milliseconds sweepInterval, std::size_t sweepBuckets,
+                   asio::io_context* shared = nullptr);
   PartitionWorkers(const PartitionWorkers&) = delete;
   PartitionWorkers& operator=(const PartitionWorkers&) = delete;
   ~PartitionWorkers();
@@ -38,14 +43,15 @@ class PartitionWorkers {
   // Starts the threads; each binds the stores of its partitions and begins sweeping.
   void start();
   // Stops sweeping, runs every task already posted, then joins the threads. Idempotent.
-  // REQUIRES: no further post() (the Node stops admitting work first).
+  // REQUIRES: no further post() (the Node stops admitting work first). With a shared io_context:
+  // REQUIRES that its thread has ended (tasks still queued there are dropped with it).
   void stop();
 
   // Runs fn(PartitionStore&) on partition p's worker. Never runs fn inline.
   template <class F>
   void post(PartitionId p, F&& fn) {
     Worker& w = *workers_[p % workers_.size()];
-    asio::post(w.io, [store = &stores_[p], fn = std::forward<F>(fn)]() mutable { fn(*store); });
+    asio::post(*w.io, [store = &stores_[p], fn = std::forward<F>(fn)]() mutable { fn(*store); });
   }
 
   std::uint32_t partitionCount() const noexcept {
@@ -65,9 +71,16 @@ class PartitionWorkers {
 
  private:
   struct Worker {
-    asio::io_context io{1};
-    asio::executor_work_guard<asio::io_context::executor_type> guard{io.get_executor()};
-    asio::steady_timer sweepTimer{io};
+    explicit Worker(asio::io_context* shared)
+        : own(shared ? nullptr : std::make_unique<asio::io_context>(1)),
+          io(shared ? shared : own.get()),
+          sweepTimer(std::in_place, *io) {
+      if (!shared) guard.emplace(io->get_executor());
+    }
+    std::unique_ptr<asio::io_context> own;  // null when shared
+    asio::io_context* io;
+    std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
+    std::optional<asio::steady_timer> sweepTimer;
     bool stopping = false;  // set by stop(), on the worker's own thread
     std::vector<PartitionId> partitions;
     std::thread thread;
@@ -82,6 +95,7 @@ class PartitionWorkers {
   std::size_t sweepBuckets_;
   std::vector<PartitionStore> stores_;
   std::vector<std::unique_ptr<Worker>> workers_;
+  bool shared_ = false;
   bool started_ = false;
   bool stopped_ = false;
 };

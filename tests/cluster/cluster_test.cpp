@@ -113,7 +113,12 @@ std::int64_t readCounter(Node& node, int c) {
 TEST_CASE("Three nodes: a shared bucket grants exactly its capacity, counters are exact",
           "[cluster][multinode]") {
   auto clock = std::make_shared<ManualClock>(1'000'000'000);  // frozen: no refill
-  TestCluster cluster(clusterOptions(clock));
+  // Partitions on worker threads, and on each node's network thread (one thread does it all).
+  const bool networkThread = GENERATE(false, true);
+  INFO("partitionsOnNetworkThread " << networkThread);
+  NodeOptions options = clusterOptions(clock);
+  options.partitionsOnNetworkThread = networkThread;
+  TestCluster cluster(options);
   REQUIRE(cluster.start(3));
 
   constexpr int kBuckets = 5;
@@ -160,7 +165,11 @@ TEST_CASE("Three nodes: a shared bucket grants exactly its capacity, counters ar
 TEST_CASE("A node joins and another leaves under load: nothing lost, nothing applied twice",
           "[cluster][multinode][migration]") {
   auto clock = std::make_shared<ManualClock>(1'000'000'000);
-  TestCluster cluster(clusterOptions(clock));
+  const bool networkThread = GENERATE(false, true);
+  INFO("partitionsOnNetworkThread " << networkThread);
+  NodeOptions options = clusterOptions(clock);
+  options.partitionsOnNetworkThread = networkThread;
+  TestCluster cluster(options);
   REQUIRE(cluster.start(3));
   Load load;
   load.start(cluster.live(), 2);
