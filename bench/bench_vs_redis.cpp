@@ -18,7 +18,9 @@
 //
 //   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
 //                              [--keys N] [--memory-buckets N] [--csv FILE] [--smoke]
-//                              [--server-cpu C] [--client-cpu C]
+//                              [--single-thread] [--server-cpu C] [--client-cpu C]
+// --single-thread starts every ingrid-node with --single-thread (partitions on the network
+// thread); without it each runs one worker thread beside its network thread.
 //
 // Last, memory per bucket: --memory-buckets new buckets (16-byte keys) on each system; ingrid's
 // RSS delta (per copy: with 3 servers and 1 backup each bucket has two), Redis's used_memory delta.
@@ -405,6 +407,7 @@ struct Config {
   std::string csv = "bench_vs_redis.csv";
   int serverCpu = 0, clientCpu = 1;
   std::size_t memoryBuckets = 1'000'000;  // 0: no memory case
+  bool singleThread = false;              // ingrid-node --single-thread
 };
 
 std::vector<int> parseList(const char* s) {
@@ -446,6 +449,8 @@ int main(int argc, char** argv) {
       cfg.keys = std::atoi(value());
     } else if (a == "--csv") {
       cfg.csv = value();
+    } else if (a == "--single-thread") {
+      cfg.singleThread = true;
     } else if (a == "--memory-buckets") {
       cfg.memoryBuckets = static_cast<std::size_t>(std::atol(value()));
     } else if (a == "--server-cpu") {
@@ -461,8 +466,8 @@ int main(int argc, char** argv) {
     } else {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
-          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--server-cpu C] "
-          "[--client-cpu C]");
+          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread] "
+          "[--server-cpu C] [--client-cpu C]");
     }
   }
   if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
@@ -492,6 +497,7 @@ int main(int argc, char** argv) {
 
   auto startNode = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args{INGRID_NODE_PATH, "--listen", "127.0.0.1:0", "--workers", "1"};
+    if (cfg.singleThread) args.emplace_back("--single-thread");
     args.insert(args.end(), extra.begin(), extra.end());
     children.push_back(spawn(args, cfg.serverCpu, name));
     std::string rest = awaitLine(children.back(), "listening on ", std::chrono::seconds(20));
@@ -620,8 +626,11 @@ int main(int argc, char** argv) {
     return row;
   };
 
-  std::printf("\n%s, %u CPUs, servers on CPU %d, load generator on CPU %d, %.1f s per case\n",
-              "bench_vs_redis", cpus, cfg.serverCpu, clientCpu, cfg.seconds);
+  std::printf(
+      "\n%s, %u CPUs, servers on CPU %d, load generator on CPU %d, %.1f s per case, ingrid-node "
+      "%s\n",
+      "bench_vs_redis", cpus, cfg.serverCpu, clientCpu, cfg.seconds,
+      cfg.singleThread ? "--single-thread" : "--workers 1");
   for (int inflight : {1, 64}) {
     print(measure("floor", "-", inflight, {echoPid},
                   [&](double s) { return runSockets(echoPort, inflight, s, echo); }));
