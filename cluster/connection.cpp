@@ -99,7 +99,8 @@ Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
       options_(options),
       handler_(handler),
       remote_(endpointName(socket_)),
-      lingerTimer_(socket_.get_executor()) {
+      lingerTimer_(socket_.get_executor()),
+      deadlineTimer_(socket_.get_executor()) {
   std::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   if (options_.faults) {
@@ -129,6 +130,15 @@ bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_a
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                          std::chrono::milliseconds timeout, ResponseHandler done) {
+  const asio::any_io_executor executor = socket_.get_executor();
+  const auto* io = executor.target<asio::io_context::executor_type>();
+  if (io != nullptr && io->running_in_this_thread() && !closed_ &&
+      body.size() <= options_.maxBodyBytes) {
+    // Already on the network thread and sure to be accepted: no re-post (startRequest calls
+    // back only from later handlers on this path).
+    startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
+    return;
+  }
   asio::post(socket_.get_executor(),
              [self = shared_from_this(), type, topologyVersion, body = std::move(body), timeout,
               done = std::move(done)]() mutable {
@@ -151,24 +161,59 @@ void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, s
     return;
   }
   const std::uint64_t id = nextRequestId_++;
-  auto timer = std::make_unique<asio::steady_timer>(socket_.get_executor(), timeout);
-  timer->async_wait([self = shared_from_this(), id, timeout](const std::error_code& ec) {
-    if (ec) return;  // cancelled: answered or closed
-    auto it = self->pending_.find(id);
-    if (it == self->pending_.end()) return;
-    auto expired = std::move(it->second);
-    self->pending_.erase(it);
-    expired.done(Error(Errc::timeout, "no reply from " + self->remote_ + " to " +
-                                          messageTypeName(expired.type) + " request " +
-                                          std::to_string(id) + " within " +
-                                          std::to_string(timeout.count()) + " ms"));
-  });
-  pending_.emplace(id, Pending{std::move(done), std::move(timer), type});
+  const Clock::time_point deadline = Clock::now() + timeout;
+  pending_.emplace(id, Pending{std::move(done), deadline, timeout, type});
+  if (deadlines_.size() > 2 * pending_.size() + 64) {
+    // Mostly answered requests: rebuild from the pending ones (amortized O(1) per request).
+    deadlines_.clear();
+    for (const auto& [pid, p] : pending_) deadlines_.push_back(Deadline{p.deadline, pid});
+    std::make_heap(deadlines_.begin(), deadlines_.end());
+  } else {
+    deadlines_.push_back(Deadline{deadline, id});
+    std::push_heap(deadlines_.begin(), deadlines_.end());
+  }
+  if (deadline < armedFor_) armDeadline(deadline);
   FrameHeader header;
   header.type = type;
   header.requestId = id;
   header.topologyVersion = topologyVersion;
   enqueue(header, std::move(body));
+}
+
+void Connection::armDeadline(Clock::time_point at) {
+  armedFor_ = at;
+  deadlineTimer_.expires_at(at);  // cancels an earlier wait, whose handler then does nothing
+  // A weak reference: the wait must not keep a connection alive (an open one is held by its
+  // read, and a closed one has failed every pending request).
+  deadlineTimer_.async_wait([weak = weak_from_this(), at](const std::error_code& ec) {
+    auto self = weak.lock();
+    if (ec || !self || self->closed_ || self->armedFor_ != at) return;  // cancelled or re-armed
+    self->armedFor_ = Clock::time_point::max();
+    self->expireDue();
+  });
+}
+
+void Connection::expireDue() {
+  const Clock::time_point now = Clock::now();
+  while (!deadlines_.empty() && !closed_) {
+    const Deadline top = deadlines_.front();
+    auto it = pending_.find(top.id);
+    if (it != pending_.end() && it->second.deadline > now) break;
+    std::pop_heap(deadlines_.begin(), deadlines_.end());
+    deadlines_.pop_back();
+    if (it == pending_.end()) continue;  // answered already
+    Pending expired = std::move(it->second);
+    pending_.erase(it);
+    expired.done(Error(Errc::timeout, "no reply from " + remote_ + " to " +
+                                          messageTypeName(expired.type) + " request " +
+                                          std::to_string(top.id) + " within " +
+                                          std::to_string(expired.timeout.count()) + " ms"));
+  }
+  if (!deadlines_.empty() && !closed_) {
+    // The earliest entry that may still be pending (answered ones on top are dropped above).
+    const Clock::time_point next = deadlines_.front().at;
+    if (next < armedFor_) armDeadline(next);
+  }
 }
 
 void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
@@ -328,7 +373,6 @@ void Connection::dispatch(Frame frame) {
     if (it == pending_.end()) return;  // timed out already, or never ours: ignore
     Pending answered = std::move(it->second);
     pending_.erase(it);
-    answered.timer->cancel();
     if (frame.header.isError()) {
       answered.done(decodeErrorReply(frame.body, remote_));
     } else {
@@ -456,7 +500,9 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
   open_.store(false, std::memory_order_release);
   closeReason_ = reason;
   if (!lingering_) closeSocket();  // cancels the read and any write in flight
-  for (auto& [id, p] : pending_) p.timer->cancel();
+  deadlineTimer_.cancel();
+  armedFor_ = Clock::time_point::max();
+  deadlines_.clear();
   auto notify = [self = shared_from_this(), pending = std::exchange(pending_, {}),
                  listeners = std::exchange(closeListeners_, {}), reason]() mutable {
     const Error failure(Errc::unreachable,

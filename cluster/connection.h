@@ -2,7 +2,8 @@
 //
 // One class per connection (STYLE 8): it owns its socket and buffers, keeps one write in flight
 // with a queue behind it, and holds its own lifetime with shared_from_this() in every async
-// operation. Requests are correlated with replies by request id; each has a deadline. A bad
+// operation. Requests are correlated with replies by request id; each has a deadline, all served
+// by one timer per connection. A bad
 // frame is answered with an error reply naming what was wrong, then the connection is closed;
 // nothing else is affected. EOF, reset, timeout and cancel are normal events, never exceptions.
 //
@@ -77,7 +78,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the Error carried by an error reply (its Errc and message); or Errc::timeout after
   // `timeout`; or Errc::unreachable if the connection closes first (the request may or may not
   // have been processed by the peer). A body larger than maxBodyBytes fails with
-  // Errc::malformed_message without being sent.
+  // Errc::malformed_message without being sent. `done` never runs inside this call: called on
+  // the network thread the request is queued at once, from elsewhere it is posted there.
   void request(MessageType type, std::uint64_t topologyVersion, std::string body,
                std::chrono::milliseconds timeout, ResponseHandler done);
 
@@ -104,10 +106,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   // Implementation state; see connection.cpp. Touched only on the network thread.
+  using Clock = std::chrono::steady_clock;
   struct Pending {
     ResponseHandler done;
-    std::unique_ptr<asio::steady_timer> timer;
+    Clock::time_point deadline;
+    std::chrono::milliseconds timeout{0};
     MessageType type = MessageType::kHello;
+  };
+  struct Deadline {
+    Clock::time_point at;
+    std::uint64_t id = 0;
+    // Orders a std::*_heap as a min-heap on `at`.
+    bool operator<(const Deadline& other) const noexcept { return at > other.at; }
   };
   struct Outgoing {
     HeaderBytes header;
@@ -124,6 +134,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void dispatch(Frame frame);
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
                     std::chrono::milliseconds timeout, ResponseHandler done);
+  // Times out every pending request whose deadline has passed, then arms deadlineTimer_ for
+  // the earliest one left.
+  void expireDue();
+  void armDeadline(Clock::time_point at);
   void enqueue(const FrameHeader& header, std::string body);
   // Queues the encoded frame for writing (enqueue, past the fault hook).
   void write(HeaderBytes header, std::string body);
@@ -166,6 +180,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<bool> open_{true};
   std::uint64_t nextRequestId_ = 1;
   std::unordered_map<std::uint64_t, Pending> pending_;
+  // One timer for every pending request (no timer per request): deadlines_ is a min-heap of
+  // (deadline, id); an answered request's entry stays until it surfaces or the heap is rebuilt
+  // from pending_ (once it holds more than twice as many entries, so a rebuild is amortized).
+  // deadlineTimer_ is armed for armedFor_ (Clock::time_point::max() when not armed).
+  std::vector<Deadline> deadlines_;
+  asio::steady_timer deadlineTimer_;
+  Clock::time_point armedFor_ = Clock::time_point::max();
   std::vector<CloseListener> closeListeners_;
 };
 

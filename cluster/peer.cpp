@@ -37,6 +37,12 @@ bool Peer::connected() const noexcept { return connectedFlag_.load(std::memory_o
 
 void Peer::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                    std::chrono::milliseconds timeout, Connection::ResponseHandler done) {
+  if (transport_.io().get_executor().running_in_this_thread() && !closed_ && ready_ && conn_ &&
+      conn_->isOpen()) {
+    // On the network thread with a connection ready: hand over without a re-post.
+    conn_->request(type, topologyVersion, std::move(body), timeout, std::move(done));
+    return;
+  }
   asio::post(transport_.io(), [self = shared_from_this(), type, topologyVersion,
                                body = std::move(body), timeout, done = std::move(done)]() mutable {
     self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));

@@ -371,6 +371,67 @@ TEST_CASE("transport: many concurrent requests are correlated", "[cluster][trans
   CHECK(wrong == 0);
 }
 
+TEST_CASE("transport: one deadline timer serves requests with mixed timeouts",
+          "[cluster][transport]") {
+  Net server;
+  Net client({}, false);
+  auto conn = dial(client.transport, server.address());
+  // Unanswered requests, the longest first: the later, shorter ones must re-arm the timer.
+  auto forever = send(conn, MessageType::kHeartbeat, "", 60'000ms);
+  auto slow = send(conn, MessageType::kHeartbeat, "", 400ms);
+  auto fast = send(conn, MessageType::kHeartbeat, "", 50ms);
+  // Many answered requests between them leave stale heap entries (and force rebuilds).
+  std::vector<Reply> echoes;
+  for (int i = 0; i < 500; ++i)
+    echoes.push_back(send(conn, MessageType::kInvoke, std::to_string(i)));
+  for (int i = 0; i < 500; ++i)
+    CHECK(answer(echoes[static_cast<std::size_t>(i)]) == std::to_string(i));
+
+  auto f = get(fast);
+  REQUIRE_FALSE(f.ok());
+  CHECK(f.error() == Errc::timeout);
+  CHECK_THAT(f.error().detail(), Catch::Contains("50 ms"));
+  auto s = get(slow);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error() == Errc::timeout);
+  CHECK_THAT(s.error().detail(), Catch::Contains("400 ms"));
+  // The 60 s one is still pending (not expired with the others); closing fails it at once.
+  CHECK(forever.wait_for(0ms) == std::future_status::timeout);
+  conn->close(Error(Errc::shutting_down, "test over"));
+  auto r = get(forever);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error() == Errc::unreachable);
+}
+
+TEST_CASE("transport: a request made on the network thread is queued inline, answered later",
+          "[cluster][transport]") {
+  Net server;
+  Net client({}, false);
+  auto conn = dial(client.transport, server.address());
+  auto p = std::make_shared<std::promise<Result<Frame>>>();
+  auto second = p->get_future();
+  std::atomic<bool> returned{false};
+  std::atomic<bool> doneInsideCall{false};
+  auto first = std::make_shared<std::promise<void>>();
+  auto firstDone = first->get_future();
+  conn->request(MessageType::kInvoke, 0, "one", kWait, [&, conn, p, first](Result<Frame> r) {
+    CHECK(r.ok());
+    // On the network thread now: this request skips the post but must not complete inside.
+    conn->request(MessageType::kInvoke, 0, "two", kWait, [&, p](Result<Frame> r2) {
+      if (!returned) doneInsideCall = true;
+      p->set_value(r2);
+    });
+    returned = true;
+    first->set_value();
+  });
+  REQUIRE(firstDone.wait_for(kWait) == std::future_status::ready);
+  REQUIRE(second.wait_for(kWait) == std::future_status::ready);
+  auto r = second.get();
+  REQUIRE(r.ok());
+  CHECK(r->body == "two");
+  CHECK_FALSE(doneInsideCall);
+}
+
 TEST_CASE("transport: a closed connection fails its pending requests", "[cluster][transport]") {
   Net server;
   Net client({}, false);
