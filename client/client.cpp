@@ -1,6 +1,8 @@
 #include <ingrid/client/client.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <optional>
 #include <thread>
@@ -30,6 +32,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   Result<MemberStatusBody> statusOf(const std::string& address);
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
+  asio::io_context::executor_type ioExecutor() noexcept { return io_.get_executor(); }
 
   // ConnectionHandler: a client serves nothing.
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override {
@@ -122,6 +125,12 @@ Result<bool> ClientImpl::start() {
 }
 
 void ClientImpl::stop() {
+  if (io_.get_executor().running_in_this_thread()) {
+    std::fprintf(stderr,
+                 "ingrid: Client::stop() called inside a completion, on the client's own "
+                 "I/O thread, which it must join; stop the client from another thread\n");
+    std::abort();
+  }
   const int state = state_.exchange(kStopping);
   if (state == kStopping || state == kStopped || state == kCreated) {
     if (state == kCreated) state_.store(kStopped);
@@ -136,6 +145,9 @@ void ClientImpl::stop() {
   guard_.reset();
   asio::post(io_, [this] { io_.stop(); });
   if (thread_.joinable()) thread_.join();
+  // Completions posted while the thread stopped (refusals of calls that raced stop()) still run.
+  io_.restart();
+  io_.poll();
   state_.store(kStopped);
 }
 
@@ -275,18 +287,16 @@ Result<MemberStatusBody> ClientImpl::statusOf(const std::string& address) {
 
 // --- Client ---
 
-Client::Client(ClientOptions options)
-    : impl_(std::make_unique<ClientImpl>(std::move(options))),
-      completionPool_(
-          impl_->options().completionThreads == 0 ? 1 : impl_->options().completionThreads) {}
+Client::Client(ClientOptions options) : impl_(std::make_unique<ClientImpl>(std::move(options))) {}
 
 Client::~Client() { stop(); }
 Result<bool> Client::start() { return impl_->start(); }
 void Client::stop() {
-  impl_->stop();
   completionsClosed_.store(true, std::memory_order_release);
-  completionPool_.join();
+  impl_->stop();
 }
+asio::io_context::executor_type Client::ioExecutor() const noexcept { return impl_->ioExecutor(); }
+bool Client::onIoThread() const noexcept { return ioExecutor().running_in_this_thread(); }
 void Client::invokeRaw(std::string key, std::string_view processor, std::string args,
                        RawCompletion done) {
   impl_->invokeRaw(std::move(key), processor, std::move(args), std::move(done));

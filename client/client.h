@@ -9,8 +9,13 @@
 // against the other.
 //
 // Thread safety: every member is safe from any thread, except that start() and stop() must not
-// race. Completions run on the handler's associated executor, else on the client's completion
-// threads.
+// race, and that stop() (or the destructor) must not run inside a completion.
+//
+// Completions run on the handler's associated executor; a handler without one runs on the
+// client's I/O thread, as a handler of any Asio I/O object does. So a completion that starts the
+// next invocation sends it with no thread hop; it must not block (a blocking invoke() there
+// fails with would_deadlock), and long work belongs on an executor of the caller's own
+// (asio::bind_executor).
 #pragma once
 
 #include <atomic>
@@ -21,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
+#include <asio/io_context.hpp>
 #include <asio/system_executor.hpp>
-#include <asio/thread_pool.hpp>
 
 #include <ingrid/cluster/invoke_async.h>
 #include <ingrid/cluster/messages.h>
@@ -38,8 +43,6 @@ struct ClientOptions {
   std::chrono::milliseconds requestTimeout{5000};
   // How long start() may try the seeds before giving up. Default: 5 s.
   std::chrono::milliseconds connectTimeout{5000};
-  // Threads that run completions whose handler has no associated executor. Default: 1.
-  unsigned completionThreads = 1;
 };
 
 class ClientImpl;
@@ -65,11 +68,17 @@ class Client {
       return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
                             std::forward<CompletionToken>(token));
     }
-    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+    return asyncInvoke<P>(rawInvoker(), ioExecutor(), std::move(key), processor,
                           std::forward<CompletionToken>(token));
   }
+  // Blocks until the answer. Fails with would_deadlock inside a completion (on the I/O thread).
   template <EntryProcessor P>
   Result<typename P::Result> invoke(std::string key, const P& processor) {
+    if (onIoThread()) {
+      return Error(Errc::would_deadlock, "Client::invoke() of processor '" + std::string(P::kName) +
+                                             "' inside a completion, on the client's I/O thread, "
+                                             "would wait for that thread: use invokeAsync");
+    }
     return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
   }
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
@@ -91,9 +100,12 @@ class Client {
     };
   }
 
+  asio::io_context::executor_type ioExecutor() const noexcept;
+  bool onIoThread() const noexcept;
+
   std::unique_ptr<ClientImpl> impl_;
-  asio::thread_pool completionPool_;
-  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
+  // Set when stop() begins: later refusals complete on the system executor, not the I/O thread.
+  std::atomic<bool> completionsClosed_{false};
 };
 
 }  // namespace ingrid

@@ -44,6 +44,10 @@ void CallRouter::route(RoutedCallPtr call) {
                Error(Errc::unavailable, partitionName(call->partition) + " has no primary yet"));
     return;
   }
+  if (net_.get_executor().running_in_this_thread()) {  // already there: no re-post
+    sendRemote(std::move(call), std::move(routing));
+    return;
+  }
   asio::post(net_, [this, call = std::move(call), routing]() mutable {
     sendRemote(std::move(call), std::move(routing));
   });

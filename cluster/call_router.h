@@ -8,7 +8,8 @@
 // connection (it may have run; running it twice would grant twice), and every other error.
 //
 // Thread safety: route() and retryLater() from any thread; everything else runs on the network
-// io_context given at construction.
+// io_context given at construction. Called on that thread, route() sends at once (no re-post),
+// so a call may also finish inside it.
 #pragma once
 
 #include <chrono>

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
@@ -10,7 +11,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -276,6 +279,61 @@ TEST_CASE("Bad use of the client gets clear errors", "[client]") {
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error() == Errc::shutting_down);
   }
+}
+
+TEST_CASE("Client completions run on its I/O thread, chain with no hop, and never block it",
+          "[client]") {
+  TestCluster cluster(ingrid::testing::smallClusterOptions(nullptr));
+  cluster.add();
+  REQUIRE(cluster.lastStart().ok());
+  Client client(clientOf(cluster));
+  REQUIRE(client.start().ok());
+
+  // A chain of 50 increments, each started from the previous one's completion.
+  struct Chain {
+    std::promise<std::int64_t> last;
+    std::set<std::thread::id> threads;  // touched only by the completions, one after another
+    int left = 50;
+    Result<std::int64_t> blocking{std::int64_t{0}};
+  };
+  auto chain = std::make_shared<Chain>();
+  std::function<void(Result<std::int64_t>)> step = [&client, chain, &step](Result<std::int64_t> r) {
+    chain->threads.insert(std::this_thread::get_id());
+    if (!r.ok() || --chain->left == 0) {
+      // Inside a completion a blocking call would wait for this very thread: refused.
+      chain->blocking = client.invoke("chain", GetCounter{});
+      chain->last.set_value(r.ok() ? *r : -1);
+      return;
+    }
+    client.invokeAsync("chain", Increment{1}, step);
+  };
+  auto last = chain->last.get_future();
+  client.invokeAsync("chain", Increment{1}, step);
+  REQUIRE(last.wait_for(10s) == std::future_status::ready);
+  CHECK(last.get() == 50);
+  CHECK(chain->threads.size() == 1);  // the client's one I/O thread
+  CHECK(chain->threads.count(std::this_thread::get_id()) == 0);
+  REQUIRE_FALSE(chain->blocking.ok());
+  CHECK(chain->blocking.error() == Errc::would_deadlock);
+  CHECK_THAT(chain->blocking.error().message(), Catch::Contains("use invokeAsync"));
+
+  // A handler with an executor of its own runs there.
+  asio::io_context mine;
+  auto onMine = std::make_shared<std::atomic<bool>>(false);
+  std::thread::id ranOn;
+  client.invokeAsync("chain", GetCounter{},
+                     asio::bind_executor(mine, [&, onMine](Result<std::int64_t> r) {
+                       CHECK(r.ok());
+                       ranOn = std::this_thread::get_id();
+                       *onMine = true;
+                     }));
+  mine.run_for(10s);  // returns once the handler has run (its work guard is the only work)
+  CHECK(*onMine);
+  CHECK(ranOn == std::this_thread::get_id());
+  // Outside a completion the blocking call works.
+  auto v = client.invoke("chain", GetCounter{});
+  REQUIRE(v.ok());
+  CHECK(*v == 50);
 }
 
 TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in few messages",

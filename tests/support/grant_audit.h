@@ -204,7 +204,6 @@ class GrantAudit {
         std::rotate(c.seeds.begin(),
                     c.seeds.begin() + static_cast<std::ptrdiff_t>(i % seeds.size()), c.seeds.end());
       c.requestTimeout = options_.deadline;
-      c.completionThreads = 2;
       clients_.push_back(std::make_unique<Client>(c));
     }
   }
@@ -234,7 +233,6 @@ class GrantAudit {
     ClientOptions c;
     c.seeds = std::move(seeds);
     c.requestTimeout = options_.deadline;
-    c.completionThreads = 2;
     auto client = std::make_unique<Client>(c);
     if (auto started = client->start(); !started) return started.error().message();
     clients_.push_back(std::move(client));
