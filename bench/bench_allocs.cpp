@@ -1,0 +1,240 @@
+// Heap allocations per invocation, counted by a replacement of the global operator new in this
+// process (every thread: the caller, the client's I/O thread, the nodes' network, worker and
+// completion threads, and Asio's). Closed loop over prefilled keys, after a warm-up; the driver
+// itself allocates nothing per call (its handler is one pointer, its keys fit std::string's
+// small buffer), so every allocation counted is ingrid's or Asio's on its behalf.
+//
+// Cases:
+//   embedded node, local primary        Node::invokeAsync on a node without a listen address
+//   thin client, 1 node                 Client -> one ingrid Node over loopback, no backup
+//   thin client, 3 nodes, 1 backup      Client -> primary -> backup, synchronous replication
+//
+//   bench_allocs [--ops N] [--inflight N] [--single-thread]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/client/client.h>
+#include <ingrid/cluster/node.h>
+#include <ingrid/processors/token_bucket.h>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC sees free() of what its builtin knowledge calls operator new's memory once these are
+// inlined; here both sides are malloc/free by construction.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace {
+std::atomic<std::uint64_t> gAllocs{0};
+std::atomic<std::uint64_t> gBytes{0};
+}  // namespace
+
+// The counting allocator: every form of operator new in the program lands in these two.
+void* operator new(std::size_t n) {
+  gAllocs.fetch_add(1, std::memory_order_relaxed);
+  gBytes.fetch_add(n, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  gAllocs.fetch_add(1, std::memory_order_relaxed);
+  gBytes.fetch_add(n, std::memory_order_relaxed);
+  const std::size_t align = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+constexpr int kKeys = 10'000;
+
+// Keys of 11-12 bytes: within libstdc++'s 15-byte small-string buffer, so copying one to pass it
+// by value allocates nothing in the caller.
+std::vector<std::string> makeKeys() {
+  std::vector<std::string> keys;
+  for (int i = 0; i < kKeys; ++i) keys.push_back("alloc-" + std::to_string(100000 + i));
+  return keys;
+}
+
+// `inflight` chains each keep one acquire outstanding until `ops` have completed in all.
+template <class Invoker>
+struct Loop {
+  struct Chain {
+    Loop* loop = nullptr;
+    std::uint64_t step = 0;
+    int id = 0;
+  };
+  Loop(Invoker& i, const std::vector<std::string>& k) : invoker(i), keys(k) {}
+
+  Invoker& invoker;
+  const std::vector<std::string>& keys;
+  ingrid::TokenBucketAcquire acquire{
+      ingrid::BucketParams::perPeriod(1'000'000'000'000, ingrid::kNanosPerSecond), 1};
+  std::atomic<std::uint64_t> started{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::atomic<int> running{0};
+  std::uint64_t ops = 0;
+  std::vector<Chain> chains;
+  std::promise<void> finished;
+
+  void issue(Chain* c) {
+    const std::size_t k = (static_cast<std::size_t>(c->id) * 7919 + c->step++ * 104729) % kKeys;
+    invoker.invokeAsync(keys[k], acquire, [c](ingrid::Result<ingrid::AcquireAnswer> r) {
+      Loop& l = *c->loop;
+      if (!r.ok()) l.failed.fetch_add(1, std::memory_order_relaxed);
+      if (l.started.fetch_add(1, std::memory_order_relaxed) < l.ops) {
+        l.issue(c);
+      } else if (l.running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        l.finished.set_value();
+      }
+    });
+  }
+
+  // Returns false if the loop did not finish within a minute.
+  bool run(std::uint64_t n, int inflight) {
+    ops = n;
+    started = static_cast<std::uint64_t>(inflight);
+    running = inflight;
+    chains.assign(static_cast<std::size_t>(inflight), Chain{});
+    for (int i = 0; i < inflight; ++i) chains[static_cast<std::size_t>(i)] = Chain{this, 0, i};
+    auto done = finished.get_future();
+    for (auto& c : chains) issue(&c);
+    return done.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
+  }
+};
+
+template <class Invoker>
+void measure(const char* name, Invoker& invoker, const std::vector<std::string>& keys,
+             std::uint64_t ops, int inflight) {
+  {  // Warm-up: creates every bucket, grows every map, opens every connection.
+    Loop<Invoker> warm{invoker, keys};
+    if (!warm.run(std::max<std::uint64_t>(ops / 4, 4 * kKeys), inflight)) {
+      std::printf("%-34s warm-up did not finish within a minute\n", name);
+      return;
+    }
+  }
+  Loop<Invoker> loop{invoker, keys};
+  const std::uint64_t a0 = gAllocs.load(), b0 = gBytes.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool ok = loop.run(ops, inflight);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t allocs = gAllocs.load() - a0, bytes = gBytes.load() - b0;
+  const double done =
+      static_cast<double>(loop.started.load() - static_cast<std::uint64_t>(inflight));
+  if (!ok || done <= 0) {
+    std::printf("%-34s did not finish within a minute\n", name);
+    return;
+  }
+  std::printf(
+      "%-34s %3d in flight  %9.0f ops  %7.1f allocations/op  %8.0f bytes/op  failed %llu  "
+      "(%.0f ops/s under counting)\n",
+      name, inflight, done, static_cast<double>(allocs) / done, static_cast<double>(bytes) / done,
+      static_cast<unsigned long long>(loop.failed.load()), done / secs);
+  std::fflush(stdout);
+}
+
+ingrid::NodeOptions nodeOptions(bool singleThread, unsigned backups) {
+  ingrid::NodeOptions o;
+  o.workerThreads = 1;
+  o.partitionsOnNetworkThread = singleThread;
+  o.backups = backups;
+  o.listenAddress = "127.0.0.1:0";
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::uint64_t ops = 200'000;
+  int inflight = 64;
+  bool singleThread = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--ops") && i + 1 < argc) {
+      ops = std::strtoull(argv[++i], nullptr, 10);
+    } else if (!std::strcmp(argv[i], "--inflight") && i + 1 < argc) {
+      inflight = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--single-thread")) {
+      singleThread = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_allocs [--ops N] [--inflight N] [--single-thread]\n");
+      return 2;
+    }
+  }
+  if (ops == 0 || ops > 100'000'000 || inflight <= 0 || inflight > 4096) {
+    std::fprintf(stderr, "bench_allocs: --ops 1..100000000, --inflight 1..4096\n");
+    return 2;
+  }
+  const auto keys = makeKeys();
+  std::printf(
+      "bench_allocs: heap allocations per token-bucket acquire, whole process, %s\n",
+      singleThread ? "nodes with partitions on the network thread" : "nodes with 1 worker thread");
+
+  {
+    ingrid::NodeOptions o;
+    o.workerThreads = 1;
+    ingrid::Node node(o);
+    if (auto s = node.start(); !s) {
+      std::fprintf(stderr, "node: %s\n", s.error().message().c_str());
+      return 1;
+    }
+    measure("embedded node, local primary", node, keys, ops, inflight);
+    node.stop();
+  }
+
+  auto cluster = [&](int size, unsigned backups, const char* name) -> int {
+    std::vector<std::unique_ptr<ingrid::Node>> nodes;
+    for (int i = 0; i < size; ++i) {
+      auto o = nodeOptions(singleThread, backups);
+      if (!nodes.empty()) o.seeds = {nodes.front()->listenAddress()};
+      nodes.push_back(std::make_unique<ingrid::Node>(o));
+      if (auto s = nodes.back()->start(); !s) {
+        std::fprintf(stderr, "node %d: %s\n", i, s.error().message().c_str());
+        return 1;
+      }
+    }
+    // Bounded wait for the joins to settle: every member on one topology with no sync under way.
+    for (int i = 0; i < 30'000; ++i) {
+      bool settled = true;
+      for (auto& n : nodes) {
+        const auto t = n->topology();
+        settled = settled && t->members.size() == nodes.size() && t->syncing.empty() &&
+                  t->version == nodes.front()->topology()->version;
+      }
+      if (settled) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ingrid::ClientOptions c;
+    for (auto& n : nodes) c.seeds.push_back(n->listenAddress());
+    ingrid::Client client(c);
+    if (auto s = client.start(); !s) {
+      std::fprintf(stderr, "client: %s\n", s.error().message().c_str());
+      return 1;
+    }
+    measure(name, client, keys, ops, inflight);
+    client.stop();
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) (*it)->stop();
+    return 0;
+  };
+  if (int rc = cluster(1, 0, "thin client, 1 node"); rc != 0) return rc;
+  if (int rc = cluster(3, 1, "thin client, 3 nodes, 1 backup"); rc != 0) return rc;
+  return 0;
+}
