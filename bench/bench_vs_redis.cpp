@@ -12,6 +12,8 @@
 //   redis          standalone Redis 7, persistence off, EVALSHA of a two-key token-bucket script
 //                  of the gateway kind (tokens and timestamp keys; the caller sends its clock)
 //   ingrid-1       one ingrid-node, no backups, through the thin client
+//   redis-3+3      Redis Cluster, 3 masters with a replica each, the same script followed by
+//                  WAIT 1 (pipelined): the answer waits for the replica, like ingrid-3's backup
 //   ingrid-3       three ingrid-node processes with one synchronous backup
 //   ingrid-batch   one hot key through the client-side Batcher (ingrid-1)
 // each on uniform keys (drawn at random from --keys prefilled buckets) and on one hot key.
@@ -24,8 +26,6 @@
 //
 // Last, memory per bucket: --memory-buckets new buckets (16-byte keys) on each system; ingrid's
 // RSS delta (per copy: with 3 servers and 1 backup each bucket has two), Redis's used_memory delta.
-//
-// Not in this program yet (issue 8): Redis Cluster 3+3 with WAIT.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -42,6 +42,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -50,6 +51,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -171,8 +173,9 @@ struct SocketLoad {
   std::function<bool()> more;
 };
 
-ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double seconds,
-                                     const SocketLoad& load) {
+// Connection k goes to portOf(k).
+ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size_t)>& portOf,
+                                     int inflight, double seconds, const SocketLoad& load) {
   asio::io_context io;
   struct Conn {
     explicit Conn(asio::io_context& io) : socket(io) {}
@@ -186,10 +189,10 @@ ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double se
     std::uint64_t failures = 0;
   };
   std::vector<std::unique_ptr<Conn>> conns;
-  const asio::ip::tcp::endpoint to(asio::ip::make_address("127.0.0.1"), port);
   for (int i = 0; i < inflight; ++i) {
     conns.push_back(std::make_unique<Conn>(io));
-    conns.back()->socket.connect(to);
+    conns.back()->socket.connect(
+        {asio::ip::make_address("127.0.0.1"), portOf(static_cast<std::size_t>(i))});
     conns.back()->socket.set_option(asio::ip::tcp::no_delay(true));
     conns.back()->latencies.reserve(1 << 16);
   }
@@ -240,6 +243,11 @@ ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double se
     out.failures += c->failures;
   }
   return out;
+}
+
+ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double seconds,
+                                     const SocketLoad& load) {
+  return runSockets([port](std::size_t) { return port; }, inflight, seconds, load);
 }
 
 // The floor's server: a bare single-threaded Asio echo, run as a child of its own
@@ -335,6 +343,33 @@ std::size_t redisReplyLength(const std::string& b) {
   return end == std::string::npos ? 0 : end + 2;  // integer or error: one line
 }
 
+// Redis Cluster's hash slot of a key: CRC16 (XMODEM) of the key, or of its {hashtag}, mod 16384.
+std::uint16_t redisSlot(const std::string& key) {
+  std::string_view k = key;
+  if (const auto open = k.find('{'); open != std::string_view::npos) {
+    const auto close = k.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1)
+      k = k.substr(open + 1, close - open - 1);
+  }
+  std::uint16_t crc = 0;
+  for (const char ch : k) {
+    crc = static_cast<std::uint16_t>(crc ^ (static_cast<std::uint8_t>(ch) << 8));
+    for (int b = 0; b < 8; ++b) {
+      crc = (crc & 0x8000) ? static_cast<std::uint16_t>((crc << 1) ^ 0x1021)
+                           : static_cast<std::uint16_t>(crc << 1);
+    }
+  }
+  return static_cast<std::uint16_t>(crc % 16384);
+}
+
+// Two one-line replies (the script's, then WAIT's), or 0 while they have not both arrived.
+std::size_t twoReplyLength(const std::string& b) {
+  const auto first = b.find("\r\n");
+  if (first == std::string::npos) return 0;
+  const auto second = b.find("\r\n", first + 2);
+  return second == std::string::npos ? 0 : second + 2;
+}
+
 // Resident set of a process, in bytes (VmRSS).
 double rssBytes(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -361,6 +396,7 @@ struct Row {
   double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
   std::uint64_t failures = 0;
   double ratio = 0;            // to the matching Redis row; 0: none
+  double clusterRatio = 0;     // ingrid-3 only: to the matching Redis Cluster 3+3 row
   double memoryPerBucket = 0;  // memory rows only: bytes per bucket per copy
 };
 
@@ -390,6 +426,7 @@ void print(const Row& r) {
       r.system.c_str(), r.keys.c_str(), r.inflight, r.opsPerSec, r.p50, r.p99, r.p999, r.cpuPerOp,
       static_cast<unsigned long long>(r.failures));
   if (r.ratio > 0) std::printf("  %.2fx redis", r.ratio);
+  if (r.clusterRatio > 0) std::printf(", %.2fx redis-3+3", r.clusterRatio);
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -495,6 +532,90 @@ int main(int argc, char** argv) {
   const std::string sha = redisCommand(redisPort, {"SCRIPT", "LOAD", kTokenBucketLua});
   if (sha.size() != 40) die("SCRIPT LOAD answered '" + sha + "'");
 
+  // Redis Cluster 3+3: six redis-server processes in cluster mode (persistence off), made into
+  // three masters with one replica each by redis-cli. slotPort[s]: the master serving slot s.
+  const std::string clusterDir = "/tmp/bench_vs_redis." + std::to_string(::getpid()) + ".cluster";
+  std::filesystem::create_directories(clusterDir);
+  std::vector<std::uint16_t> clusterPorts;
+  std::vector<pid_t> clusterPids;
+  for (int i = 0; i < 6; ++i) {
+    const std::uint16_t port = freePort();
+    const std::uint16_t bus = freePort();
+    children.push_back(
+        spawn({"/usr/bin/redis-server", "--port", std::to_string(port), "--cluster-port",
+               std::to_string(bus), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+               "--cluster-enabled", "yes", "--cluster-config-file",
+               clusterDir + "/nodes-" + std::to_string(port) + ".conf", "--dir", clusterDir,
+               "--daemonize", "no"},
+              cfg.serverCpu, "redis-cluster-" + std::to_string(i)));
+    awaitLine(children.back(), "Ready to accept connections", std::chrono::seconds(10));
+    clusterPorts.push_back(port);
+    clusterPids.push_back(children.back().pid);
+  }
+  {
+    std::vector<std::string> create{"/usr/bin/redis-cli", "--cluster", "create"};
+    for (auto port : clusterPorts) create.push_back("127.0.0.1:" + std::to_string(port));
+    create.insert(create.end(), {"--cluster-replicas", "1", "--cluster-yes"});
+    Child made = spawn(create, cfg.serverCpu, "redis-cluster-create");
+    int status = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (::waitpid(made.pid, &status, WNOHANG) != made.pid) {
+      if (Clock::now() > deadline) die("redis-cli --cluster create did not finish in 60 s");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      die("redis-cli --cluster create failed; see " + made.log);
+    }
+    std::remove(made.log.c_str());
+  }
+  std::vector<std::uint16_t> slotPort(16384, 0);
+  {
+    // Every node agrees the cluster is ok, and every master has its replica online.
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    for (bool ready = false; !ready;) {
+      if (Clock::now() > deadline) die("the Redis cluster did not become ready in 60 s");
+      ready = true;
+      for (auto port : clusterPorts) {
+        ready = ready && redisCommand(port, {"CLUSTER", "INFO"}).find("cluster_state:ok") !=
+                             std::string::npos;
+      }
+      const std::string nodes = ready ? redisCommand(clusterPorts[0], {"CLUSTER", "NODES"}) : "";
+      std::istringstream lines(nodes);
+      std::vector<std::uint16_t> masters;
+      for (std::string line; std::getline(lines, line);) {
+        std::istringstream f(line);
+        std::vector<std::string> w;
+        for (std::string x; f >> x;) w.push_back(x);
+        if (w.size() < 9 || w[2].find("master") == std::string::npos) continue;
+        const auto colon = w[1].find(':');
+        const auto port = static_cast<std::uint16_t>(
+            std::stoi(w[1].substr(colon + 1, w[1].find('@') - colon - 1)));
+        masters.push_back(port);
+        for (std::size_t i = 8; i < w.size(); ++i) {
+          const auto dash = w[i].find('-');
+          const int lo = std::stoi(w[i].substr(0, dash));
+          const int hi = dash == std::string::npos ? lo : std::stoi(w[i].substr(dash + 1));
+          for (int slot = lo; slot <= hi && slot < 16384; ++slot) {
+            slotPort[static_cast<std::size_t>(slot)] = port;
+          }
+        }
+      }
+      ready = ready && masters.size() == 3 &&
+              std::none_of(slotPort.begin(), slotPort.end(), [](auto p) { return p == 0; });
+      for (auto m : masters) {
+        const std::string info = redisCommand(m, {"INFO", "replication"});
+        ready = ready && info.find("connected_slaves:1") != std::string::npos &&
+                info.find("state=online") != std::string::npos;
+      }
+      if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (auto port : clusterPorts) {
+      if (redisCommand(port, {"SCRIPT", "LOAD", kTokenBucketLua}) != sha) {
+        die("SCRIPT LOAD on the cluster node at port " + std::to_string(port) + " failed");
+      }
+    }
+  }
+
   auto startNode = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args{INGRID_NODE_PATH, "--listen", "127.0.0.1:0", "--workers", "1"};
     if (cfg.singleThread) args.emplace_back("--single-thread");
@@ -569,6 +690,39 @@ int main(int argc, char** argv) {
     l.complete = redisReplyLength;
     return l;
   };
+  // Redis Cluster: connection c talks to master c mod 3 (uniform; about a third of the
+  // connections each) or to the hot key's master (hot), and draws keys that master serves. Each
+  // call is the script then `WAIT 1 2000`, pipelined: the answer waits until the master's replica
+  // has the write. (2 s bounds a broken replica; with healthy replicas it is `WAIT 1 0`.)
+  std::vector<std::uint16_t> masters;
+  std::map<std::uint16_t, std::vector<std::size_t>> keysOf;  // master port -> key indexes
+  for (std::size_t k = 0; k < redisTokens.size(); ++k) {
+    keysOf[slotPort[redisSlot(redisTokens[k])]].push_back(k);
+  }
+  for (const auto& [port, keys] : keysOf) masters.push_back(port);
+  auto clusterPortOf = [&](bool uniform) {
+    return [&, uniform](std::size_t conn) {
+      return uniform ? masters[conn % masters.size()] : slotPort[redisSlot(redisTokens[0])];
+    };
+  };
+  auto clusterLoad = [&](bool uniform) {
+    SocketLoad l;
+    l.request = [&, uniform](std::size_t conn, std::uint64_t i) {
+      std::size_t k = 0;
+      if (uniform) {
+        const auto& mine = keysOf[masters[conn % masters.size()]];
+        k = mine[ingrid::bench::uniformIndex(static_cast<int>(conn), i, mine.size())];
+      }
+      const auto nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now() - wall0)
+                             .count();
+      return resp({"EVALSHA", sha, "2", redisTokens[k], redisStamps[k], "1000000000", "1000000000",
+                   std::to_string(nowMs), "1"}) +
+             resp({"WAIT", "1", "2000"});
+    };
+    l.complete = twoReplyLength;
+    return l;
+  };
   auto ingridOp = [&](ingrid::Client& client, bool uniform) {
     return [&client, &ingridKeys, bucket, uniform](int chain, std::uint64_t i,
                                                    std::function<void(bool)> done) {
@@ -601,6 +755,7 @@ int main(int argc, char** argv) {
     };
     const double fillSeconds = std::max(1.0, cfg.keys / 20000.0);
     runSockets(redisPort, 64, fillSeconds, fill);
+    runSockets(clusterPortOf(true), 63, fillSeconds, clusterLoad(true));
     for (ingrid::Client* c : {soloClient.get(), trioClient.get()}) {
       ingrid::bench::runClosedLoop(
           [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
@@ -642,9 +797,17 @@ int main(int argc, char** argv) {
         return runSockets(redisPort, inflight, s, redisLoad(uniform));
       });
       print(redis);
+      const Row cluster = measure("redis-3+3", keys, inflight, clusterPids, [&](double s) {
+        return runSockets(clusterPortOf(uniform), inflight, s, clusterLoad(uniform));
+      });
+      print(cluster);
       auto vsRedis = [&](Row r) {
         r.ratio = redis.opsPerSec > 0 ? r.opsPerSec / redis.opsPerSec : 0;
         rows.back().ratio = r.ratio;
+        if (r.system == "ingrid-3" && cluster.opsPerSec > 0) {
+          r.clusterRatio = r.opsPerSec / cluster.opsPerSec;
+          rows.back().clusterRatio = r.clusterRatio;
+        }
         print(r);
       };
       vsRedis(measure("ingrid-1", keys, inflight, {solo}, [&](double s) {
@@ -734,11 +897,11 @@ int main(int argc, char** argv) {
 
   std::ofstream csv(cfg.csv);
   csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
-         "ratio_to_redis,bytes_per_bucket_per_copy\n";
+         "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster\n";
   for (const Row& r : rows) {
     csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
         << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
-        << ',' << r.memoryPerBucket << '\n';
+        << ',' << r.memoryPerBucket << ',' << r.clusterRatio << '\n';
   }
   std::printf("rows written to %s\n", cfg.csv.c_str());
 
@@ -746,5 +909,7 @@ int main(int argc, char** argv) {
   trioClient->stop();
   for (auto it = children.rbegin(); it != children.rend(); ++it) stop(*it);
   for (const Child& c : children) std::remove(c.log.c_str());
+  std::error_code ignored;
+  std::filesystem::remove_all(clusterDir, ignored);
   return 0;
 }

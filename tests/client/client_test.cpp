@@ -394,5 +394,7 @@ TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in
   CHECK(static_cast<std::uint64_t>(answered.load()) == requests + viaNodes.size() * kPerCaller);
   CHECK(granted == kCapacity);
   CHECK(stats.sends == messages);
-  CHECK(messages * 4 < requests);  // far fewer messages than requests
+  // Fewer messages than requests: batches formed. How many depends on scheduling (a mean batch
+  // of about 30 here, 3.7 once under TSan on a loaded machine), so the bound is loose.
+  CHECK(messages * 2 < requests);
 }
