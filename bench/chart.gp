@@ -13,4 +13,5 @@ set grid ytics
 set xtics rotate by -30
 plot data using 2:xtic(1) title "Redis + Lua (standalone)", \
      '' using 3 title "ingrid, 1 server", \
-     '' using 4 title "ingrid, 3 servers, 1 sync backup"
+     '' using 4 title "Redis Cluster 3+3 + Lua + WAIT 1", \
+     '' using 5 title "ingrid, 3 servers, 1 sync backup"

@@ -15,14 +15,15 @@ for a in "$@"; do [ "$a" = "--smoke" ] && out="$dir/bench-results"; done
 mkdir -p "$out"
 csv="$out/bench_vs_redis.csv"
 "$dir/bench/bench_vs_redis" --csv "$csv" "$@"
-# One cluster of bars per (keys, in flight): Redis, ingrid with 1 server, ingrid with 3.
+# One cluster of bars per (keys, in flight): Redis, ingrid with 1 server, Redis Cluster 3+3 with
+# WAIT, ingrid with 3.
 data=$(mktemp)
 trap 'rm -f "$data"' EXIT
 awk -F, 'NR > 1 && $1 != "floor" && $1 != "ingrid-batch" && $2 != "memory" {
   key = $2 "/" $3; if (!(key in seen)) { seen[key] = 1; order[n++] = key }
   v[key, $1] = $4
 } END {
-  for (i = 0; i < n; i++) { k = order[i]; printf "%s %f %f %f\n", k, v[k, "redis"], v[k, "ingrid-1"], v[k, "ingrid-3"] }
+  for (i = 0; i < n; i++) { k = order[i]; printf "%s %f %f %f %f\n", k, v[k, "redis"], v[k, "ingrid-1"], v[k, "redis-3+3"], v[k, "ingrid-3"] }
 }' "$csv" > "$data"
 gnuplot -e "data='$data'; out='$out/bench_vs_redis.png'; when='$(date -u +%Y-%m-%d) on $(nproc) CPUs'" \
   "$root/bench/chart.gp"
