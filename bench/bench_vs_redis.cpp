@@ -842,6 +842,13 @@ int main(int argc, char** argv) {
       std::string digits = std::to_string(k);  // 16 bytes: "m-" and 14 digits
       return "m-" + std::string(14 - std::min<std::size_t>(14, digits.size()), '0') + digits;
     };
+    // Buckets that stay alive through the whole case: 1 token per 10,000 s, so a bucket that
+    // gave one token is full again (and expires) only after 10,000 s, and the Lua script's TTL is
+    // 2 * capacity / rate = 200,000 s. (With the throughput cases' fast refill both systems would
+    // expire the first buckets before the last were made.)
+    const ingrid::BucketParams memBucket =
+        ingrid::BucketParams::perPeriod(10, 100'000 * ingrid::kNanosPerSecond);
+    std::atomic<std::size_t> failed{0};
     auto fillIngrid = [&](ingrid::Client& client) {
       std::atomic<std::size_t> next{0};
       std::atomic<int> running{256};
@@ -852,8 +859,11 @@ int main(int argc, char** argv) {
           if (running.fetch_sub(1) == 1) done.set_value();
           return;
         }
-        client.invokeAsync(memKey(k), ingrid::TokenBucketAcquire{bucket, 1},
-                           [&](ingrid::Result<ingrid::AcquireAnswer>) { step(); });
+        client.invokeAsync(memKey(k), ingrid::TokenBucketAcquire{memBucket, 1},
+                           [&](ingrid::Result<ingrid::AcquireAnswer> r) {
+                             if (!r) failed.fetch_add(1);
+                             step();
+                           });
       };
       for (int c = 0; c < 256; ++c) step();
       done.get_future().wait();
@@ -874,11 +884,16 @@ int main(int argc, char** argv) {
       fill.more = [&] { return next.load() < n; };
       fill.request = [&](std::size_t, std::uint64_t) {
         const std::string k = memKey(next.fetch_add(1));
-        return resp({"EVALSHA", sha, "2", "rl:{" + k + "}:tokens", "rl:{" + k + "}:ts",
-                     "1000000000", "1000000000", "0", "1"});
+        return resp({"EVALSHA", sha, "2", "rl:{" + k + "}:tokens", "rl:{" + k + "}:ts", "0.0001",
+                     "10", "0", "1"});
       };
       fill.complete = redisReplyLength;
       runSockets(redisPort, 64, 600, fill);
+    }
+    const std::string keysAfter = redisCommand(redisPort, {"DBSIZE"});  // ":<count>"
+    if (keysAfter.size() < 2 || std::stoull(keysAfter.substr(1)) < 2 * n) {
+      die("redis holds " + keysAfter + " keys after the memory fill, expected at least " +
+          std::to_string(2 * n));
     }
     const double redisBytes = perBucket("redis", redisUsedMemory(redisPort) - redisBefore, 1);
     const double soloBefore = rssBytes(solo);
@@ -890,6 +905,9 @@ int main(int argc, char** argv) {
     double trioAfter = 0;
     for (pid_t p : trio) trioAfter += rssBytes(p);
     const double trioBytes = perBucket("ingrid-3", trioAfter - trioBefore, 2);
+    if (failed.load() != 0) {
+      die(std::to_string(failed.load()) + " ingrid acquires failed during the memory fill");
+    }
     std::printf("memory per bucket per copy: ingrid-1 %.2fx redis, ingrid-3 %.2fx redis\n",
                 redisBytes > 0 ? soloBytes / redisBytes : 0,
                 redisBytes > 0 ? trioBytes / redisBytes : 0);
