@@ -19,6 +19,7 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 
+#include <ingrid/grid/input_bounds.h>
 #include <ingrid/grid/partition_table.h>
 
 namespace ingrid {
@@ -131,6 +132,7 @@ void Topology::load(Archive& ar) {
   std::uint64_t count = 0;
   ar(cereal::make_size_tag(count));
   if (count > kMaxMembers) throw std::length_error("topology lists too many members");
+  checkRemaining(count, 1, "topology members");
   members.resize(static_cast<std::size_t>(count));
   for (auto& m : members) ar(m);
   ar(table, backups, nextMemberId);
@@ -139,6 +141,7 @@ void Topology::load(Archive& ar) {
   if (count > static_cast<std::uint64_t>(table.partitionCount()) * kMaxMembers) {
     throw std::length_error("topology lists too many syncing replicas");
   }
+  checkRemaining(count, 1, "topology syncing replicas");
   syncing.resize(static_cast<std::size_t>(count));
   for (auto& r : syncing) ar(r);
   ar(term, leader);
@@ -147,6 +150,7 @@ void Topology::load(Archive& ar) {
     throw std::length_error("topology lists " + std::to_string(count) + " epochs for " +
                             std::to_string(table.partitionCount()) + " partitions");
   }
+  checkRemaining(count, 1, "topology epochs");
   epochs.resize(static_cast<std::size_t>(count));
   for (auto& e : epochs) ar(e);
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <ingrid/grid/hash.h>
+#include <ingrid/grid/input_bounds.h>
 
 namespace ingrid {
 
@@ -83,12 +84,14 @@ class PartitionTable {
     std::uint32_t partitions = 0;
     ar(partitions);
     checkCount(partitions, kMaxPartitionCount, "partition count");
+    checkRemaining(partitions, sizeof(std::uint32_t), "partition table");  // a count each
     // Grown as lists arrive rather than reserved up front, so a short input allocates little.
     std::vector<std::vector<MemberId>> lists;
     for (std::uint32_t p = 0; p < partitions; ++p) {
       std::uint32_t count = 0;
       ar(count);
       checkCount(count, kMaxOwnersPerPartition, "owners per partition");
+      checkRemaining(count, sizeof(MemberId), "owners per partition");
       std::vector<MemberId> list(count);
       for (MemberId& m : list) ar(m);
       checkOwnerList(list);

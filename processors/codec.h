@@ -3,9 +3,17 @@
 // Portable binary is little-endian whatever the host, so every node and client reads the same
 // bytes the same way. decode() refuses trailing bytes and reports malformed input by throwing
 // std::exception; callers at the boundary (the registry, the wire) turn that into an Error.
+//
+// Untrusted lengths (DESIGN invariant 11): while decode() runs, every string or list length read
+// from the input is checked against the bytes that remain before anything is allocated (each
+// element takes at least one byte, a character or number its full size), so a short input that
+// claims a 100 GiB key is refused with std::length_error, having allocated nothing. This holds
+// for Cereal's std::string and std::vector (replaced below for the portable binary archive) and
+// for every count read with loadBoundedSize or checkRemaining.
 // Thread safety: pure functions.
 #pragma once
 
+#include <cstdint>
 #include <istream>
 #include <ostream>
 #include <sstream>
@@ -13,10 +21,14 @@
 #include <streambuf>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
+
+#include <ingrid/grid/input_bounds.h>
 
 namespace ingrid {
 
@@ -60,14 +72,14 @@ std::string encode(const T& value) {
 namespace codec_detail {
 
 // A read-only stream buffer over bytes owned elsewhere: decoding reads them in place.
-class ViewStreambuf final : public std::streambuf {
+class ViewStreambuf final : public std::streambuf, public InputBounds {
  public:
   explicit ViewStreambuf(std::string_view bytes) {
     // std::streambuf's get area is char*, but nothing here writes through it.
     char* begin = const_cast<char*>(bytes.data());
     setg(begin, begin, begin + bytes.size());
   }
-  std::size_t remaining() const { return static_cast<std::size_t>(egptr() - gptr()); }
+  std::size_t remaining() const override { return static_cast<std::size_t>(egptr() - gptr()); }
 };
 
 }  // namespace codec_detail
@@ -76,6 +88,7 @@ class ViewStreambuf final : public std::streambuf {
 template <class T>
 void decodeInto(std::string_view bytes, T& value) {
   codec_detail::ViewStreambuf buffer(bytes);
+  const InputBoundsScope scope(buffer);
   std::istream in(&buffer);
   {
     cereal::PortableBinaryInputArchive archive(in);
@@ -103,7 +116,43 @@ std::size_t loadBoundedSize(Archive& archive, std::size_t max, const char* what)
     throw std::length_error(std::string(what) + " has " + std::to_string(size) +
                             " elements, more than the limit of " + std::to_string(max));
   }
+  checkRemaining(size, 1, what);
   return static_cast<std::size_t>(size);
 }
 
 }  // namespace ingrid
+
+// Cereal's loads of std::string and std::vector for the portable binary archive, with the length
+// checked against the remaining input before the resize (Cereal's own resize first: a 17-byte
+// body could ask for 100 GiB). More specialized than Cereal's templates, so these are chosen.
+namespace cereal {
+
+template <class CharT, class Traits, class Alloc>
+void CEREAL_LOAD_FUNCTION_NAME(PortableBinaryInputArchive& ar,
+                               std::basic_string<CharT, Traits, Alloc>& str) {
+  size_type size = 0;
+  ar(make_size_tag(size));
+  ingrid::checkRemaining(size, sizeof(CharT), "a string");
+  str.resize(static_cast<std::size_t>(size));
+  ar(binary_data(str.data(), static_cast<std::size_t>(size) * sizeof(CharT)));
+}
+
+template <class T, class A>
+requires(!std::is_same_v<T, bool>)  // std::vector<bool> is Cereal's (not used on the wire)
+    void CEREAL_LOAD_FUNCTION_NAME(PortableBinaryInputArchive& ar, std::vector<T, A>& vector) {
+  size_type size = 0;
+  ar(make_size_tag(size));
+  if constexpr (std::is_arithmetic_v<T>) {
+    ingrid::checkRemaining(size, sizeof(T), "a list of numbers");
+    vector.resize(static_cast<std::size_t>(size));
+    ar(binary_data(vector.data(), static_cast<std::size_t>(size) * sizeof(T)));
+  } else {
+    // Every element takes at least one byte (no element type here is empty).
+    static_assert(!std::is_empty_v<T>, "an empty element type takes no bytes: bound it otherwise");
+    ingrid::checkRemaining(size, 1, "a list");
+    vector.resize(static_cast<std::size_t>(size));
+    for (auto& element : vector) ar(element);
+  }
+}
+
+}  // namespace cereal

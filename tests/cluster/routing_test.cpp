@@ -195,6 +195,27 @@ TEST_CASE("Bad frames to a node's port get an error and a closed connection; oth
     asio::read(s, asio::buffer(body));
     CHECK_THAT(decode<ErrorBody>(body).message, Catch::Contains("Invoke"));
   }
+  SECTION("a 17-byte Invoke whose key claims 100 GiB: refused, nothing allocated") {
+    std::string claim(8, '\0');
+    for (int i = 0; i < 8; ++i) {
+      claim[static_cast<std::size_t>(i)] = static_cast<char>((100ull << 30) >> (8 * i));
+    }
+    const std::string body = "\x01" + claim + "12345678";  // little-endian flag, size, 8 bytes
+    asio::ip::tcp::socket s(io);
+    s.connect({asio::ip::make_address(address->first), address->second});
+    asio::write(s, asio::buffer(header(MessageType::kInvoke,
+                                       static_cast<std::uint32_t>(body.size()), kProtocolVersion) +
+                                body));
+    HeaderBytes hb;
+    asio::read(s, asio::buffer(hb));
+    FrameHeader reply;
+    REQUIRE_FALSE(decodeHeader(hb, kDefaultMaxBodyBytes, reply));
+    CHECK(reply.isError());
+    std::string text(reply.bodyLength, '\0');
+    asio::read(s, asio::buffer(text));
+    CHECK_THAT(decode<ErrorBody>(text).message,
+               Catch::Contains("Invoke") && Catch::Contains("claims 107374182400"));
+  }
   SECTION("a truncated frame, then the client goes away") {
     asio::ip::tcp::socket s(io);
     s.connect({asio::ip::make_address(address->first), address->second});
