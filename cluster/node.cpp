@@ -55,8 +55,9 @@ std::vector<std::pair<std::string, Entry>> NodeImpl::TEST_partitionEntries(Parti
   auto answer = got.get_future();
   workers_->post(p, [this, &got](PartitionStore& store) {
     std::vector<std::pair<std::string, Entry>> out;
-    store.forEach(clock_->now(),
-                  [&](std::string_view k, const Entry& e) { out.emplace_back(std::string(k), e); });
+    store.forEach(clock_->now(), [&](std::string_view k, EntryView e) {
+      out.emplace_back(std::string(k), Entry{std::string(e.value), e.expiresAt});
+    });
     std::sort(out.begin(), out.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
     got.set_value(std::move(out));

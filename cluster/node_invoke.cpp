@@ -117,9 +117,9 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   update.partition = p;
   update.seq = rep.seq;
   update.key = std::string(key);
-  if (const Entry* stored = store.find(key, now)) {
+  if (const std::optional<EntryView> stored = store.find(key, now)) {
     update.kind = ReplicateBody::kPut;
-    update.value = stored->value;
+    update.value = std::string(stored->value);
     update.expiresAt = stored->expiresAt;
   } else {
     update.kind = ReplicateBody::kRemove;

@@ -47,9 +47,9 @@ Result<bool> NodeImpl::start() {
   if (options_.partitions == 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.partitions must be > 0");
   }
-  if (options_.expirySweepInterval.count() <= 0 || options_.expirySweepBuckets == 0) {
+  if (options_.expirySweepInterval.count() <= 0 || options_.expirySweepEntries == 0) {
     return Error(Errc::invalid_configuration,
-                 "NodeOptions.expirySweepInterval and expirySweepBuckets must be > 0");
+                 "NodeOptions.expirySweepInterval and expirySweepEntries must be > 0");
   }
   const auto ms = [](std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; };
   if (options_.heartbeatInterval.count() <= 0 ||
@@ -96,7 +96,7 @@ Result<bool> NodeImpl::start() {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   workers_ = std::make_unique<PartitionWorkers>(
       options_.partitions, threads, clock_, options_.expirySweepInterval,
-      options_.expirySweepBuckets,
+      options_.expirySweepEntries,
       options_.partitionsOnNetworkThread && listen ? &netIo_ : nullptr);
   replicas_ = std::make_unique<Replica[]>(options_.partitions);
   {

@@ -46,8 +46,8 @@ struct NodeOptions {
   std::shared_ptr<const Clock> clock = nullptr;
   // How often each worker sweeps its partitions for expired entries. Default: 1 s.
   std::chrono::milliseconds expirySweepInterval{1000};
-  // Hash buckets of each partition examined per sweep; bounds the work of one sweep. Default: 64.
-  std::size_t expirySweepBuckets = 64;
+  // Entries of each partition examined per sweep; bounds the work of one sweep. Default: 256.
+  std::size_t expirySweepEntries = 256;
 
   // --- Cluster. With an empty listenAddress the node is a single member with no network. ---
 

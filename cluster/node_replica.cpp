@@ -93,7 +93,7 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
       }
     }
     if (u.kind == ReplicateBody::kPut) {
-      store.put(u.key, Entry{std::move(u.value), u.expiresAt});
+      store.put(u.key, u.value, u.expiresAt);
     } else {
       store.erase(u.key);
     }
@@ -167,7 +167,7 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
     for (auto& e : s.entries) rep.staging.push_back(std::move(e));
     if (s.last) {
       store.clear();
-      for (auto& e : rep.staging) store.put(e.key, Entry{std::move(e.value), e.expiresAt});
+      for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
       rep.staging = {};
       rep.stagingId = 0;
       rep.seq = s.seq;
@@ -182,12 +182,13 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                             std::uint64_t version) {
   std::vector<SnapshotBody> chunks(1);
   std::size_t bytes = 0;
-  store.forEach(clock_->now(), [&](std::string_view key, const Entry& e) {
+  store.forEach(clock_->now(), [&](std::string_view key, EntryView e) {
     if (chunks.back().entries.size() >= kSnapshotChunkEntries || bytes >= kSnapshotChunkBytes) {
       chunks.emplace_back();
       bytes = 0;
     }
-    chunks.back().entries.push_back(SnapshotEntry{std::string(key), e.value, e.expiresAt});
+    chunks.back().entries.push_back(
+        SnapshotEntry{std::string(key), std::string(e.value), e.expiresAt});
     bytes += key.size() + e.value.size() + 16;
   });
   Replica& rep = replicas_[p];

@@ -10,10 +10,10 @@ thread_local bool tlOnWorker = false;
 PartitionWorkers::PartitionWorkers(std::uint32_t partitions, unsigned threads,
                                    std::shared_ptr<const Clock> clock,
                                    std::chrono::milliseconds sweepInterval,
-                                   std::size_t sweepBuckets, asio::io_context* shared)
+                                   std::size_t sweepEntries, asio::io_context* shared)
     : clock_(std::move(clock)),
       sweepInterval_(sweepInterval),
-      sweepBuckets_(sweepBuckets),
+      sweepEntries_(sweepEntries),
       stores_(partitions),
       shared_(shared != nullptr) {
   if (shared_) threads = 1;
@@ -59,7 +59,7 @@ void PartitionWorkers::scheduleSweep(Worker& w) {
     if (ec || w.stopping) return;
     const Nanos now = clock_->now();
     std::uint64_t reclaimed = 0;
-    for (PartitionId p : w.partitions) reclaimed += stores_[p].reclaimExpired(now, sweepBuckets_);
+    for (PartitionId p : w.partitions) reclaimed += stores_[p].reclaimExpired(now, sweepEntries_);
     if (reclaimed != 0) w.reclaimed.fetch_add(reclaimed, std::memory_order_relaxed);
     scheduleSweep(w);
   });

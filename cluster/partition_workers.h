@@ -34,7 +34,7 @@ class PartitionWorkers {
   // that runs `shared` (the node's network thread: one thread serves the connections and the
   // partitions, with no handoff between them). `threads` is then ignored.
   PartitionWorkers(std::uint32_t partitions, unsigned threads, std::shared_ptr<const Clock> clock,
-                   std::chrono::milliseconds sweepInterval, std::size_t sweepBuckets,
+                   std::chrono::milliseconds sweepInterval, std::size_t sweepEntries,
                    asio::io_context* shared = nullptr);
   PartitionWorkers(const PartitionWorkers&) = delete;
   PartitionWorkers& operator=(const PartitionWorkers&) = delete;
@@ -92,7 +92,7 @@ class PartitionWorkers {
 
   std::shared_ptr<const Clock> clock_;
   std::chrono::milliseconds sweepInterval_;
-  std::size_t sweepBuckets_;
+  std::size_t sweepEntries_;
   std::vector<PartitionStore> stores_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool shared_ = false;

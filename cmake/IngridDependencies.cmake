@@ -30,6 +30,13 @@ if(NOT INGRID_RAFT_INCLUDE_DIR OR NOT INGRID_RAFT_LIBRARY)
                       "Install the Debian package libraft-dev (or run scripts/install-deps.sh).")
 endif()
 
+# Abseil (libabsl-dev): flat_hash_set indexes each partition's compact entry store (grid/).
+find_package(absl QUIET CONFIG)
+if(NOT absl_FOUND)
+  message(FATAL_ERROR "ingrid: Abseil not found. "
+                      "Install the Debian package libabsl-dev (or run scripts/install-deps.sh).")
+endif()
+
 if(INGRID_BUILD_TESTS)
   find_package(Catch2 2.13 QUIET CONFIG)
   if(NOT Catch2_FOUND)

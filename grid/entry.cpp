@@ -12,14 +12,14 @@ bool MutableEntry::exists() const noexcept {
     case Change::kRemove:
       return false;
     case Change::kNone:
-      return current_ != nullptr;
+      return current_.has_value();
   }
   return false;
 }
 
 std::string_view MutableEntry::value() const noexcept {
   assert(exists());
-  return staged_ ? std::string_view(staged_->value) : std::string_view(current_->value);
+  return staged_ ? std::string_view(staged_->value) : current_->value;
 }
 
 Nanos MutableEntry::expiresAt() const noexcept {
@@ -30,7 +30,7 @@ Nanos MutableEntry::expiresAt() const noexcept {
 void MutableEntry::stageFromCurrent() {
   if (staged_) return;
   staged_.emplace();
-  if (change_ == Change::kNone && current_ != nullptr) staged_->expiresAt = current_->expiresAt;
+  if (change_ == Change::kNone && current_) staged_->expiresAt = current_->expiresAt;
 }
 
 void MutableEntry::setValue(std::string value) {
@@ -41,14 +41,14 @@ void MutableEntry::setValue(std::string value) {
 
 void MutableEntry::remove() noexcept {
   staged_.reset();
-  change_ = current_ != nullptr ? Change::kRemove : Change::kNone;
+  change_ = current_ ? Change::kRemove : Change::kNone;
 }
 
 void MutableEntry::setExpiresAt(Nanos at) noexcept {
   if (!exists()) return;  // nothing to expire
   if (!staged_) {
     // Expiry change alone: the value is copied once so the store can take a whole entry.
-    staged_.emplace(Entry{current_->value, at});
+    staged_.emplace(Entry{std::string(current_->value), at});
     change_ = Change::kPut;
     return;
   }

@@ -20,18 +20,28 @@ namespace ingrid {
 // Expiry of an entry that never expires.
 inline constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
 
+// A stored entry, read in place: valid until the store's next mutation.
+struct EntryView {
+  std::string_view value;
+  // Absolute time (clock nanoseconds) at and after which the entry is invisible. Default: never.
+  Nanos expiresAt = kNever;
+};
+
+// An entry that owns its value: staged changes, snapshots, tests.
 struct Entry {
   std::string value;
   // Absolute time (clock nanoseconds) at and after which the entry is invisible. Default: never.
   Nanos expiresAt = kNever;
+
+  EntryView view() const noexcept { return EntryView{value, expiresAt}; }
 };
 
 class MutableEntry {
  public:
   enum class Change : std::uint8_t { kNone, kPut, kRemove };
 
-  // `current` is the live entry or nullptr; it must outlive this object.
-  MutableEntry(std::string_view key, const Entry* current) noexcept
+  // `current` is the live entry or nullopt; what it views must outlive this object.
+  MutableEntry(std::string_view key, std::optional<EntryView> current) noexcept
       : key_(key), current_(current) {}
 
   std::string_view key() const noexcept { return key_; }
@@ -55,7 +65,7 @@ class MutableEntry {
   void stageFromCurrent();
 
   std::string_view key_;
-  const Entry* current_;
+  std::optional<EntryView> current_;
   Change change_ = Change::kNone;
   std::optional<Entry> staged_;  // set once the processor changed the value or expiry
 };

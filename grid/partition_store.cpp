@@ -1,33 +1,103 @@
 #include <ingrid/grid/partition_store.h>
 
 #include <cassert>
-#include <utility>
-#include <vector>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include <absl/hash/hash.h>
 
 namespace ingrid {
 namespace {
 
 // kNever never expires, not even at the last representable instant.
-bool isExpired(const Entry& e, Nanos now) noexcept {
-  return e.expiresAt != kNever && e.expiresAt <= now;
+bool isExpired(Nanos expiresAt, Nanos now) noexcept {
+  return expiresAt != kNever && expiresAt <= now;
 }
 
+// An out-of-line slot's `bytes`: the heap block (key then value) and the value's length.
+struct OutOfLine {
+  char* data;
+  std::size_t valueLen;
+};
+static_assert(sizeof(OutOfLine) <= PartitionStore::kInlineBytes);
+
 }  // namespace
+
+PartitionStore::PartitionStore() : index_(0, IndexHash{this}, IndexEq{this}) {}
+
+PartitionStore::~PartitionStore() {
+  for (std::uint32_t i = 0; i < size_; ++i) release(slot(i));
+}
 
 bool PartitionStore::onOwnerThread() const noexcept {
   const std::thread::id owner = owner_.load(std::memory_order_relaxed);
   return owner == std::thread::id{} || owner == std::this_thread::get_id();
 }
 
-const Entry* PartitionStore::find(std::string_view key, Nanos now) {
-  assert(onOwnerThread());
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return nullptr;
-  if (isExpired(it->second, now)) {
-    entries_.erase(it);
-    return nullptr;
+std::size_t PartitionStore::IndexHash::operator()(std::uint32_t i) const noexcept {
+  return (*this)(keyOf(store->slot(i)));
+}
+
+std::size_t PartitionStore::IndexHash::operator()(std::string_view key) const noexcept {
+  return absl::Hash<std::string_view>{}(key);
+}
+
+bool PartitionStore::IndexEq::operator()(std::uint32_t a, std::string_view b) const noexcept {
+  return keyOf(store->slot(a)) == b;
+}
+
+std::string_view PartitionStore::keyOf(const Slot& s) noexcept {
+  if (s.outOfLine == 0) return {s.bytes, s.keyLen};
+  OutOfLine out;
+  std::memcpy(&out, s.bytes, sizeof out);
+  return {out.data, s.keyLen};
+}
+
+std::string_view PartitionStore::valueOf(const Slot& s) noexcept {
+  if (s.outOfLine == 0) return {s.bytes + s.keyLen, s.valueLen};
+  OutOfLine out;
+  std::memcpy(&out, s.bytes, sizeof out);
+  return {out.data + s.keyLen, out.valueLen};
+}
+
+void PartitionStore::fill(Slot& s, std::string_view key, std::string_view value, Nanos expiresAt) {
+  assert(key.size() <= std::numeric_limits<std::uint16_t>::max());
+  s.expiresAt = expiresAt;
+  s.keyLen = static_cast<std::uint16_t>(key.size());
+  if (key.size() + value.size() <= kInlineBytes) {
+    s.outOfLine = 0;
+    s.valueLen = static_cast<std::uint8_t>(value.size());
+    std::memcpy(s.bytes, key.data(), key.size());
+    if (!value.empty()) std::memcpy(s.bytes + key.size(), value.data(), value.size());
+    return;
   }
-  return &it->second;
+  OutOfLine out{new char[key.size() + value.size()], value.size()};
+  std::memcpy(out.data, key.data(), key.size());
+  if (!value.empty()) std::memcpy(out.data + key.size(), value.data(), value.size());
+  s.outOfLine = 1;
+  s.valueLen = 0;
+  std::memcpy(s.bytes, &out, sizeof out);
+}
+
+void PartitionStore::release(Slot& s) noexcept {
+  if (s.outOfLine == 0) return;
+  OutOfLine out;
+  std::memcpy(&out, s.bytes, sizeof out);
+  delete[] out.data;
+  s.outOfLine = 0;
+}
+
+std::optional<EntryView> PartitionStore::find(std::string_view key, Nanos now) {
+  assert(onOwnerThread());
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  const Slot& s = slot(*it);
+  if (isExpired(s.expiresAt, now)) {
+    eraseAt(it);
+    return std::nullopt;
+  }
+  return EntryView{valueOf(s), s.expiresAt};
 }
 
 void PartitionStore::apply(std::string_view key, MutableEntry& change) {
@@ -35,66 +105,103 @@ void PartitionStore::apply(std::string_view key, MutableEntry& change) {
   switch (change.change()) {
     case MutableEntry::Change::kNone:
       return;
-    case MutableEntry::Change::kPut:
-      put(key, change.takeEntry());
+    case MutableEntry::Change::kPut: {
+      const Entry staged = change.takeEntry();
+      put(key, staged.value, staged.expiresAt);
       return;
+    }
     case MutableEntry::Change::kRemove:
       erase(key);
       return;
   }
 }
 
-void PartitionStore::put(std::string_view key, Entry entry) {
+void PartitionStore::put(std::string_view key, std::string_view value, Nanos expiresAt) {
   assert(onOwnerThread());
-  auto it = entries_.find(key);
-  if (it == entries_.end()) {
-    entries_.emplace(std::string(key), std::move(entry));
-  } else {
-    it->second = std::move(entry);
+  auto it = index_.find(key);
+  if (it != index_.end()) {
+    // Fill a copy first: `key` or `value` may not alias the slot, but its own key does.
+    Slot& s = slot(*it);
+    Slot replacement;
+    fill(replacement, keyOf(s), value, expiresAt);
+    release(s);
+    s = replacement;
+    ++updateSeq_;
+    return;
   }
+  if (size_ == std::numeric_limits<std::uint32_t>::max()) {
+    throw std::length_error("a partition holds at most 2^32-1 entries");
+  }
+  if (size_ == chunks_.size() * kChunkSlots) {
+    chunks_.push_back(std::make_unique_for_overwrite<Slot[]>(kChunkSlots));
+  }
+  fill(slot(size_), key, value, expiresAt);
+  // The index hashes the new slot's key, so the slot is filled before it is indexed.
+  index_.insert(size_);
+  ++size_;
   ++updateSeq_;
 }
 
 void PartitionStore::erase(std::string_view key) {
   assert(onOwnerThread());
-  auto it = entries_.find(key);
-  if (it == entries_.end()) return;
-  entries_.erase(it);
+  auto it = index_.find(key);
+  if (it == index_.end()) return;
+  eraseAt(it);
   ++updateSeq_;
+}
+
+void PartitionStore::eraseAt(Index::iterator it) {
+  const std::uint32_t hole = *it;
+  const std::uint32_t last = size_ - 1;
+  index_.erase(it);
+  release(slot(hole));
+  if (hole != last) {
+    // Move the last slot into the hole and point its index entry there. The entry is found by
+    // identity (the last slot's key hashes it), and rewriting it in place keeps its hash, which
+    // is its key's. The set's elements are not const objects; only its iterators say const.
+    auto moved = index_.find(last);
+    assert(moved != index_.end());
+    slot(hole) = slot(last);
+    const_cast<std::uint32_t&>(*moved) = hole;
+  }
+  --size_;
+  // Give back a trailing chunk once the one before it has room to spare too.
+  if (chunks_.size() >= 2 &&
+      size_ + kChunkSlots + kChunkSlots / 2 <= chunks_.size() * kChunkSlots) {
+    chunks_.pop_back();
+  }
 }
 
 void PartitionStore::clear() noexcept {
   assert(onOwnerThread());
-  entries_.clear();
+  for (std::uint32_t i = 0; i < size_; ++i) release(slot(i));
+  index_ = Index(0, IndexHash{this}, IndexEq{this});
+  chunks_.clear();
+  chunks_.shrink_to_fit();
+  size_ = 0;
   sweepCursor_ = 0;
 }
 
-std::size_t PartitionStore::reclaimExpired(Nanos now, std::size_t maxBuckets) {
+std::size_t PartitionStore::reclaimExpired(Nanos now, std::size_t maxEntries) {
   assert(onOwnerThread());
-  const std::size_t buckets = entries_.bucket_count();
-  if (entries_.empty() || buckets == 0) return 0;
-  std::vector<std::string_view> expired;
-  const std::size_t steps = maxBuckets < buckets ? maxBuckets : buckets;
-  for (std::size_t i = 0; i < steps; ++i) {
-    const std::size_t b = (sweepCursor_ + i) % buckets;
-    for (auto it = entries_.cbegin(b); it != entries_.cend(b); ++it) {
-      if (isExpired(it->second, now)) expired.push_back(it->first);
-    }
-  }
-  sweepCursor_ = (sweepCursor_ + steps) % buckets;
-  // Erasing never rehashes, so the collected views stay valid until their own erase.
   std::size_t erased = 0;
-  for (std::string_view key : expired) {
-    auto it = entries_.find(key);
-    entries_.erase(it);
-    ++erased;
+  for (std::size_t examined = 0; examined < maxEntries && size_ > 0; ++examined) {
+    if (sweepCursor_ >= size_) sweepCursor_ = 0;  // wrap
+    if (isExpired(slot(sweepCursor_).expiresAt, now)) {
+      auto it = index_.find(sweepCursor_);
+      assert(it != index_.end());
+      eraseAt(it);  // the last slot moves here: look at this position again
+      ++erased;
+    } else {
+      ++sweepCursor_;
+    }
   }
   return erased;
 }
 
 std::size_t PartitionStore::size() const noexcept {
   assert(onOwnerThread());
-  return entries_.size();
+  return size_;
 }
 
 std::uint64_t PartitionStore::updateSeq() const noexcept {
@@ -103,10 +210,11 @@ std::uint64_t PartitionStore::updateSeq() const noexcept {
 }
 
 void PartitionStore::forEach(Nanos now,
-                             const std::function<void(std::string_view, const Entry&)>& fn) const {
+                             const std::function<void(std::string_view, EntryView)>& fn) const {
   assert(onOwnerThread());
-  for (const auto& [key, entry] : entries_) {
-    if (!isExpired(entry, now)) fn(key, entry);
+  for (std::uint32_t i = 0; i < size_; ++i) {
+    const Slot& s = slot(i);
+    if (!isExpired(s.expiresAt, now)) fn(keyOf(s), EntryView{valueOf(s), s.expiresAt});
   }
 }
 

@@ -5,8 +5,9 @@ set -euo pipefail
 
 # libraft-dev: the control plane's consensus (Canonical's raft; pulls libuv1-dev).
 # nftables and iproute2: the network-partition tests (network namespaces, nft rules).
+# libabsl-dev: Abseil's flat_hash_set, the index of each partition's compact entry store.
 packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
-          libuv1-dev nftables iproute2)
+          libuv1-dev libabsl-dev nftables iproute2)
 # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
 if [ "${1:-}" = "--bench" ]; then
   packages+=(redis-server gnuplot-nox)

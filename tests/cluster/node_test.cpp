@@ -265,7 +265,7 @@ TEST_CASE("Idle entries expire: invisible at once, reclaimed by the sweep",
                         .workerThreads = 2,
                         .clock = clock,
                         .expirySweepInterval = 1ms,
-                        .expirySweepBuckets = 1024});
+                        .expirySweepEntries = 1024});
   REQUIRE(node.start().ok());
   const BucketParams params = BucketParams::perPeriod(10, kNanosPerSecond);  // 10 per second
   for (int k = 0; k < 20; ++k) {

@@ -7,7 +7,7 @@ using ingrid::kNever;
 using ingrid::MutableEntry;
 
 TEST_CASE("MutableEntry on an absent key stages nothing until set", "[grid][entry]") {
-  MutableEntry e("k", nullptr);
+  MutableEntry e("k", std::nullopt);
   CHECK_FALSE(e.exists());
   CHECK(e.change() == MutableEntry::Change::kNone);
   e.setExpiresAt(5);  // nothing to expire
@@ -27,19 +27,19 @@ TEST_CASE("MutableEntry on an absent key stages nothing until set", "[grid][entr
 TEST_CASE("MutableEntry on a live key keeps its expiry and can delete it", "[grid][entry]") {
   const Entry current{"old", 100};
   SECTION("read only") {
-    MutableEntry e("k", &current);
+    MutableEntry e("k", current.view());
     CHECK(e.value() == "old");
     CHECK(e.expiresAt() == 100);
     CHECK(e.change() == MutableEntry::Change::kNone);
   }
   SECTION("set value keeps expiry") {
-    MutableEntry e("k", &current);
+    MutableEntry e("k", current.view());
     e.setValue("new");
     CHECK(e.expiresAt() == 100);
     CHECK(current.value == "old");  // the live entry is untouched until applied
   }
   SECTION("expiry alone is a put of the same value") {
-    MutableEntry e("k", &current);
+    MutableEntry e("k", current.view());
     e.setExpiresAt(200);
     REQUIRE(e.change() == MutableEntry::Change::kPut);
     Entry out = e.takeEntry();
@@ -47,7 +47,7 @@ TEST_CASE("MutableEntry on a live key keeps its expiry and can delete it", "[gri
     CHECK(out.expiresAt == 200);
   }
   SECTION("remove then set recreates without the old expiry") {
-    MutableEntry e("k", &current);
+    MutableEntry e("k", current.view());
     e.remove();
     CHECK_FALSE(e.exists());
     CHECK(e.change() == MutableEntry::Change::kRemove);

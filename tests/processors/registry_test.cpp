@@ -26,13 +26,13 @@ TEST_CASE("The erased form decodes, runs, encodes and names failures", "[process
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   auto fn = registry.find(Increment::kName);
   REQUIRE(fn != nullptr);
-  MutableEntry entry("k", nullptr);
+  MutableEntry entry("k", std::nullopt);
   auto ok = fn(encode(Increment{5}), entry, 0);
   REQUIRE(ok.ok());
   CHECK(decode<std::int64_t>(*ok) == 5);
   CHECK(entry.change() == MutableEntry::Change::kPut);
 
-  MutableEntry other("k", nullptr);
+  MutableEntry other("k", std::nullopt);
   auto trailing = fn(encode(Increment{5}) + "x", other, 0);
   REQUIRE_FALSE(trailing.ok());
   CHECK(trailing.error() == Errc::invalid_argument);

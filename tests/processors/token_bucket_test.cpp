@@ -58,7 +58,9 @@ struct Store {
   template <class P>
   typename P::Result invoke(const P& processor, Nanos now) {
     if (entry && entry->expiresAt != kNever && now >= entry->expiresAt) entry.reset();
-    MutableEntry view("bucket", entry ? &*entry : nullptr);
+    std::optional<ingrid::EntryView> current;
+    if (entry) current = entry->view();
+    MutableEntry view("bucket", current);
     typename P::Result result = processor.process(view, now);
     lastChange = view.change();
     if (lastChange == Change::kPut) entry = view.takeEntry();
@@ -74,7 +76,9 @@ struct Store {
 // The error a processor fails with, or nullopt if it returns.
 template <class P>
 std::optional<ProcessorError> failure(const P& processor, const Entry* current = nullptr) {
-  MutableEntry view("bucket", current);
+  std::optional<ingrid::EntryView> live;
+  if (current != nullptr) live = current->view();
+  MutableEntry view("bucket", live);
   try {
     processor.process(view, 0);
   } catch (const ProcessorError& e) {
