@@ -186,7 +186,9 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
 
 void ClientImpl::learnTopology(const TopologyPtr& t) {
   const TopologyPtr cur = topology();
-  if (cur && t->version <= cur->version) return;
+  // A topology that cannot follow ours (older, another partition count, an older term) is
+  // ignored: routing keeps the one it has, and a stale route asks again.
+  if (cur && successorInvalidReason(*cur, *t)) return;
   topology_.store(t);
   // Links to members that left are closed after a request's full deadline (in-flight answers).
   for (auto it = peers_.begin(); it != peers_.end();) {

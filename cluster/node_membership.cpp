@@ -556,7 +556,12 @@ void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done
 void NodeImpl::commitTopology(TopologyPtr next) {
   const TopologyPtr cur = topology();
   if (next->version <= cur->version) return;  // already installed
-  if (memberId() == 0) {                      // admitted, but the join reply has not arrived yet
+  if (auto why = successorInvalidReason(*cur, *next)) {
+    std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
+              << "\n";
+    return;
+  }
+  if (memberId() == 0) {  // admitted, but the join reply has not arrived yet
     for (const auto& m : next->members) {
       if (m.address == selfAddress_ && m.incarnation == incarnation_.load()) {
         selfId_.store(m.id, std::memory_order_release);
@@ -794,6 +799,12 @@ void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame fram
                   std::to_string(next.version) + " (term " + std::to_string(next.term) +
                   ", from member " + std::to_string(conn->peerId) + "): it is at v" +
                   std::to_string(cur->version) + ", term " + std::to_string(term)));
+    return;
+  }
+  if (auto why = successorInvalidReason(*cur, next)) {
+    conn->replyError(frame.header,
+                     Error(Errc::invalid_configuration,
+                           "member " + std::to_string(memberId()) + " refuses Prepare: " + *why));
     return;
   }
   prepareTopology(next, [conn, header = frame.header, this] {

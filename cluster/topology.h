@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -92,6 +93,13 @@ struct Topology {
   // partition keeps its epoch while its primary stays, and gets this version when it changes.
   void stampEpochs(const Topology* prev);
 
+  // nullopt if this topology can be used, else why not: at least one partition, a version below
+  // 2^64-1 (which would block every later one), members sorted by distinct ids >= 1 with an
+  // address, every owner and syncing replica a listed member of a partition that exists, at
+  // most kMaxOwnersPerPartition copies, and no epoch newer than the version. load() runs it, so
+  // every decoded topology has passed it (sizes are bounded while decoding).
+  std::optional<std::string> invalidReason() const;
+
   template <class Archive>
   void save(Archive& ar) const {
     ar(version, members, table, backups, nextMemberId, syncing, term, leader, epochs);
@@ -101,6 +109,11 @@ struct Topology {
 };
 
 using TopologyPtr = std::shared_ptr<const Topology>;
+
+// nullopt if `next` may replace the installed `cur`, else why not: the same partition count
+// (fixed for a cluster's life), a newer version, and a term no older (the control plane commits
+// topologies in one log, so both only grow).
+std::optional<std::string> successorInvalidReason(const Topology& cur, const Topology& next);
 
 // The current topology of a node or client: replaced by its network thread, read by every
 // thread. A mutex rather than std::atomic<std::shared_ptr>: libstdc++ 12's atomic shared_ptr
@@ -153,6 +166,9 @@ void Topology::load(Archive& ar) {
   checkRemaining(count, 1, "topology epochs");
   epochs.resize(static_cast<std::size_t>(count));
   for (auto& e : epochs) ar(e);
+  if (auto why = invalidReason()) {
+    throw std::invalid_argument("topology v" + std::to_string(version) + " is invalid: " + *why);
+  }
 }
 
 }  // namespace ingrid
