@@ -10,6 +10,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
@@ -81,10 +82,29 @@ Result<bool> ClientImpl::start() {
   if (options_.seeds.empty()) {
     return Error(Errc::invalid_configuration, "ClientOptions.seeds is empty: name a member");
   }
+  // A seed whose name does not exist will not start to (a typo, a host that is gone): if no
+  // seed resolves, say so at once rather than retrying for the whole connect timeout. A seed that
+  // fails only for now (no answer from DNS) is still tried.
+  std::vector<std::string> seeds;
+  std::string unresolvable;
   for (const auto& seed : options_.seeds) {
-    if (!parseAddress(seed)) {
+    const auto address = parseAddress(seed);
+    if (!address) {
       return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
     }
+    asio::io_context resolving;
+    asio::ip::tcp::resolver resolver(resolving);
+    std::error_code ec;
+    resolver.resolve(address->first, std::to_string(address->second), ec);
+    if (ec == asio::error::host_not_found || ec == asio::error::service_not_found ||
+        ec == asio::error::no_data) {
+      unresolvable += (unresolvable.empty() ? "" : "; ") + seed + ": " + ec.message();
+      continue;
+    }
+    seeds.push_back(seed);
+  }
+  if (seeds.empty()) {
+    return Error(Errc::invalid_configuration, "no seed resolves to an address: " + unresolvable);
   }
   TransportOptions topts;
   topts.connectTimeout = options_.connectTimeout;
@@ -96,15 +116,15 @@ Result<bool> ClientImpl::start() {
   const auto deadline = std::chrono::steady_clock::now() + options_.connectTimeout;
   std::string tried, lastError = "no seed answered";
   for (std::size_t i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
-    const std::string& seed = options_.seeds[i % options_.seeds.size()];
-    if (i < options_.seeds.size()) tried += (tried.empty() ? "" : ", ") + seed;
+    const std::string& seed = seeds[i % seeds.size()];
+    if (i < seeds.size()) tried += (tried.empty() ? "" : ", ") + seed;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     Result<Frame> reply = requestOnce(seed, MessageType::kGetTopology, {},
                                       std::max(left, std::chrono::milliseconds(1)));
     if (!reply) {
       lastError = seed + ": " + reply.error().message();
-      if (i + 1 >= options_.seeds.size()) {  // a full round failed: pause before the next
+      if (i + 1 >= seeds.size()) {  // a full round failed: pause before the next
         std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
       }
       continue;
@@ -119,9 +139,10 @@ Result<bool> ClientImpl::start() {
     }
   }
   stop();
-  return Error(Errc::unreachable, "could not reach any seed of [" + tried + "] within " +
-                                      std::to_string(options_.connectTimeout.count()) +
-                                      " ms; last error: " + lastError);
+  return Error(Errc::unreachable,
+               "could not reach any seed of [" + tried + "] within " +
+                   std::to_string(options_.connectTimeout.count()) + " ms; last error: " +
+                   lastError + (unresolvable.empty() ? "" : "; unresolvable: " + unresolvable));
 }
 
 void ClientImpl::stop() {

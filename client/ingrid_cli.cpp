@@ -7,12 +7,14 @@
 #include <asio/post.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <ingrid/client/batcher.h>
@@ -71,17 +73,23 @@ struct Args {
   std::exit(2);
 }
 
-long long number(const Args& a, const std::string& name, long long fallback, long long min,
-                 long long max) {
-  const std::string text = a.get(name, "");
-  if (text.empty()) return fallback;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str() || *end != '\0' || v < min || v > max) {
-    fail("--" + name + " must be a whole number from " + std::to_string(min) + " to " +
+// `text` as a whole number in [min, max], all of it: "3x", "abc", "" and a number past the range
+// (even past int64) are refused, naming `what`.
+long long wholeNumber(const std::string& text, const std::string& what, long long min,
+                      long long max) {
+  long long v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 10);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
+    fail(what + " must be a whole number from " + std::to_string(min) + " to " +
          std::to_string(max) + ", got '" + text + "'");
   }
   return v;
+}
+
+long long number(const Args& a, const std::string& name, long long fallback, long long min,
+                 long long max) {
+  if (!a.options.count(name)) return fallback;
+  return wholeNumber(a.get(name, ""), "--" + name, min, max);
 }
 
 ingrid::BucketParams bucketOf(const Args& a) {
@@ -210,7 +218,7 @@ int status(const Args& a) {
 
 int acquire(const Args& a) {
   if (a.positional.size() != 2) fail("acquire takes KEY and N");
-  const long long n = std::strtoll(a.positional[1].c_str(), nullptr, 10);
+  const long long n = wholeNumber(a.positional[1], "acquire's N (tokens to take)", 1, INT64_MAX);
   auto client = connect(a);
   ingrid::RateLimiter limiter(*client, a.positional[0], bucketOf(a));
   auto r = limiter.tryAcquire(n);
@@ -329,10 +337,17 @@ int main(int argc, char** argv) {
       fail("unknown option --" + name + " (see --help)");
     }
   }
+  if ((a.command == "status" || a.command == "load") && !a.positional.empty()) {
+    fail(a.command + " takes no arguments, got '" + a.positional[0] + "'");
+  }
   if (a.command == "status") return status(a);
   if (a.command == "acquire") return acquire(a);
   if (a.command == "inspect" || a.command == "get") return inspect(a);
   if (a.command == "load") return load(a);
-  std::fputs(kUsage, a.command.empty() ? stdout : stderr);
-  return a.command.empty() ? 0 : 2;
+  if (a.command.empty()) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  fail("unknown command '" + a.command +
+       "' (commands: status, acquire, inspect, load; see --help)");
 }

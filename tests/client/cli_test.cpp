@@ -81,4 +81,28 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     auto unreachable = run({"status", "--seed", "127.0.0.1:1", "--timeout-ms", "300"});
     CHECK(exitOf(*unreachable) != 0);
   }
+
+  SECTION("what it cannot parse is refused, naming the word and the reason, and nothing is sent") {
+    // stderr too: the refusals go there. Arguments here need no shell quoting.
+    auto refused = [&](const std::string& args, const std::string& says) {
+      auto cli = std::make_unique<ChildProcess>(
+          "/bin/sh", std::vector<std::string>{
+                         "-c", std::string("exec ") + INGRID_CLI_PATH + " " + args + " 2>&1"});
+      CHECK(cli->waitForLine(says, 30s));
+      CHECK(exitOf(*cli) == 2);
+    };
+    refused("acquire cli-strict 3x --seed " + seed,
+            "acquire's N (tokens to take) must be a whole number from 1 to "
+            "9223372036854775807, got '3x'");
+    refused("acquire cli-strict abc --seed " + seed, "got 'abc'");
+    refused("acquire cli-strict 99999999999999999999 --seed " + seed, "got '99999999999999999999'");
+    refused("acquire cli-strict 1 --capacity 10k --seed " + seed,
+            "--capacity must be a whole number from 1 to");
+    refused("frobnicate --seed " + seed, "unknown command 'frobnicate'");
+    refused("status extra --seed " + seed, "status takes no arguments, got 'extra'");
+    // None of the refused acquires reached the bucket: it still holds its whole capacity.
+    auto inspect = run({"inspect", "cli-strict", "--seed", seed});
+    CHECK(inspect->waitForLine("no entry", 30s));
+    CHECK(exitOf(*inspect) == 0);
+  }
 }
