@@ -100,7 +100,8 @@ Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
       handler_(handler),
       remote_(endpointName(socket_)),
       lingerTimer_(socket_.get_executor()),
-      deadlineTimer_(socket_.get_executor()) {
+      deadlineTimer_(socket_.get_executor()),
+      silenceTimer_(socket_.get_executor()) {
   std::error_code ignored;
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
   if (options_.faults) {
@@ -122,7 +123,44 @@ bool Connection::canRunInline() noexcept {
 
 void Connection::start() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (!self->closed_) self->readMore();
+    if (self->closed_) return;
+    self->lastFrameAt_ = Clock::now();
+    if (self->options_.handshakeTimeout.count() > 0 || self->options_.idleTimeout.count() > 0) {
+      self->checkSilence();
+    }
+    self->readMore();
+  });
+}
+
+void Connection::refuse(const Error& why) { failProtocol(0, MessageType::kHello, why); }
+
+void Connection::checkSilence() {
+  if (closed_) return;
+  const Clock::time_point now = Clock::now();
+  Clock::time_point next = Clock::time_point::max();
+  if (!sawFrame_ && options_.handshakeTimeout.count() > 0) {
+    if (now - lastFrameAt_ >= options_.handshakeTimeout) {
+      closeNow(Error(Errc::timeout, "no complete frame from " + remote_ + " within " +
+                                        std::to_string(options_.handshakeTimeout.count()) +
+                                        " ms of connecting (handshake timeout)"));
+      return;
+    }
+    next = lastFrameAt_ + options_.handshakeTimeout;
+  } else if (options_.idleTimeout.count() > 0) {
+    if (peerId != 0) return;  // a member: its links stay however quiet they are
+    if (now - lastFrameAt_ >= options_.idleTimeout) {
+      closeNow(Error(Errc::timeout, "no frame from " + remote_ + " (not a member) for " +
+                                        std::to_string(options_.idleTimeout.count()) +
+                                        " ms (idle timeout)"));
+      return;
+    }
+    next = lastFrameAt_ + options_.idleTimeout;
+  } else {
+    return;
+  }
+  silenceTimer_.expires_at(next);
+  silenceTimer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
+    if (!ec) self->checkSilence();
   });
 }
 
@@ -332,6 +370,8 @@ bool Connection::parseFrames() {
     std::string body(in_.data() + inBegin_, header_.bodyLength);
     inBegin_ += header_.bodyLength;
     haveHeader_ = false;
+    sawFrame_ = true;
+    if (options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
     dispatch(Frame{header_, std::move(body)});
   }
   return false;
@@ -368,6 +408,12 @@ void Connection::onReadError(const std::error_code& ec) {
 }
 
 void Connection::dispatch(Frame frame) {
+  if (frame.header.isResponse() && frame.header.requestId == 0 && frame.header.isError()) {
+    // Not an answer to any request of ours: the peer refuses the connection itself (too many
+    // connections, a bad frame) and closes it. Its reason becomes ours.
+    closeNow(decodeErrorReply(frame.body, remote_), /*deferCallbacks=*/true);
+    return;
+  }
   if (frame.header.isResponse()) {
     auto it = pending_.find(frame.header.requestId);
     if (it == pending_.end()) return;  // timed out already, or never ours: ignore
@@ -415,6 +461,20 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
 }
 
 void Connection::write(HeaderBytes header, std::string body) {
+  const std::size_t bytes = header.size() + body.size();
+  if (options_.maxQueuedBytes > 0 && peerId == 0 && !lingering_ &&
+      queuedBytes_ + bytes > options_.maxQueuedBytes) {
+    // A peer that sends but does not read: its replies pile up here. Drop it, not the node.
+    if (!closed_) {
+      closeNow(Error(Errc::overloaded, remote_ + " does not read what is sent to it: " +
+                                           std::to_string(queuedBytes_ + bytes) +
+                                           " bytes would be queued, more " + "than the limit of " +
+                                           std::to_string(options_.maxQueuedBytes)),
+               /*deferCallbacks=*/true);
+    }
+    return;
+  }
+  queuedBytes_ += bytes;
   writes_.push_back(Outgoing{header, std::move(body)});
   if (writing_ == 0) writeNext();
 }
@@ -438,12 +498,16 @@ void Connection::writeNext() {
         const std::size_t written = std::exchange(self->writing_, 0);
         if (ec) {
           self->writes_.clear();
+          self->queuedBytes_ = 0;
           if (!self->closed_) {
             self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
           } else if (self->lingering_) {
             self->closeSocket();
           }
           return;
+        }
+        for (std::size_t i = 0; i < written; ++i) {
+          self->queuedBytes_ -= self->writes_[i].header.size() + self->writes_[i].body.size();
         }
         self->writes_.erase(self->writes_.begin(),
                             self->writes_.begin() + static_cast<std::ptrdiff_t>(written));
@@ -501,6 +565,7 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
   closeReason_ = reason;
   if (!lingering_) closeSocket();  // cancels the read and any write in flight
   deadlineTimer_.cancel();
+  silenceTimer_.cancel();
   armedFor_ = Clock::time_point::max();
   deadlines_.clear();
   auto notify = [self = shared_from_this(), pending = std::exchange(pending_, {}),

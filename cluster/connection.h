@@ -59,6 +59,17 @@ struct ConnectionOptions {
   // Test hook: faults injected into the frames this connection writes (frame_faults.h). Null:
   // none.
   std::shared_ptr<FrameFaults> faults;
+  // How long the peer has to send its first complete frame before the connection is closed.
+  // 0: no limit. The Transport sets it for accepted connections (TransportOptions).
+  std::chrono::milliseconds handshakeTimeout{0};
+  // How long a connection whose peer is not a member (peerId == 0: clients, tools, strangers)
+  // may go without sending a complete frame before it is closed. 0: no limit. The Transport sets
+  // it for accepted connections.
+  std::chrono::milliseconds idleTimeout{0};
+  // Most bytes queued for writing to a peer that is not a member; one that does not read its
+  // replies past this is disconnected. Members are exempt (a snapshot may queue more). 0: no
+  // limit. Default: 64 MiB.
+  std::size_t maxQueuedBytes = std::size_t{64} << 20;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -92,6 +103,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes the connection: fails pending requests (Errc::unreachable with `reason` in the
   // message), calls close listeners and the handler's onClosed once. Idempotent.
   void close(const Error& reason);
+  // Refuses the connection itself (before start()): sends `why` as an error frame with request
+  // id 0, which the peer's Connection takes as its close reason, then closes once it is flushed.
+  // Network thread only.
+  void refuse(const Error& why);
   // Runs `listener` once when the connection closes (at once, on the network thread, if it
   // already has).
   void onClose(CloseListener listener);
@@ -151,6 +166,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void drainUntilEof();
   void drainRead();
   void closeSocket();
+  // Closes a connection that stayed silent past handshakeTimeout or idleTimeout, or arms
+  // silenceTimer_ for when it would have.
+  void checkSilence();
   // True on the network thread, or when nothing runs the io_context any more: then close()
   // may touch the socket directly.
   bool canRunInline() noexcept;
@@ -188,6 +206,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer deadlineTimer_;
   Clock::time_point armedFor_ = Clock::time_point::max();
   std::vector<CloseListener> closeListeners_;
+  // handshakeTimeout / idleTimeout: when the last complete frame arrived (sawFrame_: any did).
+  asio::steady_timer silenceTimer_;
+  Clock::time_point lastFrameAt_{};
+  bool sawFrame_ = false;
+  // Bytes in writes_ (bounded by maxQueuedBytes for a peer that is not a member).
+  std::size_t queuedBytes_ = 0;
 };
 
 }  // namespace ingrid

@@ -39,6 +39,10 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        Default: failure timeout / 2
   --min-members N      refuse writes while this member sees fewer than N members
                        (split-brain protection; use a majority). Default: 0 (off)
+  --max-connections N  connections accepted at once; one more is refused with an error
+                       naming the limit. Default: 4096
+  --idle-timeout-ms N  close a client's connection after N ms without a request (members'
+                       links are exempt; the client redials). 0 = never. Default: 600000
   --log-level LEVEL    error, warn, info or debug. Default: info
   --help               this text
 )";
@@ -114,6 +118,12 @@ int main(int argc, char** argv) {
       options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
       options.minMembers = static_cast<std::uint32_t>(n);
+    } else if (arg == "--max-connections" &&
+               parseUnsigned(value("--max-connections"), 1000000, n) && n > 0) {
+      options.maxConnections = n;
+    } else if (arg == "--idle-timeout-ms" &&
+               parseUnsigned(value("--idle-timeout-ms"), 86400000, n)) {
+      options.idleTimeout = std::chrono::milliseconds(n);
     } else if (arg == "--log-level") {
       const std::string l = value("--log-level");
       const std::map<std::string, Level> levels{

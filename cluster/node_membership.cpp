@@ -47,6 +47,9 @@ Result<bool> NodeImpl::start() {
   if (options_.partitions == 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.partitions must be > 0");
   }
+  if (options_.maxConnections == 0) {
+    return Error(Errc::invalid_configuration, "NodeOptions.maxConnections must be > 0");
+  }
   if (options_.expirySweepInterval.count() <= 0 || options_.expirySweepEntries == 0) {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.expirySweepInterval and expirySweepEntries must be > 0");
@@ -117,6 +120,9 @@ Result<bool> NodeImpl::start() {
   topts.listenHost = listen->first;
   topts.listenPort = listen->second;
   topts.connection.faults = options_.frameFaults;
+  topts.maxConnections = options_.maxConnections;
+  topts.handshakeTimeout = options_.handshakeTimeout;
+  topts.idleTimeout = options_.idleTimeout;
   transport_ = std::make_unique<Transport>(netIo_, topts, *this);
   Result<std::uint16_t> port = transport_->listen();
   if (!port) {

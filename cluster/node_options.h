@@ -61,6 +61,14 @@ struct NodeOptions {
   std::uint32_t backups = 1;
   // When the primary answers relative to replication. Default: kSync.
   ReplicationMode replication = ReplicationMode::kSync;
+  // Connections from members, clients and tools this node accepts at once; one more is refused
+  // with an `overloaded` error naming the limit. Default: 4096.
+  std::size_t maxConnections = 4096;
+  // An accepted connection that sends no complete frame within this is closed. Default: 10 s.
+  std::chrono::milliseconds handshakeTimeout{10000};
+  // An accepted connection from a client or tool (not a member) that sends nothing for this long
+  // is closed; the thin client redials on its next request. 0: never. Default: 10 min.
+  std::chrono::milliseconds idleTimeout{600000};
   // Deadline of one invocation, including redirects and retries. Default: 5 s.
   std::chrono::milliseconds requestTimeout{5000};
   // How long start() may take to join the cluster. Default: 10 s.

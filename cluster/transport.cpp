@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -59,6 +60,7 @@ struct Transport::State {
   asio::ip::tcp::acceptor acceptor;  // opened by listen(), then network thread only
   asio::steady_timer retryTimer;
   std::atomic<std::uint16_t> port{0};
+  std::atomic<std::size_t> inbound{0};  // accepted connections still open
   std::mutex mu;
   bool stopped = false;                                                // guarded by mu
   bool listening = false;                                              // guarded by mu
@@ -171,9 +173,24 @@ void Transport::accept(const std::shared_ptr<State>& state) {
           });
           return;
         }
-        auto conn = std::make_shared<Connection>(std::move(socket), state->options.connection,
-                                                 state->handler);
-        if (track(state, conn)) conn->start();
+        ConnectionOptions options = state->options.connection;
+        options.handshakeTimeout = state->options.handshakeTimeout;
+        options.idleTimeout = state->options.idleTimeout;
+        auto conn = std::make_shared<Connection>(std::move(socket), options, state->handler);
+        if (track(state, conn)) {
+          if (state->inbound.load() >= state->options.maxConnections) {
+            conn->refuse(Error(Errc::overloaded,
+                               "member at " +
+                                   joinAddress(state->options.listenHost, state->port.load()) +
+                                   " refuses the connection from " + conn->remote() + ": " +
+                                   std::to_string(state->inbound.load()) +
+                                   " connections are open, the limit (maxConnections)"));
+          } else {
+            ++state->inbound;
+            conn->onClose([state](const Error&) { --state->inbound; });
+            conn->start();
+          }
+        }
         accept(state);
       });
 }

@@ -29,6 +29,16 @@ struct TransportOptions {
   // How long a dial may take before it fails with Errc::unreachable. Default: 2 s.
   std::chrono::milliseconds connectTimeout{2000};
   ConnectionOptions connection;
+  // Accepted connections open at once; one more is refused with an error frame (overloaded,
+  // naming the limit) and closed. Default: 4096.
+  std::size_t maxConnections = 4096;
+  // An accepted connection must send a complete frame within this, or it is closed. 0: no
+  // limit. Default: 10 s.
+  std::chrono::milliseconds handshakeTimeout{10000};
+  // An accepted connection from a peer that is not a member (a client, a tool) that sends no
+  // frame for this long is closed; the thin client redials on its next request. 0: no limit.
+  // Default: 10 min.
+  std::chrono::milliseconds idleTimeout{600000};
 };
 
 // Splits "host:port"; nullopt if it is not of that form with a port in 1..65535.

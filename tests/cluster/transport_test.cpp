@@ -46,7 +46,9 @@ class TestHandler : public ConnectionHandler {
     {
       std::lock_guard lock(mu);
       if (conn->peerId == 0) {  // first frame on this connection
-        conn->peerId = 1;
+        // peerId marks the connection as seen; with markEveryPeer off only a Hello does, as a
+        // member's Hello does on a node (what idle timeouts and queue limits exempt).
+        if (markEveryPeer || h.type == MessageType::kHello) conn->peerId = 1;
         firstTypes.push_back(h.type);
       }
       ++counts[h.type];
@@ -76,7 +78,17 @@ class TestHandler : public ConnectionHandler {
         conn->replyError(h, Error(Errc::protocol_error, "unexpected"));
     }
   }
-  void onClosed(const std::shared_ptr<Connection>&, const Error&) override { ++closed; }
+  void onClosed(const std::shared_ptr<Connection>&, const Error& why) override {
+    {
+      std::lock_guard lock(mu);
+      closeReasons += why.message() + "\n";
+    }
+    ++closed;
+  }
+  std::string reasons() {
+    std::lock_guard lock(mu);
+    return closeReasons;
+  }
 
   int count(MessageType type) {
     std::lock_guard lock(mu);
@@ -84,12 +96,14 @@ class TestHandler : public ConnectionHandler {
   }
 
   std::atomic<bool> refuseHello{false};
+  std::atomic<bool> markEveryPeer{true};
   std::function<void(const std::shared_ptr<Connection>&)> onHello;  // set before traffic
   std::atomic<int> closed{0};
   std::mutex mu;
   std::vector<MessageType> firstTypes;   // guarded by mu
   std::vector<std::string> helloBodies;  // guarded by mu
   std::map<MessageType, int> counts;     // guarded by mu
+  std::string closeReasons;              // guarded by mu
 };
 
 // A transport with its own io_context and network thread.
@@ -174,6 +188,12 @@ class RawClient {
   // Takes a connection already waiting in `acceptor`'s backlog (so the accept cannot block).
   explicit RawClient(asio::ip::tcp::acceptor& acceptor) : socket_(io_) { acceptor.accept(socket_); }
   void send(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
+  std::error_code trySend(const std::string& bytes) {
+    std::error_code ec;
+    asio::write(socket_, asio::buffer(bytes), ec);
+    return ec;
+  }
+  void close() { socket_.close(); }
   void shutdownSend() { socket_.shutdown(asio::ip::tcp::socket::shutdown_send); }
 
   std::error_code read(std::string& out, std::size_t n) {
@@ -794,4 +814,91 @@ TEST_CASE("transport: a transport listening on one address dials from it", "[clu
   Net client({}, /*listen=*/false);
   auto plain = dial(client.transport, server.address());
   CHECK(plain->isOpen());
+}
+
+TEST_CASE(
+    "transport: accepted connections are bounded: silent, idle, excess and unread ones "
+    "are closed, naming why",
+    "[cluster][transport][limits]") {
+  TransportOptions options;
+  options.handshakeTimeout = 200ms;
+  options.idleTimeout = 300ms;
+  options.maxConnections = 3;
+  options.connection.maxQueuedBytes = std::size_t{1} << 20;
+  Net server(options);
+  server.handler.markEveryPeer = false;  // only a Hello makes a connection a member's
+  const std::uint16_t port = server.transport.listenPort();
+  FrameHeader invoke;
+  invoke.type = MessageType::kInvoke;
+  invoke.requestId = 1;
+
+  SECTION("a partial header is cut off at the handshake timeout") {
+    RawClient raw(port);
+    raw.send(std::string(5, 'x'));
+    CHECK(raw.readEof() == asio::error::eof);  // not asio::error::timed_out (5 s)
+    CHECK(eventually([&] { return server.handler.closed.load() == 1; }));
+    CHECK_THAT(server.handler.reasons(), Catch::Contains("within 200 ms of connecting"));
+  }
+  SECTION("a client that goes quiet is closed at the idle timeout; a member is not") {
+    RawClient member(port);
+    FrameHeader hello;
+    hello.type = MessageType::kHello;
+    hello.requestId = 1;
+    member.send(frameBytes(hello, "member"));
+    CHECK(member.readFrame().body == "welcome");
+    RawClient client(port);
+    client.send(frameBytes(invoke, "hi"));
+    CHECK(client.readFrame().body == "hi");
+    CHECK(client.readEof() == asio::error::eof);
+    CHECK_THAT(server.handler.reasons(), Catch::Contains("(idle timeout)"));
+    // The member spoke first, so it has been quiet longer than the client was: still served.
+    invoke.requestId = 2;
+    member.send(frameBytes(invoke, "still here"));
+    CHECK(member.readFrame().body == "still here");
+  }
+  SECTION("a connection past maxConnections is refused with the reason; one closes, one fits") {
+    std::vector<std::unique_ptr<RawClient>> open;
+    for (int i = 0; i < 3; ++i) {
+      open.push_back(std::make_unique<RawClient>(port));
+      open.back()->send(frameBytes(invoke, "ok"));
+      CHECK(open.back()->readFrame().body == "ok");
+    }
+    RawClient extra(port);
+    const auto [header, body] = extra.readErrorReply();
+    CHECK(header.requestId == 0);
+    CHECK(body.code == static_cast<std::uint16_t>(Errc::overloaded));
+    CHECK_THAT(body.message, Catch::Contains("3 connections are open, the limit (maxConnections)"));
+    CHECK(extra.readEof() == asio::error::eof);
+
+    // A Connection (what members and clients use) takes the refusal as its close reason.
+    Net dialer({}, /*listen=*/false);
+    auto refused = dial(dialer.transport, server.address());
+    Reply r = send(refused, MessageType::kInvoke, "x");
+    CHECK_THAT(answer(r), Catch::Contains("the limit (maxConnections)"));
+
+    // Once one closes (the server sees its EOF), a new connection is served again.
+    open.front()->close();
+    bool served = false;
+    for (int attempt = 0; attempt < 100 && !served; ++attempt) {
+      RawClient next(port);
+      next.send(frameBytes(invoke, "in"));
+      served = !next.readFrame().header.isError();
+    }
+    CHECK(served);
+  }
+  SECTION("a client that sends but does not read is disconnected past maxQueuedBytes") {
+    RawClient hog(port);
+    const std::string big(64 * 1024, 'b');
+    std::error_code ec;
+    for (int i = 0; i < 400 && !ec; ++i) {  // 25 MiB of echoes, more than the socket buffers
+      invoke.requestId = static_cast<std::uint64_t>(i + 1);
+      ec = hog.trySend(frameBytes(invoke, big));
+    }
+    CHECK(eventually([&] { return server.handler.closed.load() >= 1; }));
+    CHECK_THAT(server.handler.reasons(), Catch::Contains("does not read what is sent to it"));
+    // The node goes on serving others.
+    RawClient other(port);
+    other.send(frameBytes(invoke, "fine"));
+    CHECK(other.readFrame().body == "fine");
+  }
 }
