@@ -127,6 +127,18 @@ std::size_t loadBoundedSize(Archive& archive, std::size_t max, const char* what)
 // body could ask for 100 GiB). More specialized than Cereal's templates, so these are chosen.
 namespace cereal {
 
+// A bool is one byte on the wire, 0 or 1; any other byte is refused (Cereal copies it into the
+// bool as is, which is undefined behaviour; found by fuzz/fuzz_processors through
+// BucketParams::initialTokens, a std::optional whose engaged flag is such a bool).
+inline void CEREAL_LOAD_FUNCTION_NAME(PortableBinaryInputArchive& ar, bool& value) {
+  std::uint8_t byte = 0;
+  ar(byte);
+  if (byte > 1) {
+    throw std::invalid_argument("a bool holds " + std::to_string(byte) + ", not 0 or 1");
+  }
+  value = byte == 1;
+}
+
 template <class CharT, class Traits, class Alloc>
 void CEREAL_LOAD_FUNCTION_NAME(PortableBinaryInputArchive& ar,
                                std::basic_string<CharT, Traits, Alloc>& str) {

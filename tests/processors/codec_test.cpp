@@ -1,8 +1,10 @@
 #include <ingrid/processors/codec.h>
 
 #include <catch2/catch.hpp>
+#include <cereal/types/optional.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,4 +98,15 @@ TEST_CASE("decode still reads what encode wrote, large or empty", "[processors][
   CHECK(decode<std::vector<std::int64_t>>(encode(numbers)) == numbers);
   // Outside decode() nothing is registered, so checkRemaining lets everything through.
   CHECK_NOTHROW(checkRemaining(k100GiB, 1, "no input"));
+}
+
+TEST_CASE("A bool on the wire is 0 or 1; any other byte is refused", "[processors][codec]") {
+  CHECK(decode<bool>(input(std::string(1, '\x01'))) == true);
+  CHECK(decode<bool>(input(std::string(1, '\x00'))) == false);
+  CHECK_THROWS_WITH(decode<bool>(input(std::string(1, '\x02'))),
+                    Catch::Contains("a bool holds 2, not 0 or 1"));
+  // Through std::optional, whose engaged flag is such a bool (BucketParams::initialTokens).
+  CHECK_THROWS_WITH(decode<std::optional<std::int64_t>>(input(std::string(1, '\x05') + sizeTag(7))),
+                    Catch::Contains("a bool holds 5"));
+  CHECK(decode<std::optional<std::int64_t>>(encode(std::optional<std::int64_t>(7))) == 7);
 }

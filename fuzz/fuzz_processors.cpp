@@ -1,0 +1,175 @@
+// fuzz_processors: every registered processor's argument decoding and run, through the erased
+// function the registry hands a node (ProcessorRegistry::find). Input: processor_input.h.
+//
+// The processor runs on the arguments three times: on an absent entry, on a present entry holding
+// the fuzzed value (a stored state that is not the processor's own), and again on whatever the
+// first run stored. Properties: a failure is invalid_argument or processor_failed and names the
+// processor; for the built-in processors, an answer decodes as the processor's Result and keeps
+// the documented invariants (docs/token-bucket.md: tokens within [0, capacity], a denial waits,
+// a grant does not; a counter stores what it answers; reads change nothing).
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ingrid/grid/entry.h>
+#include <ingrid/grid/error.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/registry.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "fuzz_support.h"
+#include "processor_input.h"
+
+namespace ingrid::fuzz {
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { fuzzFail("fuzz_processors", what); }
+
+// One run: what the entry looked like before, the answer, and what the processor staged.
+struct Run {
+  std::optional<std::string> before;  // the value, if the entry existed
+  std::string answer;                 // the encoded Result
+  MutableEntry::Change change = MutableEntry::Change::kNone;
+  std::optional<Entry> stored;  // set when change == kPut
+};
+
+template <class T>
+T decodeOrFail(std::string_view bytes, const char* what) {
+  try {
+    return decode<T>(bytes);
+  } catch (const std::exception& e) {
+    fail(std::string(what) + " does not decode: " + e.what());
+  }
+}
+
+void checkAnswer(const AcquireAnswer& a, const BucketParams& bucket) {
+  if (a.remaining < 0 || a.remaining > bucket.capacity) fail("remaining tokens out of range");
+  if (a.granted ? a.waitNanos != 0 : a.waitNanos <= 0) fail("a grant waits or a denial does not");
+}
+
+// The stored bucket holds `tokens` and keeps BucketState's invariants.
+void checkStoredBucket(const Run& run, const BucketParams& bucket, std::int64_t tokens) {
+  if (run.change == MutableEntry::Change::kRemove) fail("a token bucket removed its entry");
+  if (!run.stored) return;
+  const auto state = decodeOrFail<BucketState>(run.stored->value, "the stored bucket");
+  if (state.tokens != tokens) fail("the stored bucket does not hold the tokens answered");
+  if (state.remainder < 0 || state.remainder >= bucket.refillPeriod) {
+    fail("the stored bucket's remainder is out of range");
+  }
+}
+
+void checkRun(const TokenBucketAcquire& p, const Run& run) {
+  const auto a = decodeOrFail<AcquireAnswer>(run.answer, "the answer");
+  checkAnswer(a, p.bucket);
+  checkStoredBucket(run, p.bucket, a.remaining);
+}
+
+void checkRun(const TokenBucketBatchAcquire& p, const Run& run) {
+  const auto answers = decodeOrFail<std::vector<AcquireAnswer>>(run.answer, "the answers");
+  if (answers.empty() || answers.size() != p.tokens.size()) fail("not one answer per want");
+  for (const auto& a : answers) checkAnswer(a, p.bucket);
+  checkStoredBucket(run, p.bucket, answers.back().remaining);
+}
+
+void checkRun(const Increment&, const Run& run) {
+  const auto value = decodeOrFail<std::int64_t>(run.answer, "the counter");
+  if (!run.stored) fail("an increment stored nothing");
+  if (decodeOrFail<std::int64_t>(run.stored->value, "the stored counter") != value) {
+    fail("an increment stored another value than it answered");
+  }
+}
+
+void checkRun(const GetCounter&, const Run& run) {
+  decodeOrFail<std::int64_t>(run.answer, "the counter");
+  if (run.change != MutableEntry::Change::kNone) fail("GetCounter changed its entry");
+}
+
+void checkRun(const GetEntry&, const Run& run) {
+  const auto got = decodeOrFail<EntrySnapshot>(run.answer, "the entry snapshot");
+  if (run.change != MutableEntry::Change::kNone) fail("GetEntry changed its entry");
+  if (got.exists != run.before.has_value() || (got.exists && got.value != *run.before)) {
+    fail("GetEntry did not answer the entry");
+  }
+}
+
+using Checker = void (*)(std::string_view args, const Run& run);
+
+// The properties of P's successful runs; its arguments decoded once already.
+template <class P>
+void check(std::string_view args, const Run& run) {
+  checkRun(decodeOrFail<P>(args, "arguments that ran"), run);
+}
+
+// Runs `fn` on `args` against `current` and checks what any processor must do.
+std::optional<Run> runOnce(ErasedProcessorFn fn, std::string_view name, std::string_view args,
+                           std::optional<EntryView> current, Nanos now) {
+  MutableEntry entry("fuzz-key", current);
+  Result<std::string> answer = fn(args, entry, now);
+  if (!answer) {
+    const Error& e = answer.error();
+    if (!(e == Errc::invalid_argument) && !(e == Errc::processor_failed)) {
+      fail("failed with an unexpected code: " + e.message());
+    }
+    if (e.detail().find("processor '" + std::string(name) + "'") == std::string::npos) {
+      fail("a failure does not name its processor: " + e.detail());
+    }
+    return std::nullopt;
+  }
+  Run run;
+  if (current) run.before = std::string(current->value);
+  run.answer = std::move(*answer);
+  run.change = entry.change();
+  if (run.change == MutableEntry::Change::kPut) run.stored = entry.takeEntry();
+  return run;
+}
+
+struct Registered {
+  std::string name;
+  ErasedProcessorFn fn;
+  Checker checker;  // nullptr for a processor this harness knows no properties of
+};
+
+std::vector<Registered> registered() {
+  const std::map<std::string_view, Checker> checkers = {
+      {TokenBucketAcquire::kName, &check<TokenBucketAcquire>},
+      {TokenBucketBatchAcquire::kName, &check<TokenBucketBatchAcquire>},
+      {Increment::kName, &check<Increment>},
+      {GetCounter::kName, &check<GetCounter>},
+      {GetEntry::kName, &check<GetEntry>},
+  };
+  const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
+  std::vector<Registered> out;
+  for (const std::string& name : registry.names()) {
+    auto it = checkers.find(name);
+    out.push_back({name, registry.find(name), it == checkers.end() ? nullptr : it->second});
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace ingrid::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace ingrid;
+  using namespace ingrid::fuzz;
+  static const std::vector<Registered> processors = registered();
+  const ProcessorInput in = ProcessorInput::parse(data, size);
+  const Registered& p = processors[in.processor % processors.size()];
+
+  auto checked = [&](std::optional<EntryView> current) -> std::optional<Run> {
+    std::optional<Run> run = runOnce(p.fn, p.name, in.args, current, in.now);
+    if (run && p.checker != nullptr) p.checker(in.args, *run);
+    return run;
+  };
+  const std::optional<Run> first = checked(std::nullopt);
+  checked(EntryView{in.value, kNever});
+  if (first && first->stored) checked(first->stored->view());
+  return 0;
+}

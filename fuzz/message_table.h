@@ -1,0 +1,85 @@
+// The bodies fuzz_messages decodes: every struct of cluster/messages.h, the error reply's body,
+// and the results of the built-in processors (a client decodes those from InvokeReply::result,
+// and a node decodes a stored BucketState from Replicate and Snapshot values). The first input
+// byte picks one (an index into kMessageBodies, modulo its size); the rest is the body.
+// The corpus generator encodes one real body of each under the same index.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <ingrid/cluster/frame.h>
+#include <ingrid/cluster/messages.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "fuzz_support.h"
+
+namespace ingrid::fuzz {
+
+// Decodes `body` as T with the nodes' decoder. Malformed input throws std::exception: refused,
+// which is the expected outcome. A body that is accepted must survive a round trip: its encoding
+// decodes again, to a value that encodes the same (one load accepting what its save cannot
+// write back, or a save its load refuses, would be a bug). The encoding may differ from `body`
+// itself: a big-endian archive is written back little-endian.
+// Returns whether the body was accepted.
+template <class T>
+bool decodeBody(std::string_view name, std::string_view body) {
+  T first{};
+  try {
+    decodeInto(body, first);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const std::string once = encode(first);
+  T second{};
+  try {
+    decodeInto(once, second);
+  } catch (const std::exception& e) {
+    fuzzFail("fuzz_messages",
+             std::string(name) + " decoded, but its encoding does not: " + e.what());
+  }
+  if (encode(second) != once) {
+    fuzzFail("fuzz_messages", std::string(name) + " does not encode the same after a round trip");
+  }
+  return true;
+}
+
+struct MessageBody {
+  std::string_view name;  // also the prefix of its seed files
+  bool (*decode)(std::string_view name, std::string_view body);
+};
+
+// Append only: an entry's index is the first byte of its seeds in fuzz/corpus/fuzz_messages/.
+inline constexpr MessageBody kMessageBodies[] = {
+    {"ErrorBody", &decodeBody<ErrorBody>},  // every error reply (kFlagError)
+    {"HelloBody", &decodeBody<HelloBody>},
+    {"JoinRequest", &decodeBody<JoinRequest>},
+    {"JoinReply", &decodeBody<JoinReply>},
+    {"TopologyBody", &decodeBody<TopologyBody>},  // TopologyPrepare, GetTopology reply, Redirect
+    {"InvokeRequest", &decodeBody<InvokeRequest>},
+    {"InvokeReply", &decodeBody<InvokeReply>},
+    {"ReplicateBody", &decodeBody<ReplicateBody>},
+    {"SnapshotBody", &decodeBody<SnapshotBody>},
+    {"SyncedBody", &decodeBody<SyncedBody>},
+    {"LeaveBody", &decodeBody<LeaveBody>},
+    {"HeartbeatBody", &decodeBody<HeartbeatBody>},
+    {"LeaseBody", &decodeBody<LeaseBody>},
+    {"LeaseGrant", &decodeBody<LeaseGrant>},
+    {"MemberStatusBody", &decodeBody<MemberStatusBody>},
+    {"AcquireAnswer", &decodeBody<AcquireAnswer>},                // TokenBucketAcquire's result
+    {"AcquireAnswers", &decodeBody<std::vector<AcquireAnswer>>},  // TokenBucketBatchAcquire's
+    {"Counter", &decodeBody<std::int64_t>},                       // Increment's and GetCounter's
+    {"EntrySnapshot", &decodeBody<EntrySnapshot>},                // GetEntry's
+    {"BucketState", &decodeBody<BucketState>},                    // a token bucket's stored value
+    {"AuthBody", &decodeBody<AuthBody>},                          // member authentication
+};
+inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
+
+}  // namespace ingrid::fuzz

@@ -1,0 +1,350 @@
+// fuzz_write_corpus DIR: writes the seed corpus of every harness, DIR/<harness>/<seed>, from real
+// messages encoded by the real encoders. fuzz/corpus/ is its output (see fuzz/README.md).
+// Every seed is checked to be valid (its decoder accepts it; a processor's arguments run). It
+// fails, writing nothing, on an invalid seed, or if a message body or a registered processor has
+// no seed here, so a new one cannot be left out of the corpus silently.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+#include <ingrid/cluster/control/raft_io.h>
+#include <ingrid/cluster/frame.h>
+#include <ingrid/cluster/messages.h>
+#include <ingrid/cluster/topology.h>
+#include <ingrid/grid/partition_table.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/registry.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "message_table.h"
+#include "processor_input.h"
+
+namespace ingrid::fuzz {
+namespace {
+
+constexpr Nanos kNow = 1'790'000'000 * kNanosPerSecond;  // a wall-clock time in 2026
+
+// harness -> seed name -> bytes
+using Corpus = std::map<std::string, std::map<std::string, std::string>>;
+
+void require(bool valid, const std::string& seed) {
+  if (!valid) throw std::logic_error("seed " + seed + " is not accepted by its decoder");
+}
+
+std::string frame(MessageType type, std::uint16_t flags, std::uint64_t requestId,
+                  const std::string& body) {
+  FrameHeader h;
+  h.type = type;
+  h.flags = flags;
+  h.bodyLength = static_cast<std::uint32_t>(body.size());
+  h.requestId = requestId;
+  h.topologyVersion = 7;
+  const HeaderBytes bytes = encodeHeader(h);
+  return std::string(bytes.begin(), bytes.end()) + body;
+}
+
+// Three members, 16 partitions with one backup, committed at version 7 in term 2 by member 1;
+// member 3 still receiving partition 5.
+Topology topology() {
+  Topology t;
+  t.version = 7;
+  t.members = {
+      {1, "127.0.0.1:7400", 0x1111}, {2, "127.0.0.1:7401", 0x2222}, {3, "127.0.0.1:7402", 0x3333}};
+  const std::vector<MemberId> ids = t.memberIds();
+  t.table = PartitionTable::balanced(16, ids, 1);
+  t.backups = 1;
+  t.nextMemberId = 4;
+  const PartitionId p = 5;
+  for (MemberId m : t.table.owners(p)) {
+    if (m != t.table.primary(p)) t.syncing.push_back({p, m, 6, false});
+  }
+  t.term = 2;
+  t.leader = 1;
+  t.stampEpochs(nullptr);
+  if (auto why = t.invalidReason()) throw std::logic_error("seed topology: " + *why);
+  return t;
+}
+
+const BucketParams kLimit = BucketParams::perPeriod(100, 60 * kNanosPerSecond);
+
+std::string acquireArgs() { return encode(TokenBucketAcquire{kLimit, 1}); }
+
+// Designated initializers throughout: a field added to a message later keeps its default here.
+const HelloBody kHello{.role = HelloBody::kPeer, .memberId = 2, .address = "127.0.0.1:7401"};
+
+InvokeRequest invokeRequest() {
+  return InvokeRequest{.key = "api-key:42",
+                       .processor = std::string(TokenBucketAcquire::kName),
+                       .args = acquireArgs()};
+}
+
+std::map<std::string, std::string> messageSeeds() {
+  const std::vector<std::string> names = ProcessorRegistry::withBuiltins().names();
+  SnapshotBody snapshot;
+  snapshot.partition = 5;
+  snapshot.id = 42;
+  snapshot.seq = 9;
+  snapshot.epoch = snapshot.lastEpoch = 7;
+  snapshot.entries = {{.key = "api-key:42",
+                       .value = encode(BucketState{99, 0, kNow}),
+                       .expiresAt = kNow + 600'000'000},
+                      {.key = "visits", .value = encode(std::int64_t{12}), .expiresAt = kNever}};
+  MemberStatusBody status;
+  status.memberId = 1;
+  status.topologyVersion = 7;
+  status.term = 2;
+  status.leader = 1;
+  status.isLeader = true;
+  status.voters = {1, 2, 3};
+  status.leaseLeftMs = 2500;
+  status.fenced = {5};
+  status.incomplete = {5};
+  return {
+      {"ErrorBody",
+       encode(ErrorBody{.code = 13, .message = "partition 5 is moving: retry shortly"})},
+      {"HelloBody", encode(kHello)},
+      {"AuthBody", encode(AuthBody{.proof = std::string(32, '\x5a')})},
+      {"JoinRequest", encode(JoinRequest{.address = "127.0.0.1:7403",
+                                         .partitions = 16,
+                                         .backups = 1,
+                                         .processors = names,
+                                         .incarnation = 0x4444})},
+      {"JoinReply", encode(JoinReply{.memberId = 4, .coordinatorAddress = "127.0.0.1:7400"})},
+      {"TopologyBody", encode(TopologyBody{topology()})},
+      {"InvokeRequest", encode(invokeRequest())},
+      {"InvokeReply", encode(InvokeReply{.result = encode(AcquireAnswer{true, 99, 0})})},
+      {"ReplicateBody", encode(ReplicateBody{.partition = 5,
+                                             .seq = 9,
+                                             .epoch = 7,
+                                             .prevEpoch = 7,
+                                             .kind = ReplicateBody::kPut,
+                                             .key = "api-key:42",
+                                             .value = encode(BucketState{99, 0, kNow}),
+                                             .expiresAt = kNow + 600'000'000})},
+      {"SnapshotBody", encode(snapshot)},
+      {"SyncedBody", encode(SyncedBody{.partition = 5, .member = 3, .topologyVersion = 7})},
+      {"LeaveBody", encode(LeaveBody{.memberId = 2})},
+      {"HeartbeatBody", encode(HeartbeatBody{.memberId = 3})},
+      {"LeaseBody",
+       encode(LeaseBody{
+           .memberId = 2, .incarnation = 0x2222, .topologyVersion = 7, .unreachable = {3}})},
+      {"LeaseGrant", encode(LeaseGrant{.leaseMs = 3000})},
+      {"MemberStatusBody", encode(status)},
+      {"AcquireAnswer", encode(AcquireAnswer{false, 0, 600'000'000})},
+      {"AcquireAnswers",
+       encode(std::vector<AcquireAnswer>{{true, 2, 0}, {false, 2, 1'200'000'000}})},
+      {"Counter", encode(std::int64_t{-3})},
+      {"EntrySnapshot", encode(EntrySnapshot{true, encode(std::int64_t{12}), kNever})},
+      {"BucketState", encode(BucketState{40, 17, kNow})},
+  };
+}
+
+// The fuzz_messages seeds: a body's index in kMessageBodies, then the body.
+void addMessages(Corpus& corpus) {
+  const auto bodies = messageSeeds();
+  for (std::size_t i = 0; i < kMessageBodyCount; ++i) {
+    const std::string name(kMessageBodies[i].name);
+    auto it = bodies.find(name);
+    if (it == bodies.end()) throw std::logic_error("no seed for message body " + name);
+    require(kMessageBodies[i].decode(name, it->second), name);
+    corpus["fuzz_messages"][name] = std::string(1, static_cast<char>(i)) + it->second;
+  }
+}
+
+void addFrames(Corpus& corpus) {
+  auto& seeds = corpus["fuzz_frame_header"];
+  const std::string invoke = encode(invokeRequest());
+  seeds["hello"] = frame(MessageType::kHello, 0, 1, encode(kHello));
+  seeds["invoke"] = frame(MessageType::kInvoke, 0, 2, invoke);
+  seeds["invoke_reply"] = frame(MessageType::kInvoke, kFlagResponse, 2,
+                                encode(InvokeReply{.result = encode(AcquireAnswer{true, 99, 0})}));
+  seeds["error_reply"] =
+      frame(MessageType::kInvoke, kFlagResponse | kFlagError, 2,
+            encode(ErrorBody{.code = 12, .message = "not the primary of partition 5"}));
+  seeds["get_topology"] = frame(MessageType::kGetTopology, 0, 3, "");
+  seeds["heartbeats"] = frame(MessageType::kHeartbeat, 0, 4, encode(HeartbeatBody{.memberId = 2})) +
+                        frame(MessageType::kHeartbeat, kFlagResponse, 4, "") +
+                        frame(MessageType::kStatus, 0, 5, "");
+  // Each is whole frames: headers that decode, with exactly their bodies after them.
+  for (const auto& [name, bytes] : seeds) {
+    std::size_t pos = 0;
+    while (pos < bytes.size()) {
+      require(bytes.size() - pos >= kFrameHeaderBytes, name);
+      HeaderBytes header;
+      std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(pos), kFrameHeaderBytes,
+                  header.begin());
+      FrameHeader h;
+      require(!decodeHeader(header, kDefaultMaxBodyBytes, h), name);
+      pos += kFrameHeaderBytes + h.bodyLength;
+    }
+    require(pos == bytes.size(), name);
+  }
+}
+
+class NullNetwork final : public RaftNetwork {
+ public:
+  void sendRaftMessage(std::uint64_t, const std::string&, std::string) override {}
+};
+
+// m as member 2 sends it, checked to decode: a RaftIo that is not started decodes what it is
+// given and drops it (false); a message that does not decode is an Error.
+std::string raftMessage(const raft_message& m, const std::string& seed) {
+  static asio::io_context context;
+  static NullNetwork network;
+  static RaftIo io(context, network);
+  std::string bytes = encodeRaftMessage(m, 2, "127.0.0.1:7401");
+  require(io.deliver(bytes).ok(), seed);
+  return bytes;
+}
+
+void addRaft(Corpus& corpus) {
+  auto& seeds = corpus["fuzz_raft"];
+  raft_message m{};
+  m.type = RAFT_IO_REQUEST_VOTE;
+  m.request_vote = {3, 2, 12, 2, false, true};
+  seeds["request_vote"] = raftMessage(m, "request_vote");
+  m = {};
+  m.type = RAFT_IO_REQUEST_VOTE_RESULT;
+  m.request_vote_result = {3, true, raft_tribool_true};
+  seeds["request_vote_result"] = raftMessage(m, "request_vote_result");
+  m = {};
+  m.type = RAFT_IO_APPEND_ENTRIES;
+  m.append_entries = {2, 12, 2, 11, nullptr, 0};
+  seeds["heartbeat"] = raftMessage(m, "heartbeat");
+
+  // Two entries: a command (an encoded topology, what the control plane commits) and a
+  // configuration change encoded by raft itself.
+  raft_configuration conf;
+  raft_configuration_init(&conf);
+  raft_configuration_add(&conf, 1, "127.0.0.1:7400", RAFT_VOTER);
+  raft_configuration_add(&conf, 2, "127.0.0.1:7401", RAFT_VOTER);
+  raft_configuration_add(&conf, 3, "127.0.0.1:7402", RAFT_STANDBY);
+  raft_buffer confBytes{};
+  if (raft_configuration_encode(&conf, &confBytes) != 0) throw std::runtime_error("raft encode");
+  std::string command = encode(TopologyBody{topology()});
+  raft_entry entries[2]{};
+  entries[0].term = 2;
+  entries[0].type = RAFT_COMMAND;
+  entries[0].buf = {command.data(), command.size()};
+  entries[1].term = 2;
+  entries[1].type = RAFT_CHANGE;
+  entries[1].buf = confBytes;
+  m = {};
+  m.type = RAFT_IO_APPEND_ENTRIES;
+  m.append_entries = {2, 12, 2, 11, entries, 2};
+  seeds["append_entries"] = raftMessage(m, "append_entries");
+  m = {};
+  m.type = RAFT_IO_APPEND_ENTRIES_RESULT;
+  m.append_entries_result = {2, 0, 14};
+  seeds["append_entries_result"] = raftMessage(m, "append_entries_result");
+  m = {};
+  m.type = RAFT_IO_INSTALL_SNAPSHOT;
+  m.install_snapshot.term = 2;
+  m.install_snapshot.last_index = 14;
+  m.install_snapshot.last_term = 2;
+  m.install_snapshot.conf = conf;
+  m.install_snapshot.conf_index = 13;
+  m.install_snapshot.data = {command.data(), command.size()};
+  seeds["install_snapshot"] = raftMessage(m, "install_snapshot");
+  m = {};
+  m.type = RAFT_IO_TIMEOUT_NOW;
+  m.timeout_now = {2, 14, 2};
+  seeds["timeout_now"] = raftMessage(m, "timeout_now");
+  raft_free(confBytes.base);
+  raft_configuration_close(&conf);
+}
+
+// Per processor: (seed name, stored value, arguments).
+struct ProcessorSeed {
+  std::string name;
+  std::string value;
+  std::string args;
+};
+
+std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
+  const std::string bucket = encode(BucketState{3, 0, kNow - kNanosPerSecond});
+  const std::string counter = encode(std::int64_t{41});
+  BucketParams startEmpty = kLimit;
+  startEmpty.initialTokens = 0;
+  return {
+      {TokenBucketAcquire::kName,
+       {{"acquire", bucket, acquireArgs()},
+        {"acquire_empty_start", bucket, encode(TokenBucketAcquire{startEmpty, 5})}}},
+      {TokenBucketBatchAcquire::kName,
+       {{"batch_acquire", bucket, encode(TokenBucketBatchAcquire{kLimit, {1, 2, 3}})}}},
+      {Increment::kName, {{"increment", counter, encode(Increment{5})}}},
+      {GetCounter::kName, {{"get_counter", counter, encode(GetCounter{})}}},
+      {GetEntry::kName, {{"get_entry", bucket, encode(GetEntry{})}}},
+  };
+}
+
+void addProcessors(Corpus& corpus) {
+  const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
+  const std::vector<std::string> names = registry.names();
+  const auto seeds = processorSeeds();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    auto it = seeds.find(names[i]);
+    if (it == seeds.end()) throw std::logic_error("no seed for processor " + names[i]);
+    for (const ProcessorSeed& s : it->second) {
+      ProcessorInput in;
+      in.processor = static_cast<std::uint8_t>(i);
+      in.now = kNow;
+      in.value = s.value;
+      in.args = s.args;
+      corpus["fuzz_processors"][s.name] = in.bytes();
+      // The arguments run, on no entry and on the seed's value.
+      const ErasedProcessorFn fn = registry.find(names[i]);
+      MutableEntry absent("seed", std::nullopt);
+      MutableEntry present("seed", EntryView{s.value, kNever});
+      require(fn(s.args, absent, kNow).ok() && fn(s.args, present, kNow).ok(), s.name);
+    }
+  }
+}
+
+void write(const Corpus& corpus, const std::filesystem::path& dir) {
+  for (const auto& [harness, seeds] : corpus) {
+    std::filesystem::create_directories(dir / harness);
+    for (const auto& [name, bytes] : seeds) {
+      std::ofstream out(dir / harness / name, std::ios::binary | std::ios::trunc);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      if (!out) throw std::runtime_error("cannot write " + (dir / harness / name).string());
+    }
+    std::printf("%s: %zu seeds\n", harness.c_str(), seeds.size());
+  }
+}
+
+}  // namespace
+}  // namespace ingrid::fuzz
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR   (writes DIR/<harness>/<seed>)\n", argv[0]);
+    return 2;
+  }
+  try {
+    ingrid::fuzz::Corpus corpus;
+    ingrid::fuzz::addFrames(corpus);
+    ingrid::fuzz::addMessages(corpus);
+    ingrid::fuzz::addRaft(corpus);
+    ingrid::fuzz::addProcessors(corpus);
+    ingrid::fuzz::write(corpus, argv[1]);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz_write_corpus: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
