@@ -200,6 +200,7 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
   }
   PeerOptions o;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
+  o.dialOnDemand = true;           // a member closes idle client links: redial when needed
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);
   return peer;

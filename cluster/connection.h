@@ -68,8 +68,8 @@ struct ConnectionOptions {
   std::chrono::milliseconds idleTimeout{0};
   // Most bytes queued for writing to a peer that is not a member; one that does not read its
   // replies past this is disconnected. Members are exempt (a snapshot may queue more). 0: no
-  // limit. Default: 64 MiB.
-  std::size_t maxQueuedBytes = std::size_t{64} << 20;
+  // limit. The Transport sets it for accepted connections (TransportOptions). Default: 0.
+  std::size_t maxQueuedBytes = 0;
 };
 
 class Connection : public std::enable_shared_from_this<Connection> {
@@ -118,6 +118,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // An identity the owner may attach (e.g. the peer's member id after its Hello). Network
   // thread only.
   std::uint64_t peerId = 0;
+  // State the owner may keep during a handshake (member authentication's nonces). Network
+  // thread only.
+  std::string handshake;
+  // Set by the Transport on a connection accepted past maxConnections (within the members'
+  // reserve): its owner takes only a member's Hello (and Auth) on it. Network thread only.
+  bool overLimit = false;
 
  private:
   // Implementation state; see connection.cpp. Touched only on the network thread.

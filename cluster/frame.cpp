@@ -100,6 +100,8 @@ const char* messageTypeName(MessageType type) noexcept {
   switch (type) {
     case MessageType::kHello:
       return "Hello";
+    case MessageType::kAuth:
+      return "Auth";
     case MessageType::kJoin:
       return "Join";
     case MessageType::kTopologyPrepare:

@@ -41,8 +41,9 @@ enum class MessageType : std::uint16_t {
   kRaft = 13,            // member -> member: one control-plane (Raft) message
   kLease = 14,           // member -> leader: renew my primary lease
   kStatus = 15,          // anyone -> member: your view (control plane, lease, fenced partitions)
+  kAuth = 16,            // dialing member -> member: its proof of the cluster secret
 };
-inline constexpr std::uint16_t kMaxMessageType = 15;
+inline constexpr std::uint16_t kMaxMessageType = 16;
 
 // Bit flags of FrameHeader::flags.
 inline constexpr std::uint16_t kFlagResponse = 1u << 0;  // a reply to requestId

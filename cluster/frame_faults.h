@@ -32,12 +32,12 @@ namespace ingrid {
 class FrameFaults {
  public:
   struct Rule {
-    std::string from = "*";          // local IP of the writing connection, or "*"
-    std::string to = "*";            // remote IP, or "*"
+    std::string from = "*";            // local IP of the writing connection, or "*"
+    std::string to = "*";              // remote IP, or "*"
     std::vector<MessageType> types{};  // frame types it applies to; empty: every type
-    bool cut = false;                // drop every frame
-    double drop = 0;                 // probability of dropping a frame
-    double duplicate = 0;            // probability of writing it twice
+    bool cut = false;                  // drop every frame
+    double drop = 0;                   // probability of dropping a frame
+    double duplicate = 0;              // probability of writing it twice
     std::chrono::milliseconds delayMin{0};
     std::chrono::milliseconds delayMax{0};  // > 0: hold each frame a random time in the range
   };

@@ -9,7 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -39,6 +41,11 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        Default: failure timeout / 2
   --min-members N      refuse writes while this member sees fewer than N members
                        (split-brain protection; use a majority). Default: 0 (off)
+  --cluster-secret-file PATH
+                       the cluster secret, read from PATH (one line; a trailing newline is
+                       dropped): members prove it to each other before any control or
+                       replication message, and a joining node in its Join. Every member
+                       needs the same one. Default: none (members not authenticated)
   --max-connections N  connections accepted at once; one more is refused with an error
                        naming the limit. Default: 4096
   --idle-timeout-ms N  close a client's connection after N ms without a request (members'
@@ -118,6 +125,21 @@ int main(int argc, char** argv) {
       options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
       options.minMembers = static_cast<std::uint32_t>(n);
+    } else if (arg == "--cluster-secret-file") {
+      const char* path = value("--cluster-secret-file");
+      std::ifstream in(path, std::ios::binary);
+      std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
+        secret.pop_back();
+      }
+      if (!in.good() && !in.eof()) secret.clear();
+      if (secret.empty()) {
+        std::fprintf(stderr,
+                     "ingrid-node: --cluster-secret-file %s: cannot read it, or it is empty\n",
+                     path);
+        return 2;
+      }
+      options.clusterSecret = std::move(secret);
     } else if (arg == "--max-connections" &&
                parseUnsigned(value("--max-connections"), 1000000, n) && n > 0) {
       options.maxConnections = n;

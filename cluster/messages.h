@@ -22,9 +22,23 @@ struct HelloBody {
   std::uint8_t role = kPeer;
   MemberId memberId = 0;  // 0 for clients
   std::string address;    // the caller's listen address (peers)
+  // Member authentication (cluster/member_auth.h), when the cluster has a secret; else empty.
+  std::string nonce;  // the sender's fresh nonce
+  std::string proof;  // a reply's: HMAC proving the replier knows the secret
   template <class A>
   void serialize(A& ar) {
-    ar(role, memberId, address);
+    ar(role, memberId, address, nonce, proof);
+  }
+};
+
+// kAuth request: the dialing member's proof of the cluster secret, sent right after it checked
+// the acceptor's Hello. Reply: empty; or an error frame with request id 0, and the connection
+// closes.
+struct AuthBody {
+  std::string proof;
+  template <class A>
+  void serialize(A& ar) {
+    ar(proof);
   }
 };
 
@@ -37,17 +51,19 @@ struct JoinRequest {
   // Random per node start: a join from a member's address with another incarnation is that
   // member restarted (its data is gone), not a retried join.
   std::uint64_t incarnation = 0;
+  // member_auth::joinProof when the cluster has a secret; else empty.
+  std::string proof;
   static constexpr std::size_t kMaxProcessors = 4096;
   template <class A>
   void save(A& ar) const {
-    ar(address, partitions, backups, processors, incarnation);
+    ar(address, partitions, backups, processors, incarnation, proof);
   }
   template <class A>
   void load(A& ar) {
     ar(address, partitions, backups);
     processors.resize(loadBoundedSize(ar, kMaxProcessors, "JoinRequest.processors"));
     for (auto& p : processors) ar(p);
-    ar(incarnation);
+    ar(incarnation, proof);
   }
 };
 

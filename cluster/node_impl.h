@@ -145,6 +145,14 @@ class NodeImpl final : public ConnectionHandler,
   void rejoin(std::vector<std::string> seeds);
   void leave();
   void handleHello(const std::shared_ptr<Connection>& conn, Frame frame);
+  // The dialing member's proof of the cluster secret (member_auth.h): accepted, the connection
+  // becomes that member's link; refused, it is closed with the reason.
+  void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame);
+  // Refuses a connection accepted past maxConnections that is not a member's (overloaded).
+  void refuseOverLimit(const std::shared_ptr<Connection>& conn);
+  // Makes `conn` member `id`'s link (Connection::peerId, adopted by its Peer).
+  void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
+                    const std::string& address);
   void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
   // A Prepare from the control plane's leader: refused from an older term or for a version that

@@ -9,9 +9,42 @@
 #include <set>
 #include <tuple>
 
+#include <ingrid/cluster/member_auth.h>
 #include <ingrid/cluster/node_impl.h>
 
 namespace ingrid {
+namespace {
+
+// What an acceptor keeps between a member's Hello and its Auth (Connection::handshake).
+struct PendingAuth {
+  MemberId dialerId = 0;
+  MemberId acceptorId = 0;
+  std::string address;
+  std::string dialerNonce;
+  std::string acceptorNonce;
+  template <class A>
+  void serialize(A& ar) {
+    ar(dialerId, acceptorId, address, dialerNonce, acceptorNonce);
+  }
+};
+
+// Messages only a member sends: refused on a connection that is not a member's link.
+bool memberOnly(MessageType type) noexcept {
+  switch (type) {
+    case MessageType::kTopologyPrepare:
+    case MessageType::kReplicate:
+    case MessageType::kSnapshot:
+    case MessageType::kSynced:
+    case MessageType::kLeave:
+    case MessageType::kRaft:
+    case MessageType::kLease:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
@@ -44,8 +77,15 @@ Result<bool> NodeImpl::start() {
   if (state_.load() != kCreated) {
     return Error(Errc::not_running, "start(): a Node is started once; this one already was");
   }
-  if (options_.partitions == 0) {
-    return Error(Errc::invalid_configuration, "NodeOptions.partitions must be > 0");
+  if (options_.partitions == 0 || options_.partitions > kMaxPartitionCount) {
+    return Error(Errc::invalid_configuration, "NodeOptions.partitions must be from 1 to " +
+                                                  std::to_string(kMaxPartitionCount) + ", got " +
+                                                  std::to_string(options_.partitions));
+  }
+  if (options_.backups >= kMaxOwnersPerPartition) {
+    return Error(Errc::invalid_configuration, "NodeOptions.backups must be below " +
+                                                  std::to_string(kMaxOwnersPerPartition) +
+                                                  ", got " + std::to_string(options_.backups));
   }
   if (options_.maxConnections == 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.maxConnections must be > 0");
@@ -123,6 +163,7 @@ Result<bool> NodeImpl::start() {
   topts.maxConnections = options_.maxConnections;
   topts.handshakeTimeout = options_.handshakeTimeout;
   topts.idleTimeout = options_.idleTimeout;
+  topts.maxQueuedBytes = options_.maxQueuedBytes;
   transport_ = std::make_unique<Transport>(netIo_, topts, *this);
   Result<std::uint16_t> port = transport_->listen();
   if (!port) {
@@ -195,8 +236,12 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
 
 Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
-  JoinRequest request{selfAddress_, options_.partitions, options_.backups, registry_.names(),
-                      incarnation_.load()};
+  JoinRequest request{selfAddress_,      options_.partitions, options_.backups,
+                      registry_.names(), incarnation_.load(), {}};
+  if (!options_.clusterSecret.empty()) {
+    request.proof =
+        member_auth::joinProof(options_.clusterSecret, request.address, request.incarnation);
+  }
   std::deque<std::string> targets(seeds.begin(), seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";
@@ -459,18 +504,43 @@ std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, 
   if (!o.dial && !dialedByThem && !topology()->hasMember(id)) return nullptr;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
   o.peerId = id;
-  o.helloBody = [this] { return encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}); };
+  const std::string& secret = options_.clusterSecret;
+  o.helloBody = [this, &secret] {
+    HelloBody hello{HelloBody::kPeer, memberId(), selfAddress_, {}, {}};
+    if (!secret.empty()) hello.nonce = member_auth::freshNonce();
+    return encode(hello);
+  };
   // The process at a member's address must be that member: a restarted process there (empty,
-  // not yet admitted, or admitted under a new id) must not take the old member's updates.
-  o.checkHello = [id](const Frame& reply) -> std::string {
+  // not yet admitted, or admitted under a new id) must not take the old member's updates. With a
+  // cluster secret it must also prove that it knows the secret.
+  o.checkHello = [id, &secret](const std::string& sent, const Frame& reply) -> std::string {
     try {
       const HelloBody hello = decode<HelloBody>(reply.body);
-      if (hello.memberId == id) return {};
-      return "it answers as member " + std::to_string(hello.memberId) + ", not member " +
-             std::to_string(id);
+      if (hello.memberId != id) {
+        return "it answers as member " + std::to_string(hello.memberId) + ", not member " +
+               std::to_string(id);
+      }
+      if (secret.empty()) return {};
+      const HelloBody mine = decode<HelloBody>(sent);
+      if (hello.proof.empty()) {
+        return "it did not prove that it knows the cluster secret (is it started without one?)";
+      }
+      if (!member_auth::sameProof(
+              hello.proof,
+              member_auth::acceptorProof(secret, mine.nonce, hello.nonce, mine.memberId, id))) {
+        return "its proof does not match the cluster secret";
+      }
+      return {};
     } catch (const std::exception& e) {
       return std::string("Hello reply does not decode: ") + e.what();
     }
+  };
+  o.authBody = [id, &secret](const std::string& sent, const Frame& reply) -> std::string {
+    if (secret.empty()) return {};
+    const HelloBody mine = decode<HelloBody>(sent);
+    const HelloBody theirs = decode<HelloBody>(reply.body);
+    return encode(
+        AuthBody{member_auth::dialerProof(secret, mine.nonce, theirs.nonce, mine.memberId, id)});
   };
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);
@@ -653,10 +723,27 @@ void NodeImpl::commitTopology(TopologyPtr next) {
 
 void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
   const FrameHeader header = frame.header;
+  if (conn->overLimit && conn->peerId == 0 && header.type != MessageType::kHello &&
+      header.type != MessageType::kAuth && header.type != MessageType::kJoin) {
+    refuseOverLimit(conn);
+    return;
+  }
+  if (conn->peerId == 0 && memberOnly(header.type)) {
+    conn->replyError(header, Error(Errc::unauthenticated,
+                                   std::string(messageTypeName(header.type)) +
+                                       " is taken only on a member's link: the connection from " +
+                                       conn->remote() + " has not said Hello as a member" +
+                                       (options_.clusterSecret.empty()
+                                            ? ""
+                                            : " and proved that it knows the cluster secret")));
+    return;
+  }
   try {
     switch (header.type) {
       case MessageType::kHello:
         return handleHello(conn, std::move(frame));
+      case MessageType::kAuth:
+        return handleAuth(conn, std::move(frame));
       case MessageType::kJoin:
         return handleJoin(conn, std::move(frame));
       case MessageType::kInvoke:
@@ -725,18 +812,82 @@ void NodeImpl::onClosed(const std::shared_ptr<Connection>&, const Error&) {}
 
 void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame) {
   const HelloBody hello = decode<HelloBody>(frame.body);
+  if (conn->overLimit && (hello.role != HelloBody::kPeer || hello.memberId == 0)) {
+    refuseOverLimit(conn);
+    return;
+  }
+  HelloBody mine{HelloBody::kPeer, memberId(), selfAddress_, {}, {}};
   if (hello.role == HelloBody::kPeer && hello.memberId != 0) {
-    conn->peerId = hello.memberId;
-    if (auto peer = linkTo(hello.memberId, hello.address, /*dialedByThem=*/true)) {
-      peer->adopt(conn);
+    if (options_.clusterSecret.empty()) {
+      acceptMember(conn, hello.memberId, hello.address);
+    } else {
+      // Prove ourselves; the dialer proves itself in its Auth, which decides (handleAuth).
+      mine.nonce = member_auth::freshNonce();
+      mine.proof = member_auth::acceptorProof(options_.clusterSecret, hello.nonce, mine.nonce,
+                                              hello.memberId, mine.memberId);
+      conn->handshake = encode(
+          PendingAuth{hello.memberId, mine.memberId, hello.address, hello.nonce, mine.nonce});
     }
   }
-  conn->reply(frame.header, MessageType::kHello, topology()->version,
-              encode(HelloBody{HelloBody::kPeer, memberId(), selfAddress_}));
+  conn->reply(frame.header, MessageType::kHello, topology()->version, encode(mine));
+}
+
+void NodeImpl::refuseOverLimit(const std::shared_ptr<Connection>& conn) {
+  conn->refuse(
+      Error(Errc::overloaded, "member " + std::to_string(memberId()) + " (" + selfAddress_ +
+                                  ") refuses the connection from " + conn->remote() + ": " +
+                                  std::to_string(options_.maxConnections) +
+                                  " connections are open, the limit (maxConnections); past it only "
+                                  "members' links are taken"));
+}
+
+void NodeImpl::acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
+                            const std::string& address) {
+  conn->peerId = id;
+  if (auto peer = linkTo(id, address, /*dialedByThem=*/true)) peer->adopt(conn);
+}
+
+void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame) {
+  const std::string who = "member " + std::to_string(memberId()) + " (" + selfAddress_ + ")";
+  if (options_.clusterSecret.empty() || conn->handshake.empty()) {
+    conn->refuse(Error(Errc::protocol_error, who + " got an Auth from " + conn->remote() +
+                                                 " without a Hello that asked for one"));
+    return;
+  }
+  const PendingAuth pending = decode<PendingAuth>(std::exchange(conn->handshake, {}));
+  const AuthBody auth = decode<AuthBody>(frame.body);
+  if (!member_auth::sameProof(
+          auth.proof,
+          member_auth::dialerProof(options_.clusterSecret, pending.dialerNonce,
+                                   pending.acceptorNonce, pending.dialerId, pending.acceptorId))) {
+    const std::string why = who + " refuses " + conn->remote() + ", which says it is member " +
+                            std::to_string(pending.dialerId) +
+                            ": its proof does not match the cluster secret";
+    std::cerr << "ingrid: " << why << "\n";
+    conn->refuse(Error(Errc::unauthenticated, why));
+    return;
+  }
+  acceptMember(conn, pending.dialerId, pending.address);
+  conn->reply(frame.header, MessageType::kAuth, topology()->version, {});
 }
 
 void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) {
   const JoinRequest req = decode<JoinRequest>(frame.body);
+  if (!parseAddress(req.address)) {
+    conn->replyError(frame.header,
+                     Error(Errc::join_refused,
+                           "the joining node's address '" + req.address + "' is not host:port"));
+    return;
+  }
+  if (!options_.clusterSecret.empty() &&
+      !member_auth::sameProof(req.proof, member_auth::joinProof(options_.clusterSecret, req.address,
+                                                                req.incarnation))) {
+    conn->replyError(frame.header,
+                     Error(Errc::join_refused, "the node at " + req.address +
+                                                   " did not prove that it knows the cluster "
+                                                   "secret (NodeOptions::clusterSecret)"));
+    return;
+  }
   if (!coordinator_) {  // not the coordinator: tell the joiner who is
     conn->reply(frame.header, MessageType::kRedirect, topology()->version,
                 encode(TopologyBody{*topology()}));

@@ -61,9 +61,18 @@ struct NodeOptions {
   std::uint32_t backups = 1;
   // When the primary answers relative to replication. Default: kSync.
   ReplicationMode replication = ReplicationMode::kSync;
-  // Connections from members, clients and tools this node accepts at once; one more is refused
-  // with an `overloaded` error naming the limit. Default: 4096.
+  // The cluster secret. When set, members prove to each other that they know it (HMAC-SHA256
+  // over fresh nonces, in Hello and Auth) before any control-plane or replication message is
+  // accepted from them, and a joining node proves it in its Join. Every member must have the same
+  // one. Empty: members are not authenticated. Default: empty.
+  std::string clusterSecret = {};
+  // Connections from clients and tools this node accepts at once; one more is refused with an
+  // `overloaded` error naming the limit. Members' links may go past it (into a reserve of 1024),
+  // so that clients cannot crowd them out. Default: 4096.
   std::size_t maxConnections = 4096;
+  // Bytes queued for a client or tool that does not read its replies before it is disconnected.
+  // Default: 64 MiB.
+  std::size_t maxQueuedBytes = std::size_t{64} << 20;
   // An accepted connection that sends no complete frame within this is closed. Default: 10 s.
   std::chrono::milliseconds handshakeTimeout{10000};
   // An accepted connection from a client or tool (not a member) that sends nothing for this long

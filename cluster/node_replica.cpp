@@ -32,6 +32,7 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
     if (update.kind != ReplicateBody::kPut && update.kind != ReplicateBody::kRemove) {
       throw std::invalid_argument("unknown update kind " + std::to_string(update.kind));
     }
+    if (auto bad = keyError(update.key)) throw std::invalid_argument(bad->detail());
   } catch (const std::exception& e) {
     conn->replyError(frame.header,
                      Error(Errc::malformed_message, std::string("Replicate body: ") + e.what()));
@@ -108,6 +109,9 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
   try {
     decodeInto(frame.body, snap);
     if (snap.partition >= options_.partitions) throw std::out_of_range("partition out of range");
+    for (const SnapshotEntry& e : snap.entries) {
+      if (auto bad = keyError(e.key)) throw std::invalid_argument(bad->detail());
+    }
   } catch (const std::exception& e) {
     conn->replyError(frame.header,
                      Error(Errc::malformed_message, std::string("Snapshot body: ") + e.what()));

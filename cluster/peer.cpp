@@ -65,6 +65,9 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
                                      " (PeerOptions.maxQueued)"));
     return;
   }
+  // No connection and none coming (dialOnDemand): this request asks for one, at once after a
+  // clean close, after the current backoff after failed dials.
+  const bool wantDial = options_.dialOnDemand && options_.dial && !conn_ && !dialing_;
   const std::uint64_t id = nextQueued_++;
   auto timer = std::make_unique<asio::steady_timer>(transport_.io(), timeout);
   timer->async_wait([self = shared_from_this(), id](const std::error_code& ec) {
@@ -73,6 +76,13 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
   queue_.emplace(
       id, Queued{type, topologyVersion, std::move(body), timeout,
                  std::chrono::steady_clock::now() + timeout, std::move(done), std::move(timer)});
+  if (wantDial) {
+    if (backoff_ <= std::max(options_.backoffMin, std::chrono::milliseconds(1))) {
+      dialNow();
+    } else {
+      scheduleDial();
+    }
+  }
 }
 
 void Peer::expire(std::uint64_t id) {
@@ -151,6 +161,7 @@ void Peer::dialNow() {
 
 void Peer::scheduleDial() {
   if (closed_ || !options_.dial || dialing_ || conn_) return;
+  if (options_.dialOnDemand && queue_.empty()) return;  // the next request dials
   dialing_ = true;
   backoffTimer_.expires_after(backoff_);
   backoff_ = std::min(backoff_ * 2, std::max(options_.backoffMax, backoff_));
@@ -189,18 +200,21 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
 
 void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {
   conn_ = std::move(conn);
-  if (options_.peerId != 0) conn_->peerId = options_.peerId;
+  const bool hello = dialed && options_.helloBody;
+  // A dialed connection speaks for the member only once its Hello reply was accepted.
+  if (options_.peerId != 0 && !hello) conn_->peerId = options_.peerId;
   const std::uint64_t generation = ++generation_;
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);
   conn_->onClose([weak = weak_from_this(), generation](const Error& reason) {
     if (auto self = weak.lock()) self->onConnectionClosed(generation, reason);
   });
-  if (!dialed || !options_.helloBody) {
+  if (!hello) {
     markReady();
     return;
   }
-  conn_->request(MessageType::kHello, 0, options_.helloBody(), transport_.options().connectTimeout,
+  helloSent_ = options_.helloBody();
+  conn_->request(MessageType::kHello, 0, helloSent_, transport_.options().connectTimeout,
                  [weak = weak_from_this(), generation](Result<Frame> reply) mutable {
                    if (auto self = weak.lock()) self->onHello(generation, std::move(reply));
                  });
@@ -212,7 +226,7 @@ void Peer::onHello(std::uint64_t generation, Result<Frame> reply) {
   if (!reply) {
     refused = reply.error().message();
   } else if (options_.checkHello) {
-    refused = options_.checkHello(reply.value());
+    refused = options_.checkHello(helloSent_, reply.value());
   }
   if (!refused.empty()) {
     // The close event reconnects after the current backoff, which keeps doubling.
@@ -220,6 +234,23 @@ void Peer::onHello(std::uint64_t generation, Result<Frame> reply) {
     if (options_.failQueuedOnDialError) failQueued("Hello refused by " + address_);
     conn_->close(Error(Errc::unavailable, lastError_));
     return;
+  }
+  if (options_.peerId != 0) conn_->peerId = options_.peerId;
+  if (options_.authBody) {
+    std::string auth = options_.authBody(helloSent_, reply.value());
+    if (!auth.empty()) {
+      // Frames on a connection are handled in order: the Auth is checked before what follows.
+      conn_->request(MessageType::kAuth, 0, std::move(auth), transport_.options().connectTimeout,
+                     [weak = weak_from_this(), generation](Result<Frame> answer) {
+                       auto self = weak.lock();
+                       if (!self || answer || self->generation_ != generation || !self->conn_) {
+                         return;
+                       }
+                       self->lastError_ =
+                           "Auth refused by " + self->address_ + ": " + answer.error().message();
+                       self->conn_->close(Error(Errc::unavailable, self->lastError_));
+                     });
+    }
   }
   markReady();
 }

@@ -44,13 +44,23 @@ struct PeerOptions {
   // ("not sent", so a caller may safely send them elsewhere), instead of at their deadlines.
   // Nodes and clients set it: they route elsewhere. Default: false (wait for the peer).
   bool failQueuedOnDialError = false;
+  // Whether a closed connection is dialed again only when a request wants it (and a failed dial
+  // retried only while requests wait), rather than at once and for ever. Thin clients set it: a
+  // member closes a client's idle connection (NodeOptions::idleTimeout), and an empty redial
+  // would only be closed again by its handshake timeout. Default: false (members keep links up).
+  bool dialOnDemand = false;
   // Body of the Hello sent first on every dialed connection; none if empty. Default: none.
   std::function<std::string()> helloBody;
-  // Checks the Hello reply: an empty string accepts it, anything else is the reason the
-  // connection is closed (e.g. another process now listens at the address). Default: accept.
-  std::function<std::string(const Frame&)> checkHello;
+  // Checks the Hello reply against the Hello sent: an empty string accepts it, anything else is
+  // the reason the connection is closed (e.g. another process now listens at the address, or it
+  // cannot prove the cluster secret). Default: accept.
+  std::function<std::string(const std::string& sent, const Frame& reply)> checkHello;
+  // After an accepted Hello: the body of an Auth request sent before anything else (this side's
+  // proof of the cluster secret); none if it returns empty. A refused Auth closes the connection.
+  std::function<std::string(const std::string& sent, const Frame& reply)> authBody;
   // The identity stamped on every connection of this link (Connection::peerId), so that what
-  // arrives on it is known to come from that member. 0: none. Default: 0.
+  // arrives on it is known to come from that member: on a dialed connection once its Hello reply
+  // was accepted, on an adopted one at once. 0: none. Default: 0.
   std::uint64_t peerId = 0;
 };
 
@@ -123,6 +133,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   bool dialing_ = false;          // a dial or a backoff wait is under way
   bool closed_ = false;
   std::string lastError_;
+  std::string helloSent_;                  // the Hello body sent on the current dialed connection
   std::map<std::uint64_t, Queued> queue_;  // by arrival: FIFO
   std::uint64_t nextQueued_ = 1;
   std::atomic<bool> connectedFlag_{false};

@@ -54,14 +54,17 @@ std::optional<std::string> Topology::invalidReason() const {
   }
   for (PartitionId p = 0; p < partitions; ++p) {
     for (MemberId owner : table.owners(p)) {
-      if (!hasMember(owner)) {
+      // Members are sorted (checked above): a binary search keeps this O(owners log members).
+      const auto it = std::lower_bound(members.begin(), members.end(), owner,
+                                       [](const MemberInfo& m, MemberId id) { return m.id < id; });
+      if (it == members.end() || it->id != owner) {
         return "partition " + std::to_string(p) + " is owned by member " + std::to_string(owner) +
                ", which is not a member";
       }
     }
   }
   for (const SyncingReplica& r : syncing) {
-    if (r.partition >= partitions || !table.isOwner(r.partition, r.member)) {
+    if (r.member == 0 || r.partition >= partitions || !table.isOwner(r.partition, r.member)) {
       return "a syncing replica (partition " + std::to_string(r.partition) + ", member " +
              std::to_string(r.member) + ") is not an owner of an existing partition";
     }

@@ -176,16 +176,19 @@ void Transport::accept(const std::shared_ptr<State>& state) {
         ConnectionOptions options = state->options.connection;
         options.handshakeTimeout = state->options.handshakeTimeout;
         options.idleTimeout = state->options.idleTimeout;
+        options.maxQueuedBytes = state->options.maxQueuedBytes;
         auto conn = std::make_shared<Connection>(std::move(socket), options, state->handler);
         if (track(state, conn)) {
-          if (state->inbound.load() >= state->options.maxConnections) {
-            conn->refuse(Error(Errc::overloaded,
-                               "member at " +
-                                   joinAddress(state->options.listenHost, state->port.load()) +
-                                   " refuses the connection from " + conn->remote() + ": " +
-                                   std::to_string(state->inbound.load()) +
-                                   " connections are open, the limit (maxConnections)"));
+          const std::size_t open = state->inbound.load();
+          if (open >= state->options.maxConnections + TransportOptions::kMemberReserve) {
+            conn->refuse(Error(
+                Errc::overloaded,
+                "member at " + joinAddress(state->options.listenHost, state->port.load()) +
+                    " refuses the connection from " + conn->remote() + ": " + std::to_string(open) +
+                    " connections are open, the limit (maxConnections " +
+                    std::to_string(state->options.maxConnections) + ", and the members' reserve)"));
           } else {
+            conn->overLimit = open >= state->options.maxConnections;
             ++state->inbound;
             conn->onClose([state](const Error&) { --state->inbound; });
             conn->start();

@@ -29,9 +29,15 @@ struct TransportOptions {
   // How long a dial may take before it fails with Errc::unreachable. Default: 2 s.
   std::chrono::milliseconds connectTimeout{2000};
   ConnectionOptions connection;
-  // Accepted connections open at once; one more is refused with an error frame (overloaded,
-  // naming the limit) and closed. Default: 4096.
+  // Accepted connections open at once. Past it, kMemberReserve more are taken for members only
+  // (the owner refuses anything but a member's Hello on them: Connection::overLimit), so that
+  // clients cannot crowd out the members' own links; past that, one more is refused at once with
+  // an error frame (overloaded, naming the limit) and closed. Default: 4096.
   std::size_t maxConnections = 4096;
+  static constexpr std::size_t kMemberReserve = 1024;
+  // Bytes queued for an accepted peer that is not a member before it is disconnected
+  // (ConnectionOptions::maxQueuedBytes). Default: 64 MiB.
+  std::size_t maxQueuedBytes = std::size_t{64} << 20;
   // An accepted connection must send a complete frame within this, or it is closed. 0: no
   // limit. Default: 10 s.
   std::chrono::milliseconds handshakeTimeout{10000};

@@ -37,6 +37,13 @@ if(NOT absl_FOUND)
                       "Install the Debian package libabsl-dev (or run scripts/install-deps.sh).")
 endif()
 
+# OpenSSL (libssl-dev): HMAC-SHA256 and random nonces for member authentication (cluster/).
+find_package(OpenSSL QUIET)
+if(NOT OpenSSL_FOUND)
+  message(FATAL_ERROR "ingrid: OpenSSL not found. "
+                      "Install the Debian package libssl-dev (or run scripts/install-deps.sh).")
+endif()
+
 if(INGRID_BUILD_TESTS)
   find_package(Catch2 2.13 QUIET CONFIG)
   if(NOT Catch2_FOUND)

@@ -44,6 +44,8 @@ class Category final : public std::error_category {
         return "protocol error";
       case Errc::no_quorum:
         return "no quorum: too few members to accept writes";
+      case Errc::unauthenticated:
+        return "unauthenticated: no proof of the cluster secret";
     }
     return "unknown ingrid error " + std::to_string(value);
   }

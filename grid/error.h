@@ -52,6 +52,9 @@ enum class Errc {
   // The executing member sees fewer members than NodeOptions::minMembers: a processor that
   // would write is refused, changing nothing (split-brain protection). Reads still run.
   no_quorum,
+  // The peer did not prove it knows the cluster secret (NodeOptions::clusterSecret): what it
+  // sent was refused and the connection closed.
+  unauthenticated,
 };
 
 const std::error_category& errorCategory() noexcept;

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include <absl/hash/hash.h>
 
@@ -62,7 +63,10 @@ std::string_view PartitionStore::valueOf(const Slot& s) noexcept {
 }
 
 void PartitionStore::fill(Slot& s, std::string_view key, std::string_view value, Nanos expiresAt) {
-  assert(key.size() <= std::numeric_limits<std::uint16_t>::max());
+  if (key.size() > kMaxKeyBytes) {  // callers check keys (keyError); this keeps the slot sound
+    throw std::length_error("a key of " + std::to_string(key.size()) +
+                            " bytes is longer than the limit of " + std::to_string(kMaxKeyBytes));
+  }
   s.expiresAt = expiresAt;
   s.keyLen = static_cast<std::uint16_t>(key.size());
   if (key.size() + value.size() <= kInlineBytes) {

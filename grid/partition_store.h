@@ -26,6 +26,7 @@
 #include <absl/container/flat_hash_set.h>
 
 #include <ingrid/grid/entry.h>
+#include <ingrid/grid/hash.h>
 
 namespace ingrid {
 

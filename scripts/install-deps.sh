@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Installs what ingrid needs to build and test, from Debian 12's packages. Idempotent: does
-# nothing when everything is already installed. `--bench` adds redis-server and gnuplot-nox. Runs apt-get as root (or through sudo).
+# nothing when everything is already installed. `--bench` adds redis-server and gnuplot-nox;
+# `--fuzz` adds clang-14 with its sanitizer and libFuzzer runtimes (both may be given). Runs
+# apt-get as root (or through sudo).
 set -euo pipefail
 
 # libraft-dev: the control plane's consensus (Canonical's raft; pulls libuv1-dev).
 # nftables and iproute2: the network-partition tests (network namespaces, nft rules).
 # libabsl-dev: Abseil's flat_hash_set, the index of each partition's compact entry store.
+# libssl-dev: OpenSSL's libcrypto, HMAC-SHA256 and nonces of member authentication.
 packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
-          libuv1-dev libabsl-dev nftables iproute2)
-# --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
-if [ "${1:-}" = "--bench" ]; then
-  packages+=(redis-server gnuplot-nox)
-fi
+          libuv1-dev libabsl-dev libssl-dev nftables iproute2)
+for arg in "$@"; do
+  case "$arg" in
+    # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
+    --bench) packages+=(redis-server gnuplot-nox) ;;
+    # --fuzz: also what the fuzz harnesses build with (scripts/fuzz.sh): clang 14, libFuzzer, and
+    # libclang-rt-14-dev, clang's ASan/UBSan/libFuzzer runtimes (only recommended by clang-14,
+    # so not pulled in with --no-install-recommends).
+    --fuzz) packages+=(clang-14 libclang-rt-14-dev libfuzzer-14-dev) ;;
+    *) echo "install-deps.sh: unknown option '$arg' (known: --bench, --fuzz)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

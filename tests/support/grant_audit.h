@@ -90,7 +90,8 @@ inline std::string errcName(int code) {
                                        "indeterminate",
                                        "join_refused",
                                        "protocol_error",
-                                       "no_quorum"};
+                                       "no_quorum",
+                                       "unauthenticated"};
   if (code >= 0 && code < static_cast<int>(std::size(kNames))) return kNames[code];
   return std::to_string(code);
 }

@@ -1,0 +1,41 @@
+// Member authentication: members prove to each other that they know the cluster secret
+// (NodeOptions::clusterSecret) with HMAC-SHA256 over fresh nonces, so that only members can
+// send control-plane and replication messages (docs/wire-format.md, "Member authentication").
+//
+//   dialer   -> Hello {role peer, memberId, address, nonce D}
+//   acceptor <- Hello {role peer, memberId, address, nonce A, proof HMAC(s, "accept" D A ids)}
+//   dialer   -> Auth  {proof HMAC(s, "dial" A D ids)}        (after checking the acceptor's)
+//
+// Each side's proof covers the other side's fresh nonce, so a recorded exchange proves nothing
+// later. A Join carries HMAC(s, "join" address incarnation): replaying it can only repeat that
+// same join, which the coordinator treats as a retry.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ingrid::member_auth {
+
+inline constexpr std::size_t kNonceBytes = 16;
+inline constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
+
+// kNonceBytes from the operating system's random source (OpenSSL RAND_bytes).
+std::string freshNonce();
+
+// The acceptor's proof, for the dialer's nonce and its own, the dialer's claimed id and its own.
+std::string acceptorProof(std::string_view secret, std::string_view dialerNonce,
+                          std::string_view acceptorNonce, std::uint64_t dialerId,
+                          std::uint64_t acceptorId);
+// The dialer's proof: the same inputs under another label, so neither proof answers the other.
+std::string dialerProof(std::string_view secret, std::string_view dialerNonce,
+                        std::string_view acceptorNonce, std::uint64_t dialerId,
+                        std::uint64_t acceptorId);
+// A joining node's proof.
+std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation);
+
+// Constant-time comparison of two proofs (false on a length mismatch).
+bool sameProof(std::string_view a, std::string_view b) noexcept;
+
+}  // namespace ingrid::member_auth
