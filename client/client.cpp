@@ -82,29 +82,10 @@ Result<bool> ClientImpl::start() {
   if (options_.seeds.empty()) {
     return Error(Errc::invalid_configuration, "ClientOptions.seeds is empty: name a member");
   }
-  // A seed whose name does not exist will not start to (a typo, a host that is gone): if no
-  // seed resolves, say so at once rather than retrying for the whole connect timeout. A seed that
-  // fails only for now (no answer from DNS) is still tried.
-  std::vector<std::string> seeds;
-  std::string unresolvable;
   for (const auto& seed : options_.seeds) {
-    const auto address = parseAddress(seed);
-    if (!address) {
+    if (!parseAddress(seed)) {
       return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
     }
-    asio::io_context resolving;
-    asio::ip::tcp::resolver resolver(resolving);
-    std::error_code ec;
-    resolver.resolve(address->first, std::to_string(address->second), ec);
-    if (ec == asio::error::host_not_found || ec == asio::error::service_not_found ||
-        ec == asio::error::no_data) {
-      unresolvable += (unresolvable.empty() ? "" : "; ") + seed + ": " + ec.message();
-      continue;
-    }
-    seeds.push_back(seed);
-  }
-  if (seeds.empty()) {
-    return Error(Errc::invalid_configuration, "no seed resolves to an address: " + unresolvable);
   }
   TransportOptions topts;
   topts.connectTimeout = options_.connectTimeout;
@@ -114,6 +95,38 @@ Result<bool> ClientImpl::start() {
   state_.store(kRunning, std::memory_order_release);
 
   const auto deadline = std::chrono::steady_clock::now() + options_.connectTimeout;
+  // A seed whose name does not exist will not start to (a typo, a host that is gone): if no
+  // seed resolves, say so at once rather than retrying for the whole connect timeout. A seed that
+  // fails only for now (no answer from DNS), or does not answer before the deadline, is tried.
+  std::vector<std::string> seeds;
+  std::string unresolvable;
+  for (const auto& seed : options_.seeds) {
+    const auto address = parseAddress(seed);
+    auto resolver = std::make_shared<asio::ip::tcp::resolver>(io_);
+    auto resolved = std::make_shared<std::promise<std::error_code>>();
+    auto outcome = resolved->get_future();
+    resolver->async_resolve(address->first, std::to_string(address->second),
+                            [resolver, resolved](const std::error_code& ec,
+                                                 const asio::ip::tcp::resolver::results_type&) {
+                              resolved->set_value(ec);
+                            });
+    if (outcome.wait_until(deadline) != std::future_status::ready) {
+      asio::post(io_, [resolver] { resolver->cancel(); });
+      seeds.push_back(seed);
+      continue;
+    }
+    const std::error_code ec = outcome.get();
+    if (ec == asio::error::host_not_found || ec == asio::error::service_not_found ||
+        ec == asio::error::no_data) {
+      unresolvable += (unresolvable.empty() ? "" : "; ") + seed + ": " + ec.message();
+      continue;
+    }
+    seeds.push_back(seed);
+  }
+  if (seeds.empty()) {
+    stop();
+    return Error(Errc::invalid_configuration, "no seed resolves to an address: " + unresolvable);
+  }
   std::string tried, lastError = "no seed answered";
   for (std::size_t i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
     const std::string& seed = seeds[i % seeds.size()];

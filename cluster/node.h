@@ -53,6 +53,14 @@ namespace ingrid {
 class NodeImpl;
 
 class Node {
+  // Defined before the templates below use it: its return type is deduced, and clang deduces it
+  // where a template names it.
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
+
  public:
   explicit Node(NodeOptions options = {},
                 ProcessorRegistry registry = ProcessorRegistry::withBuiltins());
@@ -120,11 +128,6 @@ class Node {
 
  private:
   static Error wouldDeadlock(std::string_view processor);
-  auto rawInvoker() {
-    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
-      invokeRaw(std::move(k), name, std::move(args), std::move(done));
-    };
-  }
 
   std::unique_ptr<NodeImpl> impl_;
   asio::thread_pool completionPool_;

@@ -87,6 +87,13 @@ Result<bool> NodeImpl::start() {
                                                   std::to_string(kMaxOwnersPerPartition) +
                                                   ", got " + std::to_string(options_.backups));
   }
+  if (options_.idleTimeout.count() != 0 && options_.idleTimeout < options_.requestTimeout) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.idleTimeout (" + std::to_string(options_.idleTimeout.count()) +
+                     " ms) must be 0 or at least requestTimeout (" +
+                     std::to_string(options_.requestTimeout.count()) +
+                     " ms): a client waiting on a slow request would be cut off");
+  }
   if (options_.maxConnections == 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.maxConnections must be > 0");
   }

@@ -45,6 +45,12 @@ class InputBoundsScope {
   const InputBounds* outer_;
 };
 
+// Bytes left in this thread's input; SIZE_MAX outside a decode.
+inline std::size_t remainingInput() noexcept {
+  const InputBounds* in = input_bounds_detail::tCurrent;
+  return in == nullptr ? static_cast<std::size_t>(-1) : in->remaining();
+}
+
 // Throws std::length_error if `count` elements of at least `minBytes` each cannot fit in what
 // remains of this thread's input. Call it after reading a count, before allocating by it.
 inline void checkRemaining(std::uint64_t count, std::size_t minBytes, const char* what) {

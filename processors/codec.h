@@ -13,6 +13,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <istream>
 #include <ostream>
@@ -159,11 +160,19 @@ requires(!std::is_same_v<T, bool>)  // std::vector<bool> is Cereal's (not used o
     vector.resize(static_cast<std::size_t>(size));
     ar(binary_data(vector.data(), static_cast<std::size_t>(size) * sizeof(T)));
   } else {
-    // Every element takes at least one byte (no element type here is empty).
+    // Every element takes at least one byte (no element type here is empty). Elements are
+    // appended as they decode, with room reserved for at most one per remaining byte, so a list
+    // of large structures cannot ask for sizeof(T) times the input before its bytes are there.
     static_assert(!std::is_empty_v<T>, "an empty element type takes no bytes: bound it otherwise");
     ingrid::checkRemaining(size, 1, "a list");
-    vector.resize(static_cast<std::size_t>(size));
-    for (auto& element : vector) ar(element);
+    vector.clear();
+    vector.reserve(static_cast<std::size_t>(
+        std::min<size_type>(size, static_cast<size_type>(ingrid::remainingInput()))));
+    for (size_type i = 0; i < size; ++i) {
+      T element{};
+      ar(element);
+      vector.push_back(std::move(element));
+    }
   }
 }
 
