@@ -136,29 +136,22 @@ void Connection::refuse(const Error& why) { failProtocol(0, MessageType::kHello,
 
 void Connection::checkSilence() {
   if (closed_) return;
-  const Clock::time_point now = Clock::now();
-  Clock::time_point next = Clock::time_point::max();
-  if (!sawFrame_ && options_.handshakeTimeout.count() > 0) {
-    if (now - lastFrameAt_ >= options_.handshakeTimeout) {
-      closeNow(Error(Errc::timeout, "no complete frame from " + remote_ + " within " +
-                                        std::to_string(options_.handshakeTimeout.count()) +
-                                        " ms of connecting (handshake timeout)"));
-      return;
-    }
-    next = lastFrameAt_ + options_.handshakeTimeout;
-  } else if (options_.idleTimeout.count() > 0) {
-    if (peerId != 0) return;  // a member: its links stay however quiet they are
-    if (now - lastFrameAt_ >= options_.idleTimeout) {
-      closeNow(Error(Errc::timeout, "no frame from " + remote_ + " (not a member) for " +
-                                        std::to_string(options_.idleTimeout.count()) +
-                                        " ms (idle timeout)"));
-      return;
-    }
-    next = lastFrameAt_ + options_.idleTimeout;
-  } else {
+  // Before the first frame the handshake timeout runs; after it, the idle timeout (not for a
+  // member: its links stay however quiet they are).
+  const bool inHandshake = framesRead_ == 0 && options_.handshakeTimeout.count() > 0;
+  if (!inHandshake && (options_.idleTimeout.count() == 0 || peerId != 0)) return;
+  const std::chrono::milliseconds limit =
+      inHandshake ? options_.handshakeTimeout : options_.idleTimeout;
+  if (Clock::now() - lastFrameAt_ >= limit) {
+    const std::string ms = std::to_string(limit.count());
+    closeNow(Error(Errc::timeout, inHandshake
+                                      ? "no complete frame from " + remote_ + " within " + ms +
+                                            " ms of connecting (handshake timeout)"
+                                      : "no frame from " + remote_ + " (not a member) for " + ms +
+                                            " ms (idle timeout)"));
     return;
   }
-  silenceTimer_.expires_at(next);
+  silenceTimer_.expires_at(lastFrameAt_ + limit);
   silenceTimer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
     if (!ec) self->checkSilence();
   });
@@ -370,8 +363,7 @@ bool Connection::parseFrames() {
     std::string body(in_.data() + inBegin_, header_.bodyLength);
     inBegin_ += header_.bodyLength;
     haveHeader_ = false;
-    sawFrame_ = true;
-    if (options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
+    ++framesRead_;
     dispatch(Frame{header_, std::move(body)});
   }
   return false;
@@ -380,7 +372,10 @@ bool Connection::parseFrames() {
 void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
   if (closed_) return;
   inEnd_ += bytes;
+  const std::uint64_t framesBefore = framesRead_;
   if (!parseFrames()) return;
+  // One clock read per pass, not per frame: the idle timeout needs no finer time.
+  if (framesRead_ != framesBefore && options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
   if (ec) {
     const std::size_t partial = inEnd_ - inBegin_;
     if (ec == asio::error::eof && haveHeader_) {

@@ -212,10 +212,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer deadlineTimer_;
   Clock::time_point armedFor_ = Clock::time_point::max();
   std::vector<CloseListener> closeListeners_;
-  // handshakeTimeout / idleTimeout: when the last complete frame arrived (sawFrame_: any did).
+  // handshakeTimeout / idleTimeout: when the last read pass with a complete frame ended (or the
+  // connection started), and the frames read so far.
   asio::steady_timer silenceTimer_;
   Clock::time_point lastFrameAt_{};
-  bool sawFrame_ = false;
+  std::uint64_t framesRead_ = 0;
   // Bytes in writes_ (bounded by maxQueuedBytes for a peer that is not a member).
   std::size_t queuedBytes_ = 0;
 };
