@@ -6,7 +6,9 @@
 // first run stored. Properties: a failure is invalid_argument or processor_failed and names the
 // processor; for the built-in processors, an answer decodes as the processor's Result and keeps
 // the documented invariants (docs/token-bucket.md: tokens within [0, capacity], a denial waits,
-// a grant does not; a counter stores what it answers; reads change nothing).
+// a grant does not; a counter stores what it answers; reads change nothing; and for each limiter
+// of docs/gcra.md, fixed-window.md, sliding-window.md and leaky-bucket.md its answer's ranges,
+// and that it writes only on a grant, with the expiry its state implies).
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -20,6 +22,7 @@
 #include <ingrid/grid/error.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/processors/token_bucket.h>
@@ -76,6 +79,42 @@ void checkRun(const TokenBucketBatchAcquire& p, const Run& run) {
   if (answers.empty() || answers.size() != p.tokens.size()) fail("not one answer per want");
   for (const auto& a : answers) checkAnswer(a, p.bucket);
   checkStoredBucket(run, p.bucket, answers.back().remaining);
+}
+
+// docs/gcra.md: the limit is maxBurst + 1, remaining within [0, limit], a refusal waits and an
+// allowance does not, durations are not negative; a write is an allowed quantity > 0 whose TAT
+// is the entry's expiry.
+void checkGcra(const GcraAnswer& a, const GcraParams& p, std::int64_t quantity) {
+  if (a.limit != p.maxBurst + 1) fail("GCRA: limit is not maxBurst + 1");
+  if (a.remaining < 0 || a.remaining > a.limit) fail("GCRA: remaining out of range");
+  if (a.limited ? a.retryAfter <= 0 : a.retryAfter != 0) fail("GCRA: a refusal does not wait");
+  if (a.resetAfter < 0) fail("GCRA: negative resetAfter");
+  if (!a.limited && quantity > a.limit) fail("GCRA: allowed more than the limit at once");
+}
+
+void checkGcraStored(const Run& run, bool wrote) {
+  if (run.change == MutableEntry::Change::kRemove) fail("GCRA removed its entry");
+  if (wrote != run.stored.has_value()) fail("GCRA wrote without an allowed quantity, or not");
+  if (!run.stored) return;
+  const auto tat = decodeOrFail<std::int64_t>(run.stored->value, "the stored TAT");
+  if (run.stored->expiresAt != tat) fail("GCRA: the entry does not expire at its TAT");
+}
+
+void checkRun(const GcraThrottle& p, const Run& run) {
+  const auto a = decodeOrFail<GcraAnswer>(run.answer, "the answer");
+  checkGcra(a, p.params, p.quantity);
+  checkGcraStored(run, !a.limited && p.quantity > 0);
+}
+
+void checkRun(const GcraBatchThrottle& p, const Run& run) {
+  const auto answers = decodeOrFail<std::vector<GcraAnswer>>(run.answer, "the answers");
+  if (answers.size() != p.quantities.size()) fail("GCRA: not one answer per quantity");
+  bool wrote = false;
+  for (std::size_t i = 0; i < answers.size(); ++i) {
+    checkGcra(answers[i], p.params, p.quantities[i]);
+    wrote = wrote || (!answers[i].limited && p.quantities[i] > 0);
+  }
+  checkGcraStored(run, wrote);
 }
 
 void checkRun(const Increment&, const Run& run) {
@@ -143,6 +182,8 @@ std::vector<Registered> registered() {
       {Increment::kName, &check<Increment>},
       {GetCounter::kName, &check<GetCounter>},
       {GetEntry::kName, &check<GetEntry>},
+      {GcraThrottle::kName, &check<GcraThrottle>},
+      {GcraBatchThrottle::kName, &check<GcraBatchThrottle>},
   };
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   std::vector<Registered> out;

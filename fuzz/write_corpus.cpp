@@ -26,6 +26,7 @@
 #include <ingrid/grid/partition_table.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/processors/token_bucket.h>
@@ -289,6 +290,12 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {Increment::kName, {{"increment", counter, encode(Increment{5})}}},
       {GetCounter::kName, {{"get_counter", counter, encode(GetCounter{})}}},
       {GetEntry::kName, {{"get_entry", bucket, encode(GetEntry{})}}},
+      {GcraThrottle::kName,
+       {{"gcra_throttle", encode(std::int64_t{kNow + kNanosPerSecond}),
+         encode(GcraThrottle{GcraParams{4, 5, kNanosPerSecond}, 1})}}},
+      {GcraBatchThrottle::kName,
+       {{"gcra_batch_throttle", encode(std::int64_t{kNow}),
+         encode(GcraBatchThrottle{GcraParams{4, 5, kNanosPerSecond}, {1, 0, 6, 2}})}}},
   };
 }
 

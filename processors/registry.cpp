@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/token_bucket.h>
 
@@ -26,6 +27,8 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<Increment>();
   registry.add<GetCounter>();
   registry.add<GetEntry>();
+  registry.add<GcraThrottle>();
+  registry.add<GcraBatchThrottle>();
   return registry;
 }
 

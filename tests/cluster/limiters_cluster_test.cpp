@@ -1,0 +1,130 @@
+// The limiter processors through a 3-node in-process cluster under a frozen ManualClock: from
+// every node at once, with client-side batching on and off, each key grants exactly what the
+// limiter allows; and a scripted sequence run through the nodes answers exactly what the same
+// sequence answers on a local entry.
+#include <ingrid/cluster/node.h>
+
+#include <catch2/catch.hpp>
+
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ingrid/client/batcher.h>
+#include <ingrid/processors/gcra.h>
+
+#include "processors/limiter_store.h"
+#include "support/test_cluster.h"
+
+namespace ingrid {
+namespace {
+
+using ingrid::testing::LimiterStore;
+using ingrid::testing::TestCluster;
+
+constexpr Nanos kStart = 1'790'000'000 * kNanosPerSecond;
+constexpr Nanos kMs = 1'000'000;
+
+bool isGranted(const GcraAnswer& a) { return a.granted(); }
+
+// Sends `perThread` requests `request` from 2 threads on each live node at once, spread over
+// `keys` keys "<prefix><k>", through a Batcher per node or straight to the node; returns the
+// grants per key. Every request must be answered.
+template <class P>
+std::vector<std::int64_t> grantsPerKey(TestCluster& cluster, const std::string& prefix,
+                                       const P& request, int keys, int perThread, bool batching) {
+  std::vector<std::atomic<std::int64_t>> granted(static_cast<std::size_t>(keys));
+  std::atomic<int> errors{0};
+  std::string lastError;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Batcher<Node, P>>> batchers;
+  for (Node* node : cluster.live()) batchers.push_back(std::make_unique<Batcher<Node, P>>(*node));
+  std::vector<std::thread> threads;
+  for (std::size_t n = 0; n < batchers.size(); ++n) {
+    Node* node = cluster.live()[n];
+    Batcher<Node, P>* batcher = batchers[n].get();
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, node, batcher] {
+        std::vector<std::pair<int, std::future<Result<typename P::Result>>>> pending;
+        for (int i = 0; i < perThread; ++i) {
+          const int k = i % keys;
+          std::string key = prefix + std::to_string(k);
+          pending.emplace_back(
+              k, batching ? batcher->invokeAsync(std::move(key), request, asio::use_future)
+                          : node->invokeAsync(std::move(key), request, asio::use_future));
+        }
+        for (auto& [k, f] : pending) {
+          auto r = f.get();
+          if (!r) {
+            ++errors;
+            std::lock_guard lock(mu);
+            lastError = r.error().message();
+          } else if (isGranted(*r)) {
+            ++granted[static_cast<std::size_t>(k)];
+          }
+        }
+      });
+    }
+  }
+  for (auto& t : threads) t.join();
+  INFO("last error: " << lastError);
+  CHECK(errors == 0);
+  std::vector<std::int64_t> out;
+  for (auto& g : granted) out.push_back(g.load());
+  return out;
+}
+
+// Runs `steps` requests made by `make(rng)` through the nodes in turn, moving the frozen clock
+// between them by `advance(rng)`, and compares every answer with a local entry's.
+template <class P, class Make, class Advance>
+void sameAsLocal(TestCluster& cluster, ManualClock& clock, const std::string& key, Make make,
+                 Advance advance, int steps) {
+  std::mt19937_64 rng(4242);
+  LimiterStore local;
+  const auto nodes = cluster.live();
+  for (int step = 0; step < steps; ++step) {
+    clock.advance(advance(rng));
+    const P request = make(rng);
+    auto remote = nodes[static_cast<std::size_t>(step) % nodes.size()]->invoke(key, request);
+    INFO("step " << step);
+    REQUIRE(remote.ok());
+    REQUIRE(*remote == local.invoke(request, clock.now()));
+  }
+}
+
+TEST_CASE("Limiters through 3 nodes: GCRA grants exactly its burst, then exactly its rate",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string prefix = batching ? "gcra-b-" : "gcra-";
+
+  // A burst of 100, then 100 per second. 6 threads x 120 requests over 3 keys: 240 per key.
+  const GcraThrottle one{GcraParams::perPeriod(100, kNanosPerSecond), 1};
+  CHECK(grantsPerKey(cluster, prefix, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  clock->advance(250 * kMs);  // 25 more each
+  CHECK(grantsPerKey(cluster, prefix, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{25, 25, 25});
+
+  sameAsLocal<GcraThrottle>(
+      cluster, *clock, prefix + "script",
+      [](std::mt19937_64& rng) {
+        return GcraThrottle{GcraParams{4, 5, kNanosPerSecond},
+                            std::uniform_int_distribution<std::int64_t>(0, 6)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      200);
+}
+
+}  // namespace
+}  // namespace ingrid
