@@ -22,6 +22,7 @@
 #include <ingrid/grid/error.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
@@ -82,9 +83,8 @@ void checkRun(const TokenBucketBatchAcquire& p, const Run& run) {
 }
 
 // docs/gcra.md: the limit is maxBurst + 1, remaining within [0, limit], a refusal waits and an
-// allowance does not, durations are not negative; a write is an allowed quantity > 0 whose TAT
-// is the entry's expiry.
-void checkGcra(const GcraAnswer& a, const GcraParams& p, std::int64_t quantity) {
+// allowance does not, durations are not negative.
+void checkLimiterAnswer(const GcraAnswer& a, const GcraParams& p, std::int64_t quantity) {
   if (a.limit != p.maxBurst + 1) fail("GCRA: limit is not maxBurst + 1");
   if (a.remaining < 0 || a.remaining > a.limit) fail("GCRA: remaining out of range");
   if (a.limited ? a.retryAfter <= 0 : a.retryAfter != 0) fail("GCRA: a refusal does not wait");
@@ -92,29 +92,58 @@ void checkGcra(const GcraAnswer& a, const GcraParams& p, std::int64_t quantity) 
   if (!a.limited && quantity > a.limit) fail("GCRA: allowed more than the limit at once");
 }
 
-void checkGcraStored(const Run& run, bool wrote) {
-  if (run.change == MutableEntry::Change::kRemove) fail("GCRA removed its entry");
-  if (wrote != run.stored.has_value()) fail("GCRA wrote without an allowed quantity, or not");
-  if (!run.stored) return;
-  const auto tat = decodeOrFail<std::int64_t>(run.stored->value, "the stored TAT");
-  if (run.stored->expiresAt != tat) fail("GCRA: the entry does not expire at its TAT");
+// The window and meter limiters' LimitAnswer: the same ranges.
+void checkLimiterAnswer(const LimitAnswer& a, std::int64_t limit, std::int64_t quantity) {
+  if (a.limit != limit) fail("a limiter answers another limit than its parameters'");
+  if (a.remaining < 0 || a.remaining > a.limit) fail("a limiter's remaining is out of range");
+  if (a.granted ? a.retryAfter != 0 : a.retryAfter <= 0) fail("a limiter's denial does not wait");
+  if (a.resetAfter < 0) fail("a limiter's resetAfter is negative");
+  if (a.granted && quantity > a.limit) fail("a limiter granted more than its limit at once");
+}
+void checkLimiterAnswer(const LimitAnswer& a, const WindowParams& p, std::int64_t quantity) {
+  checkLimiterAnswer(a, p.limit, quantity);
 }
 
-void checkRun(const GcraThrottle& p, const Run& run) {
-  const auto a = decodeOrFail<GcraAnswer>(run.answer, "the answer");
-  checkGcra(a, p.params, p.quantity);
-  checkGcraStored(run, !a.limited && p.quantity > 0);
-}
-
-void checkRun(const GcraBatchThrottle& p, const Run& run) {
-  const auto answers = decodeOrFail<std::vector<GcraAnswer>>(run.answer, "the answers");
-  if (answers.size() != p.quantities.size()) fail("GCRA: not one answer per quantity");
+// A limiter of limiter_support.h: one answer per quantity, each in range; the entry is written
+// exactly when a quantity > 0 was granted, with a state that decodes, is valid, and expires
+// when its algorithm says.
+template <class A>
+void checkLimiterRun(const typename A::Params& params, const std::vector<std::int64_t>& quantities,
+                     const std::vector<typename A::Answer>& answers, const Run& run) {
+  if (answers.size() != quantities.size()) fail("a limiter answered not one per quantity");
   bool wrote = false;
   for (std::size_t i = 0; i < answers.size(); ++i) {
-    checkGcra(answers[i], p.params, p.quantities[i]);
-    wrote = wrote || (!answers[i].limited && p.quantities[i] > 0);
+    checkLimiterAnswer(answers[i], params, quantities[i]);
+    wrote = wrote || (A::granted(answers[i]) && quantities[i] > 0);
   }
-  checkGcraStored(run, wrote);
+  if (run.change == MutableEntry::Change::kRemove) fail("a limiter removed its entry");
+  if (wrote != run.stored.has_value()) fail("a limiter wrote without a grant, or did not write");
+  if (!run.stored) return;
+  const auto state = decodeOrFail<typename A::State>(run.stored->value, "the stored limiter");
+  if (auto why = A::invalidState(state)) fail("a limiter stored an invalid state: " + *why);
+  if (run.stored->expiresAt != A::expiresAt(state, params)) {
+    fail("a limiter's entry does not expire when its state says");
+  }
+}
+
+// P is a single request (params, quantity) of algorithm A, or its batch (params, quantities).
+template <class A, class P>
+void checkLimiter(const P& p, const Run& run) {
+  if constexpr (requires { p.quantities; }) {
+    const auto answers =
+        decodeOrFail<std::vector<typename A::Answer>>(run.answer, "the limiter's answers");
+    checkLimiterRun<A>(p.params, p.quantities, answers, run);
+  } else {
+    const auto a = decodeOrFail<typename A::Answer>(run.answer, "the limiter's answer");
+    checkLimiterRun<A>(p.params, {p.quantity}, {a}, run);
+  }
+}
+
+void checkRun(const GcraThrottle& p, const Run& run) { checkLimiter<Gcra>(p, run); }
+void checkRun(const GcraBatchThrottle& p, const Run& run) { checkLimiter<Gcra>(p, run); }
+void checkRun(const FixedWindowAcquire& p, const Run& run) { checkLimiter<FixedWindow>(p, run); }
+void checkRun(const FixedWindowBatchAcquire& p, const Run& run) {
+  checkLimiter<FixedWindow>(p, run);
 }
 
 void checkRun(const Increment&, const Run& run) {
@@ -184,6 +213,8 @@ std::vector<Registered> registered() {
       {GetEntry::kName, &check<GetEntry>},
       {GcraThrottle::kName, &check<GcraThrottle>},
       {GcraBatchThrottle::kName, &check<GcraBatchThrottle>},
+      {FixedWindowAcquire::kName, &check<FixedWindowAcquire>},
+      {FixedWindowBatchAcquire::kName, &check<FixedWindowBatchAcquire>},
   };
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   std::vector<Registered> out;

@@ -26,6 +26,7 @@
 #include <ingrid/grid/partition_table.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
@@ -293,6 +294,12 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {GcraThrottle::kName,
        {{"gcra_throttle", encode(std::int64_t{kNow + kNanosPerSecond}),
          encode(GcraThrottle{GcraParams{4, 5, kNanosPerSecond}, 1})}}},
+      {FixedWindowAcquire::kName,
+       {{"fixed_window_acquire", encode(FixedWindowState{kNow - kNanosPerSecond / 2, 3}),
+         encode(FixedWindowAcquire{WindowParams{5, kNanosPerSecond}, 2})}}},
+      {FixedWindowBatchAcquire::kName,
+       {{"fixed_window_batch_acquire", encode(FixedWindowState{kNow, 1}),
+         encode(FixedWindowBatchAcquire{WindowParams{5, kNanosPerSecond}, {2, 6, 3}})}}},
       {GcraBatchThrottle::kName,
        {{"gcra_batch_throttle", encode(std::int64_t{kNow}),
          encode(GcraBatchThrottle{GcraParams{4, 5, kNanosPerSecond}, {1, 0, 6, 2}})}}},

@@ -51,9 +51,15 @@ constexpr int128 floorDiv(int128 a, int128 b) noexcept {
   return a / b - ((a % b != 0 && a < 0) ? 1 : 0);
 }
 constexpr int128 ceilDiv(int128 a, int128 b) noexcept { return -floorDiv(-a, b); }
-// The start of the window of length `window` holding `now`, windows aligned to time 0.
+// Windows of length `window` aligned to time 0: [k * window, (k + 1) * window). The start of the
+// one holding `now`, clamped at INT64_MIN (the earliest window may begin before int64 time does:
+// it is cut there). REQUIRES: window > 0.
 constexpr Nanos windowStart(Nanos now, Nanos window) noexcept {
-  return static_cast<Nanos>(floorDiv(now, window) * window);
+  return saturate(floorDiv(now, window) * window);
+}
+// The end of the window holding `at` (128-bit: it may pass INT64_MAX). REQUIRES: window > 0.
+constexpr int128 windowEnd(Nanos at, Nanos window) noexcept {
+  return (floorDiv(at, window) + 1) * window;
 }
 // A duration from `now` to `at`, 0 if `at` is not later, saturating at kNever.
 constexpr Nanos until(int128 at, Nanos now) noexcept { return at > now ? saturate(at - now) : 0; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <ingrid/processors/counter.h>
+#include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/token_bucket.h>
@@ -29,6 +30,8 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<GetEntry>();
   registry.add<GcraThrottle>();
   registry.add<GcraBatchThrottle>();
+  registry.add<FixedWindowAcquire>();
+  registry.add<FixedWindowBatchAcquire>();
   return registry;
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <ingrid/client/batcher.h>
+#include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 
 #include "processors/limiter_store.h"
@@ -33,6 +34,7 @@ constexpr Nanos kStart = 1'790'000'000 * kNanosPerSecond;
 constexpr Nanos kMs = 1'000'000;
 
 bool isGranted(const GcraAnswer& a) { return a.granted(); }
+bool isGranted(const LimitAnswer& a) { return a.granted; }
 
 // Sends `perThread` requests `request` from 2 threads on each live node at once, spread over
 // `keys` keys "<prefix><k>", through a Batcher per node or straight to the node; returns the
@@ -121,6 +123,34 @@ TEST_CASE("Limiters through 3 nodes: GCRA grants exactly its burst, then exactly
       [](std::mt19937_64& rng) {
         return GcraThrottle{GcraParams{4, 5, kNanosPerSecond},
                             std::uniform_int_distribution<std::int64_t>(0, 6)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      200);
+}
+
+TEST_CASE("Limiters through 3 nodes: a fixed window grants exactly its limit per window",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart + 100 * kMs);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string prefix = batching ? "fixed-b-" : "fixed-";
+
+  const FixedWindowAcquire one{WindowParams{100, kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, prefix, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  clock->advance(800 * kMs);  // still the same window
+  CHECK(grantsPerKey(cluster, prefix, one, 3, 120, batching) == std::vector<std::int64_t>{0, 0, 0});
+  clock->advance(100 * kMs);  // the next window
+  CHECK(grantsPerKey(cluster, prefix, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+
+  sameAsLocal<FixedWindowAcquire>(
+      cluster, *clock, prefix + "script",
+      [](std::mt19937_64& rng) {
+        return FixedWindowAcquire{WindowParams{5, kNanosPerSecond},
+                                  std::uniform_int_distribution<std::int64_t>(1, 6)(rng)};
       },
       [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
       200);

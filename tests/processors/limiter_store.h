@@ -3,8 +3,13 @@
 // the ProcessorError a processor fails with.
 #pragma once
 
+#include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
 
 #include <ingrid/grid/entry.h>
 #include <ingrid/processors/codec.h>
@@ -53,6 +58,35 @@ template <class P>
 std::string failureText(const P& processor, const Entry* current = nullptr) {
   auto e = failure(processor, current);
   return e ? std::string(e->what()) : std::string("(ok)");
+}
+
+// A batch `Single::Batch` of random quantities in [minQ, maxQ] answers and stores exactly what the
+// same requests one by one do, over `steps` batches `0..maxStep` ns apart (fixed seed).
+template <class Single>
+void checkBatchEqualsSingles(const decltype(Single{}.params) & params, std::int64_t minQ,
+                             std::int64_t maxQ, Nanos maxStep, int steps, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<Nanos> forward(0, maxStep);
+  std::uniform_int_distribution<std::int64_t> quantity(minQ, maxQ);
+  std::uniform_int_distribution<std::size_t> count(1, 8);
+  LimiterStore batched, single;
+  Nanos now = 1'700'000'000'000'000'000;
+  for (int step = 0; step < steps; ++step) {
+    now += forward(rng);
+    typename Single::Batch batch{params, std::vector<std::int64_t>(count(rng))};
+    std::vector<typename Single::Result> expected;
+    for (auto& q : batch.quantities) {
+      q = quantity(rng);
+      expected.push_back(single.invoke(Single{params, q}, now));
+    }
+    INFO("step " << step);
+    REQUIRE(batched.invoke(batch, now) == expected);
+    REQUIRE(batched.entry.has_value() == single.entry.has_value());
+    if (batched.entry) {
+      REQUIRE(batched.entry->value == single.entry->value);
+      REQUIRE(batched.entry->expiresAt == single.entry->expiresAt);
+    }
+  }
 }
 
 }  // namespace ingrid::testing

@@ -11,7 +11,8 @@ TEST_CASE("The built-in registry holds the built-in processors by stable name",
           "[processors][registry]") {
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   CHECK(registry.names() ==
-        std::vector<std::string>{"ingrid.GcraBatchThrottle", "ingrid.GcraThrottle",
+        std::vector<std::string>{"ingrid.FixedWindowAcquire", "ingrid.FixedWindowBatchAcquire",
+                                 "ingrid.GcraBatchThrottle", "ingrid.GcraThrottle",
                                  "ingrid.GetCounter", "ingrid.GetEntry", "ingrid.Increment",
                                  "ingrid.TokenBucketAcquire", "ingrid.TokenBucketBatchAcquire"});
   CHECK(registry.find("nope") == nullptr);
