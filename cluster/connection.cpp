@@ -20,8 +20,6 @@ namespace {
 // How long a connection that answered a bad frame waits for its error reply to flush and for
 // the peer to close before it closes anyway.
 constexpr std::chrono::milliseconds kLinger{1000};
-// Longest message carried in an error reply; longer ones are cut (they are for a person).
-constexpr std::size_t kMaxErrorMessage = 4096;
 // Reads land in a buffer of this size (it grows only for a larger frame, as its bytes arrive).
 constexpr std::size_t kReadChunk = 16 * 1024;
 // One gathered write carries at most this many frames (and stops adding past the byte bound).
@@ -47,20 +45,6 @@ std::uint64_t readLe(const unsigned char* in, std::size_t bytes) {
   return value;
 }
 
-ErrorBody errorBodyFor(const Error& error) {
-  ErrorBody body;
-  if (error.code().category() == errorCategory() && error.code().value() > 0 &&
-      error.code().value() <= 0xFFFF) {
-    body.code = static_cast<std::uint16_t>(error.code().value());
-    body.message = error.detail();
-  } else {  // not one of ours: keep the foreign code's text for the person reading it
-    body.code = static_cast<std::uint16_t>(Errc::unavailable);
-    body.message = error.message();
-  }
-  if (body.message.size() > kMaxErrorMessage) body.message.resize(kMaxErrorMessage);
-  return body;
-}
-
 // An ErrorBody from the wire. Its string length is checked against the bytes that are there
 // before Cereal allocates anything (DESIGN invariant 11).
 Error decodeErrorReply(const std::string& bytes, const std::string& remote) {
@@ -84,11 +68,7 @@ Error decodeErrorReply(const std::string& bytes, const std::string& remote) {
     return Error(Errc::malformed_message,
                  "error reply from " + remote + " does not decode: " + e.what());
   }
-  if (body.code == 0) {
-    return Error(Errc::protocol_error,
-                 "error reply from " + remote + " carries error code 0: " + body.message);
-  }
-  return Error(std::error_code(body.code, errorCategory()), std::move(body.message));
+  return errorFromBody(std::move(body), remote);
 }
 
 }  // namespace

@@ -29,6 +29,28 @@ std::string hex(std::uint32_t value, int digits) {
 
 }  // namespace
 
+ErrorBody errorBodyFor(const Error& error) {
+  ErrorBody body;
+  if (error.code().category() == errorCategory() && error.code().value() > 0 &&
+      error.code().value() <= 0xFFFF) {
+    body.code = static_cast<std::uint16_t>(error.code().value());
+    body.message = error.detail();
+  } else {  // not one of ours: keep the foreign code's text for the person reading it
+    body.code = static_cast<std::uint16_t>(Errc::unavailable);
+    body.message = error.message();
+  }
+  if (body.message.size() > kMaxErrorMessage) body.message.resize(kMaxErrorMessage);
+  return body;
+}
+
+Error errorFromBody(ErrorBody body, const std::string& remote) {
+  if (body.code == 0) {
+    return Error(Errc::protocol_error,
+                 "error reply from " + remote + " carries error code 0: " + body.message);
+  }
+  return Error(std::error_code(body.code, errorCategory()), std::move(body.message));
+}
+
 HeaderBytes encodeHeader(const FrameHeader& header) noexcept {
   HeaderBytes out{};
   putLe(&out[0], header.magic);

@@ -20,7 +20,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 2: Topology carries term and leader; kRaft, kLease and kStatus; kTopologyCommit retired.
 // 3: Topology carries primary epochs; Replicate and Snapshot carry epochs; Lease carries the
 //    member's topology version and is answered with the lease length.
-inline constexpr std::uint16_t kProtocolVersion = 3;
+inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
@@ -84,6 +84,15 @@ struct ErrorBody {
     ar(code, message);
   }
 };
+
+// Longest message carried in an error reply; longer ones are cut (they are for a person).
+inline constexpr std::size_t kMaxErrorMessage = 4096;
+
+// The wire form of `error`: one of our Errc codes with its detail (cut to kMaxErrorMessage), or
+// Errc::unavailable with the text of a foreign code.
+ErrorBody errorBodyFor(const Error& error);
+// The Error an ErrorBody from `remote` carries; code 0 (no error) is itself a protocol error.
+Error errorFromBody(ErrorBody body, const std::string& remote);
 
 const char* messageTypeName(MessageType type) noexcept;
 

@@ -3,13 +3,16 @@
 // Every container length read from the wire is checked before anything is allocated.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 
+#include <ingrid/cluster/frame.h>
 #include <ingrid/cluster/topology.h>
 #include <ingrid/grid/clock.h>
 #include <ingrid/processors/codec.h>
@@ -105,11 +108,11 @@ struct InvokeReply {
   }
 };
 
-// kReplicate: the entry state a processor left on the primary, the `seq`-th update of the
-// partition, made by the primary of `epoch` (Topology::epoch). `prevEpoch` is the epoch of update
-// seq-1 on the primary. A backup applies it only as the next update after one of `prevEpoch`, so
-// two replicas holding an update of the same (epoch, seq) hold the same updates up to it; one that
-// holds another update at seq (a deposed primary's) takes a snapshot. Reply: empty, or an error.
+// One update of a kReplicate batch: the entry state a processor left on the primary, the
+// `seq`-th update of the partition, made by the primary of `epoch` (Topology::epoch). `prevEpoch`
+// is the epoch of update seq-1 on the primary. A backup applies it only as the next update after
+// one of `prevEpoch`, so two replicas holding an update of the same (epoch, seq) hold the same
+// updates up to it; one that holds another update at seq (a deposed primary's) takes a snapshot.
 struct ReplicateBody {
   enum Kind : std::uint8_t { kPut = 1, kRemove = 2 };
   std::uint32_t partition = 0;
@@ -123,6 +126,65 @@ struct ReplicateBody {
   template <class A>
   void serialize(A& ar) {
     ar(partition, seq, epoch, prevEpoch, kind, key, value, expiresAt);
+  }
+};
+
+// kReplicate: the updates a primary made for one backup during one pass of its thread, in the
+// order it made them (group commit: one frame and one acknowledgement for all of them; updates of
+// one partition keep their sequence order). The backup judges each update on its own. Reply:
+// ReplicateAck.
+struct ReplicateBatch {
+  static constexpr std::size_t kMaxUpdates = 4096;
+  std::vector<ReplicateBody> updates;
+
+  template <class A>
+  void save(A& ar) const {
+    ar(updates);
+  }
+  template <class A>
+  void load(A& ar) {
+    const std::size_t n = loadBoundedSize(ar, kMaxUpdates, "ReplicateBatch.updates");
+    updates.clear();
+    updates.reserve(std::min(n, remainingInput()));
+    for (std::size_t i = 0; i < n; ++i) ar(updates.emplace_back());
+  }
+};
+
+// A ReplicateBatch built from shared updates (the primary keeps each until every backup has it);
+// encodes exactly as ReplicateBatch.
+struct ReplicateBatchView {
+  const std::vector<std::shared_ptr<const ReplicateBody>>* updates = nullptr;
+  template <class A>
+  void save(A& ar) const {
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(updates->size())));
+    for (const auto& u : *updates) ar(*u);
+  }
+};
+
+// An update of a batch that the backup did not apply: its index in the batch and why.
+struct UpdateRefusal {
+  std::uint32_t index = 0;
+  ErrorBody error;
+  template <class A>
+  void serialize(A& ar) {
+    ar(index, error);
+  }
+};
+
+// Reply to kReplicate: every update of the batch was applied (or was already held) except the
+// ones listed. An empty list acknowledges the whole batch.
+struct ReplicateAck {
+  std::vector<UpdateRefusal> refused;
+  template <class A>
+  void save(A& ar) const {
+    ar(refused);
+  }
+  template <class A>
+  void load(A& ar) {
+    const std::size_t n = loadBoundedSize(ar, ReplicateBatch::kMaxUpdates, "ReplicateAck.refused");
+    refused.clear();
+    refused.reserve(std::min(n, remainingInput()));
+    for (std::size_t i = 0; i < n; ++i) ar(refused.emplace_back());
   }
 };
 

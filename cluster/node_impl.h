@@ -111,9 +111,9 @@ class NodeImpl final : public ConnectionHandler,
   // `done` gets the encoded result, Errc::not_owner (redirect) or Errc::unavailable (fenced).
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
                std::string_view args, RawCompletion done);
-  // Sends update `body` of p to every backup of p in `topo` (the topology it ran under).
-  void replicate(PartitionId p, std::string body, TopologyPtr topo, Result<std::string> result,
-                 RawCompletion done);
+  // Sends `update` of p to every backup of p in `topo` (the topology it ran under).
+  void replicate(PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
+                 Result<std::string> result, RawCompletion done);
   // The acknowledgements one replicated update waits for (network thread).
   struct Acks {
     std::size_t pending = 0;
@@ -121,15 +121,45 @@ class NodeImpl final : public ConnectionHandler,
     RawCompletion done;
     std::string failures;
   };
-  // Sends update `body` of p to backup b, again and again until b acknowledges, stops being an
+  // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
   // owner of p, or `deadline` passes. Network thread.
-  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
+  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
                   std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
                   const TopologyPtr& topo, bool first);
+  // Group commit: the updates bound for one backup wait here until the network thread has run
+  // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
+  struct OutgoingUpdates {
+    std::shared_ptr<Peer> peer;
+    std::uint64_t version = 0;  // the newest topology any of them was made under
+    std::vector<std::shared_ptr<const ReplicateBody>> updates;
+    std::vector<Connection::ResponseHandler> arrivals;  // one per update
+    std::chrono::steady_clock::time_point earliest = std::chrono::steady_clock::time_point::max();
+    std::size_t bytes = 0;
+    bool flushPosted = false;
+  };
+  // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
+  void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+                   std::shared_ptr<const ReplicateBody> update,
+                   std::chrono::steady_clock::time_point deadline,
+                   Connection::ResponseHandler arrive);
+  // Sends b's waiting updates as one batch. Network thread.
+  void flushUpdates(MemberId b);
   void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
 
   // --- replicas and migration (node_replica.cpp) ---
   void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
+  // A kReplicate batch being applied on the workers; the last of its tasks answers.
+  struct ApplyBatch {
+    std::shared_ptr<Connection> conn;
+    FrameHeader header;
+    ReplicateBatch batch;
+    std::vector<std::vector<UpdateRefusal>> refusedBy;  // per worker, written by that worker
+    std::atomic<unsigned> tasksLeft{0};
+  };
+  // On p's worker: applies update u (of partition p) from `conn` to p's replica. An error if the
+  // replica refuses it, and then nothing changed.
+  Error applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
+                    const ReplicateBody& u);
   // Whether `conn` comes from p's primary in `t` (and that is not this node).
   bool fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const;
   Error notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const;
@@ -244,8 +274,9 @@ class NodeImpl final : public ConnectionHandler,
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> netGuard_;
   std::thread netThread_;
   std::unique_ptr<Transport> transport_;
-  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
-  std::unique_ptr<Coordinator> coordinator_;                   // network thread
+  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;      // network thread
+  std::unordered_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
+  std::unique_ptr<Coordinator> coordinator_;                       // network thread
   std::unique_ptr<ControlPlane> control_;  // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).

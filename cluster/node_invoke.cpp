@@ -1,7 +1,9 @@
 // The invoke path: admission, routing to the primary (locally or in one round trip), execution
 // on the partition's worker, synchronous replication to the backups, redirects and retries.
 #include <algorithm>
+#include <cassert>
 #include <chrono>
+#include <utility>
 
 #include <ingrid/cluster/node_impl.h>
 
@@ -9,6 +11,9 @@ namespace ingrid {
 namespace {
 
 std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
+
+// A replication batch leaves once its updates hold about this many bytes (or at kMaxUpdates).
+constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
 }  // namespace
 
@@ -104,31 +109,32 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     return;
   }
   store.apply(key, entry);
-  ReplicateBody update;
-  update.prevEpoch = rep.lastEpoch;
-  update.epoch = topo->epoch(p);
+  const std::uint64_t prevEpoch = rep.lastEpoch;
   ++rep.seq;
-  rep.lastEpoch = update.epoch;
+  rep.lastEpoch = topo->epoch(p);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
     done(std::move(result));
     return;
   }
-  update.partition = p;
-  update.seq = rep.seq;
-  update.key = std::string(key);
+  auto update = std::make_shared<ReplicateBody>();
+  update->prevEpoch = prevEpoch;
+  update->epoch = rep.lastEpoch;
+  update->partition = p;
+  update->seq = rep.seq;
+  update->key = std::string(key);
   if (const std::optional<EntryView> stored = store.find(key, now)) {
-    update.kind = ReplicateBody::kPut;
-    update.value = std::string(stored->value);
-    update.expiresAt = stored->expiresAt;
+    update->kind = ReplicateBody::kPut;
+    update->value = std::string(stored->value);
+    update->expiresAt = stored->expiresAt;
   } else {
-    update.kind = ReplicateBody::kRemove;
+    update->kind = ReplicateBody::kRemove;
   }
-  replicate(p, encode(update), topo, std::move(result), std::move(done));
+  replicate(p, std::move(update), topo, std::move(result), std::move(done));
 }
 
-void NodeImpl::replicate(PartitionId p, std::string body, TopologyPtr topo,
-                         Result<std::string> result, RawCompletion done) {
+void NodeImpl::replicate(PartitionId p, std::shared_ptr<const ReplicateBody> update,
+                         TopologyPtr topo, Result<std::string> result, RawCompletion done) {
   Replica& rep = replicas_[p];
   const std::size_t backups = topo->table.owners(p).size() - 1;
   auto acks = std::make_shared<Acks>(Acks{backups, std::move(result), {}, {}});
@@ -139,20 +145,24 @@ void NodeImpl::replicate(PartitionId p, std::string body, TopologyPtr topo,
   }
   rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
   const auto deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
-  asio::post(netIo_, [this, p, acks, body = std::move(body), topo = std::move(topo), deadline]() {
-    auto shared = std::make_shared<const std::string>(std::move(body));
+  auto send = [this, p, acks, update = std::move(update), topo = std::move(topo), deadline]() {
     const std::vector<MemberId>& owners = topo->table.owners(p);
     for (std::size_t i = 1; i < owners.size(); ++i) {
-      sendUpdate(p, owners[i], shared, acks, deadline, topo, true);
+      sendUpdate(p, owners[i], update, acks, deadline, topo, true);
     }
-  });
+  };
+  if (netIo_.get_executor().running_in_this_thread()) {  // partitions on the network thread
+    send();
+  } else {
+    asio::post(netIo_, std::move(send));
+  }
 }
 
-void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::string> body,
+void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
                           std::shared_ptr<Acks> acks,
                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                           bool first) {
-  auto arrive = [this, p, b, body, acks, deadline, first, topo](Result<Frame> r) mutable {
+  auto arrive = [this, p, b, update, acks, deadline, first, topo](Result<Frame> r) mutable {
     if (!r && r.error() == Errc::not_owner) {
       // The backup names another primary, or a newer epoch: this member may have been deposed.
       // Learn the backup's topology (installed if newer); the next attempt is judged by it.
@@ -189,9 +199,10 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
         auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
         // With the topology the update was made under: a newer one that drops the backup (or
         // this primary) is judged against it when the attempt fails.
-        timer->async_wait([this, timer, p, b, body, acks, deadline, topo](std::error_code) mutable {
-          sendUpdate(p, b, std::move(body), std::move(acks), deadline, topo, false);
-        });
+        timer->async_wait(
+            [this, timer, p, b, update, acks, deadline, topo](std::error_code) mutable {
+              sendUpdate(p, b, std::move(update), std::move(acks), deadline, topo, false);
+            });
         return;
       }
       if (!acks->failures.empty()) acks->failures += "; ";
@@ -213,14 +224,88 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const std::
     arrive(Error(Errc::unreachable, "no address known"));
     return;
   }
+  queueUpdate(b, std::move(peer), topo->version, std::move(update), deadline, std::move(arrive));
+}
+
+void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+                           std::shared_ptr<const ReplicateBody> update,
+                           std::chrono::steady_clock::time_point deadline,
+                           Connection::ResponseHandler arrive) {
+  assert(netIo_.get_executor().running_in_this_thread());
+  if (auto it = outgoingUpdates_.find(b);
+      it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
+    flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
+  }
+  OutgoingUpdates& out = outgoingUpdates_[b];
+  out.peer = std::move(peer);
+  out.version = std::max(out.version, version);
+  out.earliest = std::min(out.earliest, deadline);
+  out.bytes += update->key.size() + update->value.size() + 64;
+  out.updates.push_back(std::move(update));
+  out.arrivals.push_back(std::move(arrive));
+  if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
+    flushUpdates(b);
+  } else if (!out.flushPosted) {
+    // After what is queued on this thread now: the updates the rest of this pass makes join.
+    out.flushPosted = true;
+    asio::post(netIo_, [this, b] {
+      auto it = outgoingUpdates_.find(b);
+      if (it == outgoingUpdates_.end()) return;
+      it->second.flushPosted = false;
+      flushUpdates(b);
+    });
+  }
+}
+
+void NodeImpl::flushUpdates(MemberId b) {
+  assert(netIo_.get_executor().running_in_this_thread());
+  auto it = outgoingUpdates_.find(b);
+  if (it == outgoingUpdates_.end()) return;
+  OutgoingUpdates& out = it->second;
+  if (out.updates.empty()) return;
+  std::shared_ptr<Peer> peer = std::move(out.peer);
+  std::vector<std::shared_ptr<const ReplicateBody>> updates;
+  std::vector<Connection::ResponseHandler> arrivals;
+  updates.swap(out.updates);
+  arrivals.swap(out.arrivals);
+  const auto earliest = std::exchange(out.earliest, std::chrono::steady_clock::time_point::max());
+  const std::uint64_t version = std::exchange(out.version, 0);
+  out.bytes = 0;
+  // Nothing waits for b now: forget it (a departed member leaves no entry behind).
+  if (!out.flushPosted) outgoingUpdates_.erase(it);
+  std::string body = encode(ReplicateBatchView{&updates});
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      deadline - std::chrono::steady_clock::now());
-  peer->request(MessageType::kReplicate, topo->version, *body,
-                std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-                std::move(arrive));
+      earliest - std::chrono::steady_clock::now());
+  peer->request(
+      MessageType::kReplicate, version, std::move(body),
+      std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+      [arrivals = std::move(arrivals), b](Result<Frame> r) mutable {
+        if (!r) {
+          for (auto& arrive : arrivals) arrive(r.error());
+          return;
+        }
+        ReplicateAck ack;
+        try {
+          decodeInto(r->body, ack);
+        } catch (const std::exception& e) {
+          const Error bad(Errc::malformed_message,
+                          "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
+                              " updates from member " + std::to_string(b) + ": " + e.what());
+          for (auto& arrive : arrivals) arrive(bad);
+          return;
+        }
+        for (UpdateRefusal& refused : ack.refused) {
+          if (refused.index >= arrivals.size() || !arrivals[refused.index]) continue;
+          auto arrive = std::exchange(arrivals[refused.index], Connection::ResponseHandler{});
+          arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
+        }
+        for (auto& arrive : arrivals) {
+          if (arrive) arrive(Frame{});
+        }
+      });
 }
 
 void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {

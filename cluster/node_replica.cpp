@@ -25,83 +25,106 @@ Error NodeImpl::notPrimaryError(const Connection& conn, const Topology& t, Parti
 }
 
 void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
-  ReplicateBody update;
+  auto job = std::make_shared<ApplyBatch>();
   try {
-    decodeInto(frame.body, update);
-    if (update.partition >= options_.partitions) throw std::out_of_range("partition out of range");
-    if (update.kind != ReplicateBody::kPut && update.kind != ReplicateBody::kRemove) {
-      throw std::invalid_argument("unknown update kind " + std::to_string(update.kind));
+    decodeInto(frame.body, job->batch);
+    for (const ReplicateBody& u : job->batch.updates) {
+      if (u.partition >= options_.partitions) throw std::out_of_range("partition out of range");
+      if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
+        throw std::invalid_argument("unknown update kind " + std::to_string(u.kind));
+      }
+      if (auto bad = keyError(u.key)) throw std::invalid_argument(bad->detail());
     }
-    if (auto bad = keyError(update.key)) throw std::invalid_argument(bad->detail());
   } catch (const std::exception& e) {
     conn->replyError(frame.header,
                      Error(Errc::malformed_message, std::string("Replicate body: ") + e.what()));
     return;
   }
-  const PartitionId p = update.partition;
-  workers_->post(p, [this, conn, header = frame.header,
-                     u = std::move(update)](PartitionStore& store) mutable {
-    Replica& rep = replicas_[u.partition];
-    const TopologyPtr topo = topology();
-    const std::uint64_t version = topo->version;
-    // Only the primary by this member's own topology may change its replica: a member declared
-    // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
-    if (!fromPrimary(*conn, *topo, u.partition)) {
-      conn->replyError(header, notPrimaryError(*conn, *topo, u.partition));
-      return;
+  job->conn = conn;
+  job->header = frame.header;
+  // The updates go to their partitions' workers, one task per worker holding its updates in
+  // batch order (so each partition's stay in sequence order); the last task to finish answers.
+  const unsigned workers = workers_->threadCount();
+  std::vector<std::vector<std::uint32_t>> byWorker(workers);
+  for (std::uint32_t i = 0; i < job->batch.updates.size(); ++i) {
+    byWorker[workers_->workerOf(job->batch.updates[i].partition)].push_back(i);
+  }
+  unsigned tasks = 0;
+  for (const auto& indices : byWorker) tasks += indices.empty() ? 0 : 1;
+  if (tasks == 0) {
+    conn->reply(frame.header, MessageType::kReplicate, topology()->version, encode(ReplicateAck{}));
+    return;
+  }
+  job->refusedBy.resize(workers);
+  job->tasksLeft.store(tasks, std::memory_order_relaxed);
+  for (unsigned w = 0; w < workers; ++w) {
+    if (byWorker[w].empty()) continue;
+    workers_->postToWorker(
+        w, [this, job, w, indices = std::move(byWorker[w])](PartitionWorkers& pool) {
+          const TopologyPtr topo = topology();
+          for (const std::uint32_t i : indices) {
+            const ReplicateBody& u = job->batch.updates[i];
+            Error refused = applyUpdate(*job->conn, pool.store(u.partition), *topo, u);
+            if (refused.code())
+              job->refusedBy[w].push_back(UpdateRefusal{i, errorBodyFor(refused)});
+          }
+          if (job->tasksLeft.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+          ReplicateAck ack;
+          for (auto& refused : job->refusedBy) {
+            for (auto& r : refused) ack.refused.push_back(std::move(r));
+          }
+          job->conn->reply(job->header, MessageType::kReplicate, topo->version, encode(ack));
+        });
+  }
+}
+
+Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
+                            const ReplicateBody& u) {
+  Replica& rep = replicas_[u.partition];
+  // Only the primary by this member's own topology may change its replica: a member declared
+  // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
+  if (!fromPrimary(conn, topo, u.partition)) return notPrimaryError(conn, topo, u.partition);
+  switch (rep.mode.load()) {
+    case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
+      return {};
+    case ReplicaMode::kResync:
+      return Error(Errc::unavailable, "replica of partition " + std::to_string(u.partition) +
+                                          " on member " + std::to_string(memberId()) +
+                                          " is waiting for a snapshot");
+    case ReplicaMode::kReady:
+      break;
+  }
+  const std::uint64_t partitionEpoch = topo.epoch(u.partition);
+  switch (judgeUpdate(rep.seq, rep.lastEpoch, partitionEpoch, u.seq, u.epoch, u.prevEpoch)) {
+    case UpdateVerdict::kApply:
+      break;
+    case UpdateVerdict::kDuplicate:
+      return {};
+    case UpdateVerdict::kStale:
+      return Error(Errc::not_owner, "update " + std::to_string(u.seq) + " of partition " +
+                                        std::to_string(u.partition) + " was made in epoch " +
+                                        std::to_string(u.epoch) + "; member " +
+                                        std::to_string(memberId()) + " is at epoch " +
+                                        std::to_string(std::max(rep.lastEpoch, partitionEpoch)));
+    case UpdateVerdict::kResync: {
+      const std::string held =
+          std::to_string(rep.seq) + " of epoch " + std::to_string(rep.lastEpoch);
+      rep.mode = ReplicaMode::kResync;
+      return Error(Errc::unavailable,
+                   "replica of partition " + std::to_string(u.partition) + " on member " +
+                       std::to_string(memberId()) + " holds update " + held + ", got update " +
+                       std::to_string(u.seq) + " of epoch " + std::to_string(u.epoch) +
+                       " after one of epoch " + std::to_string(u.prevEpoch) + "; resyncing");
     }
-    switch (rep.mode.load()) {
-      case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
-        conn->reply(header, MessageType::kReplicate, version, {});
-        return;
-      case ReplicaMode::kResync:
-        conn->replyError(
-            header, Error(Errc::unavailable, "replica of partition " + std::to_string(u.partition) +
-                                                 " on member " + std::to_string(memberId()) +
-                                                 " is waiting for a snapshot"));
-        return;
-      case ReplicaMode::kReady:
-        break;
-    }
-    const std::uint64_t partitionEpoch = topo->epoch(u.partition);
-    switch (judgeUpdate(rep.seq, rep.lastEpoch, partitionEpoch, u.seq, u.epoch, u.prevEpoch)) {
-      case UpdateVerdict::kApply:
-        break;
-      case UpdateVerdict::kDuplicate:
-        conn->reply(header, MessageType::kReplicate, version, {});
-        return;
-      case UpdateVerdict::kStale:
-        conn->replyError(
-            header,
-            Error(Errc::not_owner, "update " + std::to_string(u.seq) + " of partition " +
-                                       std::to_string(u.partition) + " was made in epoch " +
-                                       std::to_string(u.epoch) + "; member " +
-                                       std::to_string(memberId()) + " is at epoch " +
-                                       std::to_string(std::max(rep.lastEpoch, partitionEpoch))));
-        return;
-      case UpdateVerdict::kResync: {
-        const std::string held =
-            std::to_string(rep.seq) + " of epoch " + std::to_string(rep.lastEpoch);
-        rep.mode = ReplicaMode::kResync;
-        conn->replyError(
-            header,
-            Error(Errc::unavailable,
-                  "replica of partition " + std::to_string(u.partition) + " on member " +
-                      std::to_string(memberId()) + " holds update " + held + ", got update " +
-                      std::to_string(u.seq) + " of epoch " + std::to_string(u.epoch) +
-                      " after one of epoch " + std::to_string(u.prevEpoch) + "; resyncing"));
-        return;
-      }
-    }
-    if (u.kind == ReplicateBody::kPut) {
-      store.put(u.key, u.value, u.expiresAt);
-    } else {
-      store.erase(u.key);
-    }
-    rep.seq = u.seq;
-    rep.lastEpoch = u.epoch;
-    conn->reply(header, MessageType::kReplicate, version, {});
-  });
+  }
+  if (u.kind == ReplicateBody::kPut) {
+    store.put(u.key, u.value, u.expiresAt);
+  } else {
+    store.erase(u.key);
+  }
+  rep.seq = u.seq;
+  rep.lastEpoch = u.epoch;
+  return {};
 }
 
 void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame) {

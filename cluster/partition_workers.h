@@ -54,6 +54,19 @@ class PartitionWorkers {
     asio::post(*w.io, [store = &stores_[p], fn = std::forward<F>(fn)]() mutable { fn(*store); });
   }
 
+  // The worker that owns partition p.
+  unsigned workerOf(PartitionId p) const noexcept {
+    return static_cast<unsigned>(p % workers_.size());
+  }
+  // Runs fn(*this) on worker w, where it may use store(p) for each partition p that w owns. Never
+  // runs fn inline.
+  template <class F>
+  void postToWorker(unsigned w, F&& fn) {
+    asio::post(*workers_[w]->io, [this, fn = std::forward<F>(fn)]() mutable { fn(*this); });
+  }
+  // Partition p's store. Only on p's worker (the store asserts it in debug builds).
+  PartitionStore& store(PartitionId p) noexcept { return stores_[p]; }
+
   std::uint32_t partitionCount() const noexcept {
     return static_cast<std::uint32_t>(stores_.size());
   }

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <ingrid/cluster/messages.h>
 #include <ingrid/cluster/topology.h>
 
 using namespace ingrid;
@@ -65,4 +66,55 @@ TEST_CASE("Epochs follow primaries: kept while a primary stays, the version when
   CHECK(t3.epochs == std::vector<std::uint64_t>{6, 4, 4});
   CHECK(t3.primariesChangedAt() == 6);
   CHECK(t3.epoch(7) == 0);  // out of range: unstamped
+}
+
+TEST_CASE("A replication batch encodes its shared updates as the list it decodes to, bounded",
+          "[cluster][replication]") {
+  std::vector<std::shared_ptr<const ReplicateBody>> shared;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    auto u = std::make_shared<ReplicateBody>();
+    u->partition = 7 + i;
+    u->seq = 100 + i;
+    u->epoch = 5;
+    u->prevEpoch = 4;
+    u->kind = i == 2 ? ReplicateBody::kRemove : ReplicateBody::kPut;
+    u->key = "key-" + std::to_string(i);
+    u->value = i == 2 ? "" : std::string(50, 'v');
+    u->expiresAt = 1'000 + i;
+    shared.push_back(std::move(u));
+  }
+  const std::string bytes = encode(ReplicateBatchView{&shared});
+  ReplicateBatch batch;
+  for (const auto& u : shared) batch.updates.push_back(*u);
+  CHECK(bytes == encode(batch));
+  const auto back = decode<ReplicateBatch>(bytes);
+  REQUIRE(back.updates.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(back.updates[i].partition == shared[i]->partition);
+    CHECK(back.updates[i].seq == shared[i]->seq);
+    CHECK(back.updates[i].kind == shared[i]->kind);
+    CHECK(back.updates[i].key == shared[i]->key);
+    CHECK(back.updates[i].value == shared[i]->value);
+    CHECK(back.updates[i].expiresAt == shared[i]->expiresAt);
+  }
+
+  ReplicateAck ack;
+  ack.refused.push_back(UpdateRefusal{2, ErrorBody{static_cast<std::uint16_t>(Errc::unavailable),
+                                                   "replica of partition 9 is resyncing"}});
+  const auto ackBack = decode<ReplicateAck>(encode(ack));
+  REQUIRE(ackBack.refused.size() == 1);
+  CHECK(ackBack.refused[0].index == 2);
+  const Error why = errorFromBody(ackBack.refused[0].error, "member 3");
+  CHECK(why == Errc::unavailable);
+  CHECK(why.detail() == "replica of partition 9 is resyncing");
+
+  // A count past the limit is refused before anything is allocated.
+  ReplicateBatch tooMany;
+  tooMany.updates.resize(ReplicateBatch::kMaxUpdates + 1);
+  CHECK_THROWS_WITH(decode<ReplicateBatch>(encode(tooMany)),
+                    Catch::Contains("ReplicateBatch.updates has 4097 elements"));
+  // A count the bytes cannot hold is refused too.
+  std::string truncated = encode(batch);
+  truncated.resize(truncated.size() / 2);
+  CHECK_THROWS(decode<ReplicateBatch>(truncated));
 }
