@@ -26,6 +26,8 @@
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "fuzz_support.h"
@@ -103,6 +105,9 @@ void checkLimiterAnswer(const LimitAnswer& a, std::int64_t limit, std::int64_t q
 void checkLimiterAnswer(const LimitAnswer& a, const WindowParams& p, std::int64_t quantity) {
   checkLimiterAnswer(a, p.limit, quantity);
 }
+void checkLimiterAnswer(const LimitAnswer& a, const SlidingLogParams& p, std::int64_t quantity) {
+  checkLimiterAnswer(a, p.limit, quantity);
+}
 
 // A limiter of limiter_support.h: one answer per quantity, each in range; the entry is written
 // exactly when a quantity > 0 was granted, with a state that decodes, is valid, and expires
@@ -144,6 +149,14 @@ void checkRun(const GcraBatchThrottle& p, const Run& run) { checkLimiter<Gcra>(p
 void checkRun(const FixedWindowAcquire& p, const Run& run) { checkLimiter<FixedWindow>(p, run); }
 void checkRun(const FixedWindowBatchAcquire& p, const Run& run) {
   checkLimiter<FixedWindow>(p, run);
+}
+void checkRun(const SlidingLogAcquire& p, const Run& run) { checkLimiter<SlidingLog>(p, run); }
+void checkRun(const SlidingLogBatchAcquire& p, const Run& run) { checkLimiter<SlidingLog>(p, run); }
+void checkRun(const SlidingWindowAcquire& p, const Run& run) {
+  checkLimiter<SlidingWindow>(p, run);
+}
+void checkRun(const SlidingWindowBatchAcquire& p, const Run& run) {
+  checkLimiter<SlidingWindow>(p, run);
 }
 
 void checkRun(const Increment&, const Run& run) {
@@ -215,6 +228,10 @@ std::vector<Registered> registered() {
       {GcraBatchThrottle::kName, &check<GcraBatchThrottle>},
       {FixedWindowAcquire::kName, &check<FixedWindowAcquire>},
       {FixedWindowBatchAcquire::kName, &check<FixedWindowBatchAcquire>},
+      {SlidingLogAcquire::kName, &check<SlidingLogAcquire>},
+      {SlidingLogBatchAcquire::kName, &check<SlidingLogBatchAcquire>},
+      {SlidingWindowAcquire::kName, &check<SlidingWindowAcquire>},
+      {SlidingWindowBatchAcquire::kName, &check<SlidingWindowBatchAcquire>},
   };
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   std::vector<Registered> out;

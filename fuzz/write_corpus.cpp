@@ -30,6 +30,8 @@
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/registry.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "message_table.h"
@@ -39,6 +41,7 @@ namespace ingrid::fuzz {
 namespace {
 
 constexpr Nanos kNow = 1'790'000'000 * kNanosPerSecond;  // a wall-clock time in 2026
+constexpr Nanos kMs = 1'000'000;
 
 // harness -> seed name -> bytes
 using Corpus = std::map<std::string, std::map<std::string, std::string>>;
@@ -300,6 +303,19 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {FixedWindowBatchAcquire::kName,
        {{"fixed_window_batch_acquire", encode(FixedWindowState{kNow, 1}),
          encode(FixedWindowBatchAcquire{WindowParams{5, kNanosPerSecond}, {2, 6, 3}})}}},
+      {SlidingLogAcquire::kName,
+       {{"sliding_log_acquire",
+         encode(SlidingLogState{{{kNow - 900 * kMs, 2}, {kNow - 100 * kMs, 1}}}),
+         encode(SlidingLogAcquire{SlidingLogParams{5, kNanosPerSecond}, 2})}}},
+      {SlidingLogBatchAcquire::kName,
+       {{"sliding_log_batch_acquire", encode(SlidingLogState{{{kNow, 1}}}),
+         encode(SlidingLogBatchAcquire{SlidingLogParams{5, kNanosPerSecond}, {1, 6, 3}})}}},
+      {SlidingWindowAcquire::kName,
+       {{"sliding_window_acquire", encode(SlidingWindowState{kNow - kNanosPerSecond / 4, 2, 8}),
+         encode(SlidingWindowAcquire{WindowParams{10, kNanosPerSecond}, 3})}}},
+      {SlidingWindowBatchAcquire::kName,
+       {{"sliding_window_batch_acquire", encode(SlidingWindowState{kNow, 4, 0}),
+         encode(SlidingWindowBatchAcquire{WindowParams{10, kNanosPerSecond}, {1, 11, 5}})}}},
       {GcraBatchThrottle::kName,
        {{"gcra_batch_throttle", encode(std::int64_t{kNow}),
          encode(GcraBatchThrottle{GcraParams{4, 5, kNanosPerSecond}, {1, 0, 6, 2}})}}},

@@ -6,6 +6,8 @@
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 
 namespace ingrid {
@@ -32,6 +34,10 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<GcraBatchThrottle>();
   registry.add<FixedWindowAcquire>();
   registry.add<FixedWindowBatchAcquire>();
+  registry.add<SlidingLogAcquire>();
+  registry.add<SlidingLogBatchAcquire>();
+  registry.add<SlidingWindowAcquire>();
+  registry.add<SlidingWindowBatchAcquire>();
   return registry;
 }
 

@@ -20,6 +20,8 @@
 #include <ingrid/client/batcher.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 
 #include "processors/limiter_store.h"
 #include "support/test_cluster.h"
@@ -154,6 +156,53 @@ TEST_CASE("Limiters through 3 nodes: a fixed window grants exactly its limit per
       },
       [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
       200);
+}
+
+TEST_CASE("Limiters through 3 nodes: the sliding log and the sliding counter are exact",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart + 500 * kMs);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string b = batching ? "b-" : "";
+
+  // The log: 100 in any second. Half a second on, the first 100 are still inside.
+  const SlidingLogAcquire log{SlidingLogParams{100, kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, "log-" + b, log, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  // The counter: 100 per window, the previous one weighted.
+  const SlidingWindowAcquire counter{WindowParams{100, kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, "counter-" + b, counter, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  clock->advance(500 * kMs);  // the log: nothing has left yet; the counter: a new window
+  CHECK(grantsPerKey(cluster, "log-" + b, log, 3, 120, batching) ==
+        std::vector<std::int64_t>{0, 0, 0});
+  CHECK(grantsPerKey(cluster, "counter-" + b, counter, 3, 120, batching) ==
+        std::vector<std::int64_t>{0, 0, 0});  // 100 * (1 - 0) + 0
+  clock->advance(250 * kMs);                  // the counter: 100 * 0.75 weigh, 25 fit
+  CHECK(grantsPerKey(cluster, "counter-" + b, counter, 3, 120, batching) ==
+        std::vector<std::int64_t>{25, 25, 25});
+  clock->advance(250 * kMs);  // the log: the first 100 left at 1.5 s
+  CHECK(grantsPerKey(cluster, "log-" + b, log, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+
+  sameAsLocal<SlidingLogAcquire>(
+      cluster, *clock, "log-script-" + b,
+      [](std::mt19937_64& rng) {
+        return SlidingLogAcquire{SlidingLogParams{5, kNanosPerSecond},
+                                 std::uniform_int_distribution<std::int64_t>(1, 6)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      150);
+  sameAsLocal<SlidingWindowAcquire>(
+      cluster, *clock, "counter-script-" + b,
+      [](std::mt19937_64& rng) {
+        return SlidingWindowAcquire{WindowParams{5, kNanosPerSecond},
+                                    std::uniform_int_distribution<std::int64_t>(1, 6)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      150);
 }
 
 }  // namespace

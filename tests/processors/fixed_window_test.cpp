@@ -4,25 +4,12 @@
 #include <cstdint>
 #include <map>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include "processors/limiter_store.h"
-
-namespace Catch {
-template <>
-struct StringMaker<ingrid::LimitAnswer> {
-  static std::string convert(const ingrid::LimitAnswer& a) {
-    std::ostringstream out;
-    out << "{granted=" << a.granted << ", limit=" << a.limit << ", remaining=" << a.remaining
-        << ", retry=" << a.retryAfter << ", reset=" << a.resetAfter << "}";
-    return out.str();
-  }
-};
-}  // namespace Catch
 
 namespace ingrid {
 namespace {

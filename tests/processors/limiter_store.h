@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,19 @@
 #include <ingrid/grid/entry.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/entry_processor.h>
+#include <ingrid/processors/limit_answer.h>
+
+namespace Catch {
+template <>
+struct StringMaker<ingrid::LimitAnswer> {
+  static std::string convert(const ingrid::LimitAnswer& a) {
+    std::ostringstream out;
+    out << "{granted=" << a.granted << ", limit=" << a.limit << ", remaining=" << a.remaining
+        << ", retry=" << a.retryAfter << ", reset=" << a.resetAfter << "}";
+    return out.str();
+  }
+};
+}  // namespace Catch
 
 namespace ingrid::testing {
 
