@@ -25,6 +25,7 @@
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/leaky_bucket.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
@@ -108,6 +109,20 @@ void checkLimiterAnswer(const LimitAnswer& a, const WindowParams& p, std::int64_
 void checkLimiterAnswer(const LimitAnswer& a, const SlidingLogParams& p, std::int64_t quantity) {
   checkLimiterAnswer(a, p.limit, quantity);
 }
+void checkLimiterAnswer(const LimitAnswer& a, const LeakyMeterParams& p, std::int64_t quantity) {
+  checkLimiterAnswer(a, p.capacity, quantity);
+}
+
+// docs/leaky-bucket.md: the shaper's ranges; an admitted request's wait and its own work fit in
+// the queue (capacity * E), a refused one has no delay.
+void checkLimiterAnswer(const ShaperAnswer& a, const LeakyShaperParams& p, std::int64_t quantity) {
+  checkLimiterAnswer(LimitAnswer{a.granted, a.limit, a.remaining, a.retryAfter, a.resetAfter},
+                     p.capacity, quantity);
+  const limiter::int128 e = p.asGcra().emissionInterval();
+  if (a.granted ? a.delay < 0 || a.delay + quantity * e > p.capacity * e : a.delay != 0) {
+    fail("the shaper's delay is out of range");
+  }
+}
 
 // A limiter of limiter_support.h: one answer per quantity, each in range; the entry is written
 // exactly when a quantity > 0 was granted, with a state that decodes, is valid, and expires
@@ -149,6 +164,12 @@ void checkRun(const GcraBatchThrottle& p, const Run& run) { checkLimiter<Gcra>(p
 void checkRun(const FixedWindowAcquire& p, const Run& run) { checkLimiter<FixedWindow>(p, run); }
 void checkRun(const FixedWindowBatchAcquire& p, const Run& run) {
   checkLimiter<FixedWindow>(p, run);
+}
+void checkRun(const LeakyMeterAcquire& p, const Run& run) { checkLimiter<LeakyMeter>(p, run); }
+void checkRun(const LeakyMeterBatchAcquire& p, const Run& run) { checkLimiter<LeakyMeter>(p, run); }
+void checkRun(const LeakyShaperAcquire& p, const Run& run) { checkLimiter<LeakyShaper>(p, run); }
+void checkRun(const LeakyShaperBatchAcquire& p, const Run& run) {
+  checkLimiter<LeakyShaper>(p, run);
 }
 void checkRun(const SlidingLogAcquire& p, const Run& run) { checkLimiter<SlidingLog>(p, run); }
 void checkRun(const SlidingLogBatchAcquire& p, const Run& run) { checkLimiter<SlidingLog>(p, run); }
@@ -229,6 +250,10 @@ std::vector<Registered> registered() {
       {FixedWindowAcquire::kName, &check<FixedWindowAcquire>},
       {FixedWindowBatchAcquire::kName, &check<FixedWindowBatchAcquire>},
       {SlidingLogAcquire::kName, &check<SlidingLogAcquire>},
+      {LeakyMeterAcquire::kName, &check<LeakyMeterAcquire>},
+      {LeakyMeterBatchAcquire::kName, &check<LeakyMeterBatchAcquire>},
+      {LeakyShaperAcquire::kName, &check<LeakyShaperAcquire>},
+      {LeakyShaperBatchAcquire::kName, &check<LeakyShaperBatchAcquire>},
       {SlidingLogBatchAcquire::kName, &check<SlidingLogBatchAcquire>},
       {SlidingWindowAcquire::kName, &check<SlidingWindowAcquire>},
       {SlidingWindowBatchAcquire::kName, &check<SlidingWindowBatchAcquire>},

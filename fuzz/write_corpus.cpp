@@ -29,6 +29,7 @@
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/leaky_bucket.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
@@ -303,6 +304,19 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {FixedWindowBatchAcquire::kName,
        {{"fixed_window_batch_acquire", encode(FixedWindowState{kNow, 1}),
          encode(FixedWindowBatchAcquire{WindowParams{5, kNanosPerSecond}, {2, 6, 3}})}}},
+      {LeakyMeterAcquire::kName,
+       {{"leaky_meter_acquire", encode(LeakyMeterState{9, 500'000'000, kNow - 250 * kMs}),
+         encode(LeakyMeterAcquire{LeakyMeterParams{10, 10, kNanosPerSecond}, 2})}}},
+      {LeakyMeterBatchAcquire::kName,
+       {{"leaky_meter_batch_acquire", encode(LeakyMeterState{4, 0, kNow}),
+         encode(LeakyMeterBatchAcquire{LeakyMeterParams{10, 7, kNanosPerSecond}, {3, 11, 4}})}}},
+      {LeakyShaperAcquire::kName,
+       {{"leaky_shaper_acquire", encode(std::int64_t{kNow + 200 * kMs}),
+         encode(LeakyShaperAcquire{LeakyShaperParams{3, 10, kNanosPerSecond}, 1})}}},
+      {LeakyShaperBatchAcquire::kName,
+       {{"leaky_shaper_batch_acquire", encode(std::int64_t{kNow}),
+         encode(
+             LeakyShaperBatchAcquire{LeakyShaperParams{3, 10, kNanosPerSecond}, {1, 4, 2, 1}})}}},
       {SlidingLogAcquire::kName,
        {{"sliding_log_acquire",
          encode(SlidingLogState{{{kNow - 900 * kMs, 2}, {kNow - 100 * kMs, 1}}}),

@@ -6,6 +6,7 @@
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/leaky_bucket.h>
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
@@ -38,6 +39,10 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<SlidingLogBatchAcquire>();
   registry.add<SlidingWindowAcquire>();
   registry.add<SlidingWindowBatchAcquire>();
+  registry.add<LeakyMeterAcquire>();
+  registry.add<LeakyMeterBatchAcquire>();
+  registry.add<LeakyShaperAcquire>();
+  registry.add<LeakyShaperBatchAcquire>();
   return registry;
 }
 

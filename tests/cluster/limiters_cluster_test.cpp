@@ -20,6 +20,7 @@
 #include <ingrid/client/batcher.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
+#include <ingrid/processors/leaky_bucket.h>
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 
@@ -37,6 +38,7 @@ constexpr Nanos kMs = 1'000'000;
 
 bool isGranted(const GcraAnswer& a) { return a.granted(); }
 bool isGranted(const LimitAnswer& a) { return a.granted; }
+bool isGranted(const ShaperAnswer& a) { return a.granted; }
 
 // Sends `perThread` requests `request` from 2 threads on each live node at once, spread over
 // `keys` keys "<prefix><k>", through a Batcher per node or straight to the node; returns the
@@ -202,6 +204,58 @@ TEST_CASE("Limiters through 3 nodes: the sliding log and the sliding counter are
                                     std::uniform_int_distribution<std::int64_t>(1, 6)(rng)};
       },
       [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      150);
+}
+
+TEST_CASE("Limiters through 3 nodes: the leaky meter and the shaper are exact",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string b = batching ? "b-" : "";
+
+  // The meter: 100 units, leaking 100 per second.
+  const LeakyMeterAcquire meter{LeakyMeterParams{100, 100, kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, "meter-" + b, meter, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  // The shaper: a queue of 50 units drained at 100 per second (E = 10 ms).
+  const LeakyShaperAcquire shaper{LeakyShaperParams{50, 100, kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, "shaper-" + b, shaper, 3, 120, batching) ==
+        std::vector<std::int64_t>{50, 50, 50});
+  clock->advance(300 * kMs);  // 30 units leaked, 30 slots drained
+  CHECK(grantsPerKey(cluster, "meter-" + b, meter, 3, 120, batching) ==
+        std::vector<std::int64_t>{30, 30, 30});
+  CHECK(grantsPerKey(cluster, "shaper-" + b, shaper, 3, 120, batching) ==
+        std::vector<std::int64_t>{30, 30, 30});
+
+  // The delays handed out through the cluster are the queue's slots, each exactly once.
+  std::vector<Nanos> delays;
+  for (int i = 0; i < 60; ++i) {
+    auto r = cluster.live()[static_cast<std::size_t>(i) % 3]->invoke("shaper-slots-" + b, shaper);
+    REQUIRE(r.ok());
+    if (r->granted) delays.push_back(r->delay);
+  }
+  REQUIRE(delays.size() == 50);
+  for (std::size_t i = 0; i < delays.size(); ++i)
+    CHECK(delays[i] == static_cast<Nanos>(i) * 10 * kMs);
+
+  sameAsLocal<LeakyMeterAcquire>(
+      cluster, *clock, "meter-script-" + b,
+      [](std::mt19937_64& rng) {
+        return LeakyMeterAcquire{LeakyMeterParams{10, 7, kNanosPerSecond},
+                                 std::uniform_int_distribution<std::int64_t>(1, 11)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      150);
+  sameAsLocal<LeakyShaperAcquire>(
+      cluster, *clock, "shaper-script-" + b,
+      [](std::mt19937_64& rng) {
+        return LeakyShaperAcquire{LeakyShaperParams{4, 10, kNanosPerSecond},
+                                  std::uniform_int_distribution<std::int64_t>(1, 5)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 150 * kMs)(rng); },
       150);
 }
 

@@ -14,6 +14,8 @@ TEST_CASE("The built-in registry holds the built-in processors by stable name",
         std::vector<std::string>{"ingrid.FixedWindowAcquire", "ingrid.FixedWindowBatchAcquire",
                                  "ingrid.GcraBatchThrottle", "ingrid.GcraThrottle",
                                  "ingrid.GetCounter", "ingrid.GetEntry", "ingrid.Increment",
+                                 "ingrid.LeakyMeterAcquire", "ingrid.LeakyMeterBatchAcquire",
+                                 "ingrid.LeakyShaperAcquire", "ingrid.LeakyShaperBatchAcquire",
                                  "ingrid.SlidingLogAcquire", "ingrid.SlidingLogBatchAcquire",
                                  "ingrid.SlidingWindowAcquire", "ingrid.SlidingWindowBatchAcquire",
                                  "ingrid.TokenBucketAcquire", "ingrid.TokenBucketBatchAcquire"});
