@@ -1,16 +1,19 @@
 // ingrid-cli: look at and exercise an ingrid cluster through the thin client.
 //
 //   ingrid-cli status  --seed HOST:PORT
-//   ingrid-cli acquire --seed HOST:PORT KEY N [bucket options]
+//   ingrid-cli acquire --seed HOST:PORT KEY N [limiter options]
 //   ingrid-cli inspect --seed HOST:PORT KEY          (alias: get)
 //   ingrid-cli load    --seed HOST:PORT [load options]
 #include <asio/post.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,8 +22,12 @@
 
 #include <ingrid/client/batcher.h>
 #include <ingrid/client/client.h>
-#include <ingrid/client/rate_limiter.h>
+#include <ingrid/processors/fixed_window.h>
+#include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/leaky_bucket.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "closed_loop.h"
@@ -33,7 +40,8 @@ constexpr const char* kUsage = R"(usage: ingrid-cli COMMAND --seed HOST:PORT [op
 Commands:
   status                 members, topology, each member's view (term, leader, lease, fenced
                          partitions), replica health; exit status 3 if the cluster is degraded
-  acquire KEY N          take N tokens from the bucket KEY; prints granted, remaining, wait
+  acquire KEY N          take N units from the limiter KEY; prints granted yes|no, then the
+                         answer's fields; exit status 1 if refused
   inspect KEY            the entry's state and the members that hold it (alias: get)
   load                   a bounded load test; prints ops/s and latency percentiles
 
@@ -41,11 +49,17 @@ Common options:
   --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
   --timeout-ms N         deadline of each request. Default: 5000
 
-Bucket options (acquire, load):
-  --capacity N           bucket capacity. Default: 100
-  --refill N             tokens added per period. Default: capacity
-  --period-ms N          refill period in milliseconds. Default: 1000
-  --initial N            tokens of a new bucket. Default: capacity
+Limiter options (acquire, load):
+  --limiter NAME         token-bucket, gcra, fixed-window, sliding-log, sliding-window,
+                         leaky-meter or leaky-shaper. Default: token-bucket
+  --capacity N           the limit: bucket capacity (token-bucket, leaky-meter), burst (gcra),
+                         units per window (fixed-window, sliding-log: at most 4096,
+                         sliding-window), queue size (leaky-shaper). Default: 100
+  --period-ms N          the period in milliseconds: of the refill, leak or drain, or the
+                         window. Default: 1000
+  --refill N             units refilled, leaked or drained per period (token-bucket, gcra,
+                         leaky-meter, leaky-shaper). Default: capacity
+  --initial N            tokens of a new bucket (token-bucket only). Default: capacity
 
 Load options:
   --keys N               distinct bucket keys, each request picks one uniformly at
@@ -92,13 +106,123 @@ long long number(const Args& a, const std::string& name, long long fallback, lon
   return wholeNumber(a.get(name, ""), "--" + name, min, max);
 }
 
+// The limiters --limiter names, in its order.
+enum class Limiter {
+  kTokenBucket,
+  kGcra,
+  kFixedWindow,
+  kSlidingLog,
+  kSlidingWindow,
+  kLeakyMeter,
+  kLeakyShaper
+};
+constexpr const char* kLimiterNames[] = {"token-bucket", "gcra",           "fixed-window",
+                                         "sliding-log",  "sliding-window", "leaky-meter",
+                                         "leaky-shaper"};
+
+// --limiter, and the options that apply only to some limiters refused for the others.
+Limiter limiterOf(const Args& a) {
+  const std::string name = a.get("limiter", "token-bucket");
+  const auto* it = std::find(std::begin(kLimiterNames), std::end(kLimiterNames), name);
+  if (it == std::end(kLimiterNames)) {
+    std::string all;
+    for (const char* n : kLimiterNames) all += (all.empty() ? "" : ", ") + std::string(n);
+    fail("--limiter must be one of " + all + ", got '" + name + "'");
+  }
+  const auto limiter = static_cast<Limiter>(it - std::begin(kLimiterNames));
+  if (a.options.count("initial") && limiter != Limiter::kTokenBucket) {
+    fail("--initial applies only to --limiter token-bucket, not " + name);
+  }
+  const bool hasRate = limiter == Limiter::kTokenBucket || limiter == Limiter::kGcra ||
+                       limiter == Limiter::kLeakyMeter || limiter == Limiter::kLeakyShaper;
+  if (a.options.count("refill") && !hasRate) {
+    fail("--refill does not apply to --limiter " + name + " (its window is --period-ms)");
+  }
+  return limiter;
+}
+
+// Parameters a processor would refuse are refused here, naming the reason: nothing is sent.
+template <class Params>
+Params checked(Params p) {
+  if (auto reason = p.invalidReason()) fail("the limiter's options are invalid: " + *reason);
+  return p;
+}
+
+std::int64_t capacityOf(const Args& a) { return number(a, "capacity", 100, 1, INT64_MAX); }
+ingrid::Nanos periodOf(const Args& a) {
+  return number(a, "period-ms", 1000, 1, INT64_MAX / 1'000'000) * 1'000'000;
+}
+std::int64_t rateOf(const Args& a) { return number(a, "refill", capacityOf(a), 1, INT64_MAX); }
+
 ingrid::BucketParams bucketOf(const Args& a) {
   ingrid::BucketParams p;
-  p.capacity = number(a, "capacity", 100, 1, INT64_MAX);
-  p.refillTokens = number(a, "refill", p.capacity, 1, INT64_MAX);
-  p.refillPeriod = number(a, "period-ms", 1000, 1, INT64_MAX / 1'000'000) * 1'000'000;
+  p.capacity = capacityOf(a);
+  p.refillTokens = rateOf(a);
+  p.refillPeriod = periodOf(a);
   if (a.options.count("initial")) p.initialTokens = number(a, "initial", 0, 0, p.capacity);
-  return p;
+  return checked(p);
+}
+
+// Calls f with the request for `units` on the limiter --limiter names; returns what f returns.
+template <class F>
+int withRequest(const Args& a, std::int64_t units, F&& f) {
+  const std::int64_t capacity = capacityOf(a);
+  const ingrid::Nanos period = periodOf(a);
+  switch (limiterOf(a)) {
+    case Limiter::kTokenBucket:
+      return f(ingrid::TokenBucketAcquire{bucketOf(a), units});
+    case Limiter::kGcra:
+      return f(ingrid::GcraThrottle{checked(ingrid::GcraParams{capacity - 1, rateOf(a), period}),
+                                    units});
+    case Limiter::kFixedWindow:
+      return f(ingrid::FixedWindowAcquire{checked(ingrid::WindowParams{capacity, period}), units});
+    case Limiter::kSlidingLog:
+      return f(
+          ingrid::SlidingLogAcquire{checked(ingrid::SlidingLogParams{capacity, period}), units});
+    case Limiter::kSlidingWindow:
+      return f(
+          ingrid::SlidingWindowAcquire{checked(ingrid::WindowParams{capacity, period}), units});
+    case Limiter::kLeakyMeter:
+      return f(ingrid::LeakyMeterAcquire{
+          checked(ingrid::LeakyMeterParams{capacity, rateOf(a), period}), units});
+    case Limiter::kLeakyShaper:
+      return f(ingrid::LeakyShaperAcquire{
+          checked(ingrid::LeakyShaperParams{capacity, rateOf(a), period}), units});
+  }
+  fail("unknown limiter");
+}
+
+// "never", or whole microseconds.
+std::string duration(ingrid::Nanos ns) {
+  return ns == ingrid::kNever ? "never" : std::to_string(ns / 1000) + " us";
+}
+
+bool isGranted(const ingrid::AcquireAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::GcraAnswer& r) { return r.granted(); }
+bool isGranted(const ingrid::LimitAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::ShaperAnswer& r) { return r.granted; }
+
+// The answer's fields, `granted yes|no` first.
+std::string describe(const ingrid::AcquireAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", remaining " +
+         std::to_string(r.remaining) + ", wait " +
+         (r.waitNanos == ingrid::kNever ? "never (more than the capacity)" : duration(r.waitNanos));
+}
+std::string describe(const ingrid::GcraAnswer& r) {
+  return "granted " + std::string(r.granted() ? "yes" : "no") + ", limited " +
+         (r.limited ? "yes" : "no") + ", limit " + std::to_string(r.limit) + ", remaining " +
+         std::to_string(r.remaining) + ", retry after " + duration(r.retryAfter) +
+         ", reset after " + duration(r.resetAfter);
+}
+std::string describe(const ingrid::LimitAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", limit " + std::to_string(r.limit) +
+         ", remaining " + std::to_string(r.remaining) + ", retry after " + duration(r.retryAfter) +
+         ", reset after " + duration(r.resetAfter);
+}
+std::string describe(const ingrid::ShaperAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
+         ", limit " + std::to_string(r.limit) + ", remaining " + std::to_string(r.remaining) +
+         ", retry after " + duration(r.retryAfter) + ", reset after " + duration(r.resetAfter);
 }
 
 std::unique_ptr<ingrid::Client> connect(const Args& a) {
@@ -218,17 +342,15 @@ int status(const Args& a) {
 
 int acquire(const Args& a) {
   if (a.positional.size() != 2) fail("acquire takes KEY and N");
-  const long long n = wholeNumber(a.positional[1], "acquire's N (tokens to take)", 1, INT64_MAX);
-  auto client = connect(a);
-  ingrid::RateLimiter limiter(*client, a.positional[0], bucketOf(a));
-  auto r = limiter.tryAcquire(n);
-  if (!r) fail(r.error().message());
-  std::printf("granted %s, remaining %lld, wait %s\n", r->granted ? "yes" : "no",
-              static_cast<long long>(r->remaining),
-              r->waitNanos == ingrid::kNever
-                  ? "never (more than the capacity)"
-                  : (std::to_string(r->waitNanos / 1000) + " us").c_str());
-  return r->granted ? 0 : 1;
+  const long long n = wholeNumber(a.positional[1], "acquire's N (units to take)", 1, INT64_MAX);
+  limiterOf(a);  // refuse bad limiter options before connecting
+  return withRequest(a, n, [&](const auto& request) {
+    auto client = connect(a);
+    auto r = client->invoke(a.positional[0], request);
+    if (!r) fail(r.error().message());
+    std::printf("%s\n", describe(*r).c_str());
+    return isGranted(*r) ? 0 : 1;
+  });
 }
 
 int inspect(const Args& a) {
@@ -270,29 +392,30 @@ int inspect(const Args& a) {
   return 0;
 }
 
-int load(const Args& a) {
+// The load test for one limiter's request P, 1 unit each.
+template <class P>
+int runLoad(const Args& a, const P& request) {
   const int keys = static_cast<int>(number(a, "keys", 1, 1, 1'000'000));
   const int concurrency = static_cast<int>(number(a, "concurrency", 16, 1, 100'000));
   const double seconds = static_cast<double>(number(a, "seconds", 5, 1, 600));
   const std::string batching = a.get("batching", "off");
   if (batching != "on" && batching != "off") fail("--batching takes on or off");
-  const ingrid::BucketParams bucket = bucketOf(a);
   auto client = connect(a);
   std::vector<std::string> names;
   for (int i = 0; i < keys; ++i) names.push_back("load-" + std::to_string(i));
-  ingrid::Batcher<ingrid::Client, ingrid::TokenBucketAcquire> batcher(*client, {});
+  ingrid::Batcher<ingrid::Client, P> batcher(*client, {});
   std::atomic<std::uint64_t> granted{0};
   auto op = [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
     // Uniform over the keys: step i of chain c draws its key from a hash of (c, i).
     const std::string& key = names[ingrid::bench::uniformIndex(chain, i, names.size())];
-    auto onAnswer = [&granted, done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
-      if (r && r->granted) granted.fetch_add(1, std::memory_order_relaxed);
+    auto onAnswer = [&granted, done = std::move(done)](ingrid::Result<typename P::Result> r) {
+      if (r && isGranted(*r)) granted.fetch_add(1, std::memory_order_relaxed);
       done(r.ok());
     };
     if (batching == "on") {
-      batcher.invokeAsync(key, ingrid::TokenBucketAcquire{bucket, 1}, std::move(onAnswer));
+      batcher.invokeAsync(key, request, std::move(onAnswer));
     } else {
-      client->invokeAsync(key, ingrid::TokenBucketAcquire{bucket, 1}, std::move(onAnswer));
+      client->invokeAsync(key, request, std::move(onAnswer));
     }
   };
   const std::uint64_t sentBefore = client->requestsSent();
@@ -300,14 +423,18 @@ int load(const Args& a) {
   const std::uint64_t messages = client->requestsSent() - sentBefore;
   const std::size_t ops = result.latenciesNs.size();
   std::printf(
-      "load: %d key(s), %d in flight, batching %s, %.1f s: %llu granted, %llu failed, "
+      "load: %s, %d key(s), %d in flight, batching %s, %.1f s: %llu granted, %llu failed, "
       "%llu messages (%.1f requests per message)\n",
-      keys, concurrency, batching.c_str(), result.seconds,
+      a.get("limiter", "token-bucket").c_str(), keys, concurrency, batching.c_str(), result.seconds,
       static_cast<unsigned long long>(granted.load()),
       static_cast<unsigned long long>(result.failures), static_cast<unsigned long long>(messages),
       messages ? static_cast<double>(ops + result.failures) / static_cast<double>(messages) : 0.0);
   ingrid::bench::report("load", std::move(result.latenciesNs), result.seconds);
   return 0;
+}
+
+int load(const Args& a) {
+  return withRequest(a, 1, [&](const auto& request) { return runLoad(a, request); });
 }
 
 }  // namespace
@@ -330,8 +457,9 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& [name, values] : a.options) {
-    static const char* known[] = {"seed",    "timeout-ms", "capacity",    "refill",  "period-ms",
-                                  "initial", "keys",       "concurrency", "seconds", "batching"};
+    static const char* known[] = {"seed",        "timeout-ms", "limiter", "capacity",
+                                  "refill",      "period-ms",  "initial", "keys",
+                                  "concurrency", "seconds",    "batching"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return name == k; })) {
       fail("unknown option --" + name + " (see --help)");

@@ -67,6 +67,53 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     CHECK(inspect->waitForLine("token bucket: 2 tokens", 30s));
     CHECK(exitOf(*inspect) == 0);
   }
+  SECTION("acquire on every limiter: granted yes, then no, with the answer's fields") {
+    // Each limiter holds 5 an hour: nothing refills, leaks or leaves between the runs.
+    const std::string hour = "3600000";
+    struct Case {
+      std::string limiter, first, second;
+    };
+    const std::vector<Case> cases = {
+        {"token-bucket", "granted yes, remaining 2, wait 0 us", "granted no, remaining 2, wait "},
+        {"gcra", "granted yes, limited no, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, limited yes, limit 5, remaining 2, retry after "},
+        {"fixed-window", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, limit 5, remaining 2, retry after "},
+        {"sliding-log", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, limit 5, remaining 2, retry after "},
+        {"sliding-window", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, limit 5, remaining 2, retry after "},
+        {"leaky-meter", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, limit 5, remaining 2, retry after "},
+        {"leaky-shaper",
+         "granted yes, delay 0 us, limit 5, remaining 2, retry after 0 us, reset after ",
+         "granted no, delay 0 us, limit 5, remaining 2, retry after "},
+    };
+    for (const Case& c : cases) {
+      INFO("--limiter " << c.limiter);
+      const std::string key = "cli-" + c.limiter;
+      auto first = run({"acquire", key, "3", "--limiter", c.limiter, "--capacity", "5",
+                        "--period-ms", hour, "--seed", seed});
+      CHECK(first->waitForLine(c.first, 30s));
+      CHECK(exitOf(*first) == 0);
+      auto second = run({"acquire", key, "3", "--limiter", c.limiter, "--capacity", "5",
+                         "--period-ms", hour, "--seed", seed});
+      CHECK(second->waitForLine(c.second, 30s));
+      CHECK(exitOf(*second) == 1);
+    }
+  }
+  SECTION("load runs any limiter, batched or not") {
+    for (const std::string limiter : {"gcra", "leaky-shaper"}) {
+      auto cli =
+          run({"load", "--seed", seed, "--seconds", "1", "--concurrency", "4", "--limiter", limiter,
+               "--capacity", "1000", "--batching", limiter == "gcra" ? "on" : "off"});
+      auto line = cli->waitForLine("load: " + limiter, 60s);
+      REQUIRE(line);
+      CHECK_THAT(*line, Catch::Contains("granted"));
+      CHECK(cli->waitForLine("ops/s", 60s));
+      CHECK(exitOf(*cli) == 0);
+    }
+  }
   SECTION("load runs for its duration and reports throughput") {
     auto cli = run({"load", "--seed", seed, "--seconds", "1", "--concurrency", "4", "--capacity",
                     "1000000000", "--batching", "on"});
@@ -92,7 +139,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
       CHECK(exitOf(*cli) == 2);
     };
     refused("acquire cli-strict 3x --seed " + seed,
-            "acquire's N (tokens to take) must be a whole number from 1 to "
+            "acquire's N (units to take) must be a whole number from 1 to "
             "9223372036854775807, got '3x'");
     refused("acquire cli-strict abc --seed " + seed, "got 'abc'");
     refused("acquire cli-strict 99999999999999999999 --seed " + seed, "got '99999999999999999999'");
@@ -100,6 +147,17 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
             "--capacity must be a whole number from 1 to");
     refused("frobnicate --seed " + seed, "unknown command 'frobnicate'");
     refused("status extra --seed " + seed, "status takes no arguments, got 'extra'");
+    refused("acquire cli-strict 1 --limiter leaky --seed " + seed,
+            "--limiter must be one of token-bucket, gcra, fixed-window, sliding-log, "
+            "sliding-window, leaky-meter, leaky-shaper, got 'leaky'");
+    refused("acquire cli-strict 1 --limiter gcra --initial 3 --seed " + seed,
+            "--initial applies only to --limiter token-bucket, not gcra");
+    refused("acquire cli-strict 1 --limiter fixed-window --refill 3 --seed " + seed,
+            "--refill does not apply to --limiter fixed-window");
+    refused("acquire cli-strict 1 --limiter sliding-log --capacity 5000 --seed " + seed,
+            "the limiter's options are invalid: limit must be in [1, 4096], got 5000");
+    refused("load --limiter gcra --capacity 0 --seed " + seed,
+            "--capacity must be a whole number from 1 to");
     // None of the refused acquires reached the bucket: it still holds its whole capacity.
     auto inspect = run({"inspect", "cli-strict", "--seed", seed});
     CHECK(inspect->waitForLine("no entry", 30s));
