@@ -75,8 +75,10 @@ ShaperAnswer LeakyShaper::take(State& tat, const Params& p, std::int64_t quantit
                                Nanos now) noexcept {
   const Nanos base = std::max(tat, now);
   const GcraAnswer g = Gcra::take(tat, p.asGcra(), quantity, now);
-  return ShaperAnswer{g.granted(), g.granted() ? base - now : 0, g.limit, g.remaining, g.retryAfter,
-                      g.resetAfter};
+  // base - now reaches 2^64 - 1 for a clock far behind: 128-bit, saturated (found by
+  // fuzz/fuzz_processors).
+  const Nanos delay = g.granted() ? limiter::until(base, now) : 0;
+  return ShaperAnswer{g.granted(), delay, g.limit, g.remaining, g.retryAfter, g.resetAfter};
 }
 
 }  // namespace ingrid

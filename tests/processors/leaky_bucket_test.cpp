@@ -258,6 +258,17 @@ TEST_CASE("leaky shaper: the worked example of docs/leaky-bucket.md",
   CHECK(join(s, kShaper, 1, 150 * kMs) == ShaperAnswer{true, 150 * kMs, 3, 0, 0, 250 * kMs});
 }
 
+TEST_CASE("leaky shaper: a delay past INT64_MAX saturates", "[processors][leaky_bucket]") {
+  // A queue of centuries, a clock far behind the stored TAT (the fuzzer's finding: base - now
+  // overflowed int64).
+  const LeakyShaperParams p{kMaxInt64, 1, 4};  // E = 4 ns: the queue holds 4 * INT64_MAX ns
+  LimiterStore s;
+  s.entry = Entry{encode(std::int64_t{1'790'000'000 * kS}), kNever};
+  CHECK(join(s, p, 1, kMinInt64) ==
+        ShaperAnswer{true, kNever, kMaxInt64, 6'470'029'027'641'081'854, 0, kNever});
+  CHECK(s.state<std::int64_t>() == 1'790'000'000 * kS + 4);
+}
+
 TEST_CASE("leaky shaper: matches a queue, and admitted requests leave E apart",
           "[processors][leaky_bucket]") {
   const std::vector<LeakyShaperParams> params = {kShaper,
