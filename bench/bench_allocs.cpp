@@ -9,7 +9,15 @@
 //   thin client, 1 node                 Client -> one ingrid Node over loopback, no backup
 //   thin client, 3 nodes, 1 backup      Client -> primary -> backup, synchronous replication
 //
-//   bench_allocs [--ops N] [--inflight N] [--single-thread]
+//   bench_allocs [--ops N] [--inflight N] [--single-thread] [--where]
+//
+// --where also samples the call stacks of one allocation in 16 while counting and prints, per
+// case, the functions that allocate most (the first frame outside the standard library, Asio and
+// the allocator), as allocations per operation.
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -17,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -36,11 +45,33 @@
 namespace {
 std::atomic<std::uint64_t> gAllocs{0};
 std::atomic<std::uint64_t> gBytes{0};
+
+// --where: call stacks of every kSampleEvery-th allocation while gSampling.
+constexpr std::uint64_t kSampleEvery = 16;
+constexpr int kDepth = 12;
+constexpr std::size_t kMaxSamples = 1 << 16;
+struct Sample {
+  void* frames[kDepth];
+  int depth;
+};
+std::atomic<bool> gSampling{false};
+Sample gSamples[kMaxSamples];
+std::atomic<std::size_t> gSampleCount{0};
+thread_local bool tSampling = false;  // backtrace() itself may allocate
+
+void sampleStack(std::uint64_t count) {
+  if (!gSampling.load(std::memory_order_relaxed) || tSampling || count % kSampleEvery != 0) return;
+  const std::size_t i = gSampleCount.fetch_add(1, std::memory_order_relaxed);
+  if (i >= kMaxSamples) return;
+  tSampling = true;
+  gSamples[i].depth = backtrace(gSamples[i].frames, kDepth);
+  tSampling = false;
+}
 }  // namespace
 
 // The counting allocator: every form of operator new in the program lands in these two.
 void* operator new(std::size_t n) {
-  gAllocs.fetch_add(1, std::memory_order_relaxed);
+  sampleStack(gAllocs.fetch_add(1, std::memory_order_relaxed));
   gBytes.fetch_add(n, std::memory_order_relaxed);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
   throw std::bad_alloc();
@@ -66,6 +97,53 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 namespace {
 
 constexpr int kKeys = 10'000;
+
+// The demangled name of the function holding `pc` ("?" if unknown).
+std::string functionAt(void* pc) {
+  Dl_info info{};
+  if (dladdr(pc, &info) == 0 || info.dli_sname == nullptr) return "?";
+  int status = 0;
+  char* name = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string out = status == 0 && name != nullptr ? name : info.dli_sname;
+  std::free(name);
+  return out;
+}
+
+// Frames that only carry an allocation to its cause: the allocator, the standard library, Asio.
+bool plumbing(const std::string& f) {
+  for (const char* prefix : {"operator new", "std::", "__gnu_cxx::", "asio::", "(anonymous",
+                             "sampleStack", "void std::", "void asio::", "?"}) {
+    if (f.rfind(prefix, 0) == 0) return true;
+  }
+  return f.find(" std::") != std::string::npos && f.find("ingrid::") == std::string::npos;
+}
+
+// Prints where the sampled allocations came from, as allocations per operation.
+void printWhere(double ops) {
+  const std::size_t n = std::min(gSampleCount.load(), kMaxSamples);
+  std::map<std::string, std::size_t> byFunction;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::string where = "?";
+    for (int f = 1; f < gSamples[i].depth; ++f) {
+      std::string name = functionAt(gSamples[i].frames[f]);
+      if (!plumbing(name)) {
+        where = name.substr(0, 150);
+        break;
+      }
+    }
+    ++byFunction[where];
+  }
+  std::vector<std::pair<std::size_t, std::string>> ranked;
+  for (auto& [where, count] : byFunction) ranked.emplace_back(count, where);
+  std::sort(ranked.rbegin(), ranked.rend());
+  for (std::size_t i = 0; i < ranked.size() && i < 25; ++i) {
+    std::printf("    %6.2f allocations/op  %s\n",
+                static_cast<double>(ranked[i].first * kSampleEvery) / ops,
+                ranked[i].second.c_str());
+  }
+}
+
+bool gWhere = false;  // --where
 
 // Keys of 11-12 bytes: within libstdc++'s 15-byte small-string buffer, so copying one to pass it
 // by value allocates nothing in the caller.
@@ -135,7 +213,10 @@ void measure(const char* name, Invoker& invoker, const std::vector<std::string>&
   Loop<Invoker> loop{invoker, keys};
   const std::uint64_t a0 = gAllocs.load(), b0 = gBytes.load();
   const auto t0 = std::chrono::steady_clock::now();
+  gSampleCount = 0;
+  gSampling = gWhere;
   const bool ok = loop.run(ops, inflight);
+  gSampling = false;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::uint64_t allocs = gAllocs.load() - a0, bytes = gBytes.load() - b0;
   const double done =
@@ -149,6 +230,7 @@ void measure(const char* name, Invoker& invoker, const std::vector<std::string>&
       "(%.0f ops/s under counting)\n",
       name, inflight, done, static_cast<double>(allocs) / done, static_cast<double>(bytes) / done,
       static_cast<unsigned long long>(loop.failed.load()), done / secs);
+  if (gWhere) printWhere(done);
   std::fflush(stdout);
 }
 
@@ -174,8 +256,13 @@ int main(int argc, char** argv) {
       inflight = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--single-thread")) {
       singleThread = true;
+    } else if (!std::strcmp(argv[i], "--where")) {
+      gWhere = true;
+      void* warm[2];
+      backtrace(warm, 2);  // loads what backtrace() needs before any sampling
     } else {
-      std::fprintf(stderr, "usage: bench_allocs [--ops N] [--inflight N] [--single-thread]\n");
+      std::fprintf(stderr,
+                   "usage: bench_allocs [--ops N] [--inflight N] [--single-thread] [--where]\n");
       return 2;
     }
   }

@@ -70,18 +70,21 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
   }
   ++call->attempts;
   host_.requestSent();
-  std::string body = encode(InvokeRequest{call->key, call->processor, call->args});
-  const std::string target = info->address;
+  std::string body = encode(InvokeRequestView{call->key, call->processor, call->args});
+  const std::uint64_t version = routing->version;
   peer->request(
-      MessageType::kInvoke, routing->version, std::move(body), left,
-      [this, call = std::move(call), primary, target](Result<Frame> r) mutable {
+      MessageType::kInvoke, version, std::move(body), left,
+      [this, call = std::move(call), primary,
+       routing = std::move(routing)](Result<Frame> r) mutable {
         if (!r) {
           if (notRun(r.error())) {
             const Error why = r.error();
             retryLater(std::move(call), why);
           } else {
+            const MemberInfo* target = routing->member(primary);
             finish(std::move(call),
-                   Error(r.error().code(), "member " + std::to_string(primary) + " (" + target +
+                   Error(r.error().code(), "member " + std::to_string(primary) + " (" +
+                                               (target ? target->address : "?") +
                                                "): " + r.error().detail()));
           }
           return;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <cereal/types/string.hpp>
@@ -98,6 +99,31 @@ struct InvokeRequest {
   void serialize(A& ar) {
     ar(key, processor, args);
   }
+};
+
+// An InvokeRequest over strings held elsewhere: encodes exactly as InvokeRequest, with no copy.
+struct InvokeRequestView {
+  std::string_view key;
+  std::string_view processor;
+  std::string_view args;
+  template <class A>
+  void save(A& ar) const {
+    for (const std::string_view s : {key, processor, args}) {
+      ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
+      ar(cereal::binary_data(s.data(), s.size()));
+    }
+  }
+};
+
+// Where an InvokeRequest's fields lie in its encoded body, found without copying them (the
+// primary reads them in place). Throws std::invalid_argument on a malformed body.
+struct InvokeRequestSpans {
+  struct Span {
+    std::uint32_t offset = 0, size = 0;
+    std::string_view in(std::string_view body) const { return body.substr(offset, size); }
+  };
+  Span key, processor, args;
+  static InvokeRequestSpans of(std::string_view body);
 };
 
 struct InvokeReply {

@@ -309,24 +309,27 @@ void NodeImpl::flushUpdates(MemberId b) {
 }
 
 void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
-  InvokeRequest req;
+  // The fields are read in place (no copy): found here, used on the worker over the same body.
+  InvokeRequestSpans spans;
   try {
-    decodeInto(frame.body, req);
+    spans = InvokeRequestSpans::of(frame.body);
   } catch (const std::exception& e) {
     conn->replyError(frame.header, Error(Errc::malformed_message,
                                          std::string("Invoke body does not decode: ") + e.what()));
     return;
   }
+  const std::string_view key = spans.key.in(frame.body);
+  const std::string_view processor = spans.processor.in(frame.body);
   inflight_.fetch_add(1, std::memory_order_acq_rel);
   const int state = state_.load(std::memory_order_acquire);
-  ErasedProcessorFn fn = registry_.find(req.processor);
+  ErasedProcessorFn fn = registry_.find(processor);
   Error refused;
   if (state != kRunning) {
     refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
-  } else if (auto bad = keyError(req.key)) {
+  } else if (auto bad = keyError(key)) {
     refused = std::move(*bad);
   } else if (fn == nullptr) {
-    refused = Error(Errc::unknown_processor, "no processor named '" + req.processor +
+    refused = Error(Errc::unknown_processor, "no processor named '" + std::string(processor) +
                                                  "' is registered on member " +
                                                  std::to_string(memberId()));
   }
@@ -335,10 +338,12 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
     finishInvocation();
     return;
   }
-  const PartitionId p = partitionOf(req.key, options_.partitions);
-  workers_->post(
-      p, [this, p, conn, header = frame.header, req = std::move(req), fn](PartitionStore& store) {
-        execute(p, store, req.key, fn, req.args, [this, conn, header](Result<std::string> r) {
+  const PartitionId p = partitionOf(key, options_.partitions);
+  workers_->post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans,
+                     fn](PartitionStore& store) {
+    execute(
+        p, store, spans.key.in(body), fn, spans.args.in(body),
+        [this, conn, header](Result<std::string> r) {
           const std::uint64_t version = topology()->version;
           if (r.ok()) {
             conn->reply(header, MessageType::kInvoke, version, encode(InvokeReply{std::move(*r)}));
@@ -349,7 +354,7 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
           }
           finishInvocation();
         });
-      });
+  });
 }
 
 }  // namespace ingrid

@@ -58,15 +58,37 @@ class StringStreambuf final : public std::streambuf {
 
 }  // namespace codec_detail
 
+// Encodes into `bytes` (appending).
 template <class T>
-std::string encode(const T& value) {
-  std::string bytes;
+void encodeInto(std::string& bytes, const T& value) {
   codec_detail::StringStreambuf buffer(bytes);
   std::ostream out(&buffer);
   {
     cereal::PortableBinaryOutputArchive archive(out);
     archive(value);
   }
+}
+
+// The encoded bytes, in a string of their exact size. Cereal writes field by field; they are
+// gathered in a scratch string this thread keeps (its capacity reused), so the result costs one
+// allocation (none within the small-string buffer) instead of one per doubling.
+template <class T>
+std::string encode(const T& value) {
+  thread_local std::string scratch;
+  thread_local bool inUse = false;
+  if (inUse) {  // a serialize() that encodes something itself: no scratch for the inner one
+    std::string bytes;
+    encodeInto(bytes, value);
+    return bytes;
+  }
+  inUse = true;
+  struct Release {
+    ~Release() { inUse = false; }
+  } release;
+  scratch.clear();
+  encodeInto(scratch, value);
+  std::string bytes(scratch);
+  if (scratch.capacity() > (64u << 10)) std::string().swap(scratch);  // keep no large buffer
   return bytes;
 }
 
