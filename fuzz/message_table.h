@@ -16,7 +16,12 @@
 #include <ingrid/cluster/frame.h>
 #include <ingrid/cluster/messages.h>
 #include <ingrid/processors/codec.h>
+#include <ingrid/processors/fixed_window.h>
+#include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/leaky_bucket.h>
+#include <ingrid/processors/sliding_log.h>
+#include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "fuzz_support.h"
@@ -79,6 +84,17 @@ inline constexpr MessageBody kMessageBodies[] = {
     {"EntrySnapshot", &decodeBody<EntrySnapshot>},                // GetEntry's
     {"BucketState", &decodeBody<BucketState>},                    // a token bucket's stored value
     {"AuthBody", &decodeBody<AuthBody>},                          // member authentication
+    // The limiters' results (a client decodes them) and stored states (ingrid-cli inspect).
+    {"GcraAnswer", &decodeBody<GcraAnswer>},
+    {"GcraAnswers", &decodeBody<std::vector<GcraAnswer>>},
+    {"LimitAnswer", &decodeBody<LimitAnswer>},  // fixed window, sliding log and window, meter
+    {"LimitAnswers", &decodeBody<std::vector<LimitAnswer>>},
+    {"ShaperAnswer", &decodeBody<ShaperAnswer>},
+    {"ShaperAnswers", &decodeBody<std::vector<ShaperAnswer>>},
+    {"FixedWindowState", &decodeBody<FixedWindowState>},
+    {"SlidingLogState", &decodeBody<SlidingLogState>},
+    {"SlidingWindowState", &decodeBody<SlidingWindowState>},
+    {"LeakyMeterState", &decodeBody<LeakyMeterState>},
 };
 inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
 

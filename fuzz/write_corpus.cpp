@@ -156,6 +156,19 @@ std::map<std::string, std::string> messageSeeds() {
       {"Counter", encode(std::int64_t{-3})},
       {"EntrySnapshot", encode(EntrySnapshot{true, encode(std::int64_t{12}), kNever})},
       {"BucketState", encode(BucketState{40, 17, kNow})},
+      {"GcraAnswer", encode(GcraAnswer{false, 5, 4, 0, 200 * kMs})},
+      {"GcraAnswers", encode(std::vector<GcraAnswer>{{false, 5, 0, 0, kNanosPerSecond},
+                                                     {true, 5, 0, kNever, kNanosPerSecond}})},
+      {"LimitAnswer", encode(LimitAnswer{true, 5, 2, 0, 700 * kMs})},
+      {"LimitAnswers", encode(std::vector<LimitAnswer>{{true, 5, 0, 0, 100 * kMs},
+                                                       {false, 5, 0, 100 * kMs, 100 * kMs}})},
+      {"ShaperAnswer", encode(ShaperAnswer{true, 100 * kMs, 3, 1, 0, 200 * kMs})},
+      {"ShaperAnswers", encode(std::vector<ShaperAnswer>{{true, 0, 3, 2, 0, 100 * kMs},
+                                                         {false, 0, 3, 0, kNever, 100 * kMs}})},
+      {"FixedWindowState", encode(FixedWindowState{kNow, 3})},
+      {"SlidingLogState", encode(SlidingLogState{{{kNow - 900 * kMs, 2}, {kNow, 1}}})},
+      {"SlidingWindowState", encode(SlidingWindowState{kNow, 4, 8})},
+      {"LeakyMeterState", encode(LeakyMeterState{9, 500'000'000, kNow})},
   };
 }
 
