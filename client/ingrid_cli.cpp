@@ -2,7 +2,7 @@
 //
 //   ingrid-cli status  --seed HOST:PORT
 //   ingrid-cli acquire --seed HOST:PORT KEY N [limiter options]
-//   ingrid-cli inspect --seed HOST:PORT KEY          (alias: get)
+//   ingrid-cli inspect --seed HOST:PORT KEY [--limiter NAME]   (alias: get)
 //   ingrid-cli load    --seed HOST:PORT [load options]
 #include <asio/post.hpp>
 
@@ -42,7 +42,8 @@ Commands:
                          partitions), replica health; exit status 3 if the cluster is degraded
   acquire KEY N          take N units from the limiter KEY; prints granted yes|no, then the
                          answer's fields; exit status 1 if refused
-  inspect KEY            the entry's state and the members that hold it (alias: get)
+  inspect KEY            the entry's state and the members that hold it (alias: get); with
+                         --limiter, the state is read as that limiter's
   load                   a bounded load test; prints ops/s and latency percentiles
 
 Common options:
@@ -353,8 +354,62 @@ int acquire(const Args& a) {
   });
 }
 
+// Prints `value` read as `limiter`'s stored state; exit status 1 if it is not one.
+int describeState(Limiter limiter, const std::string& value) {
+  auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
+  try {
+    switch (limiter) {
+      case Limiter::kTokenBucket: {
+        const auto s = ingrid::decode<ingrid::BucketState>(value);
+        std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",
+                    ll(s.tokens), ll(s.remainder), ll(s.lastRefill));
+        return 0;
+      }
+      case Limiter::kGcra:
+      case Limiter::kLeakyShaper:
+        std::printf("%s: theoretical arrival time %lld ns\n",
+                    limiter == Limiter::kGcra ? "gcra" : "leaky shaper",
+                    ll(ingrid::decode<std::int64_t>(value)));
+        return 0;
+      case Limiter::kFixedWindow: {
+        const auto s = ingrid::decode<ingrid::FixedWindowState>(value);
+        std::printf("fixed window: %lld granted in the window from %lld ns\n", ll(s.count),
+                    ll(s.windowStart));
+        return 0;
+      }
+      case Limiter::kSlidingLog: {
+        const auto s = ingrid::decode<ingrid::SlidingLogState>(value);
+        std::int64_t units = 0;
+        for (const auto& rec : s.records) units += rec.count;
+        std::printf("sliding log: %lld granted in %zu record(s), the newest at %lld ns\n",
+                    ll(units), s.records.size(), ll(s.records.empty() ? 0 : s.records.back().at));
+        return 0;
+      }
+      case Limiter::kSlidingWindow: {
+        const auto s = ingrid::decode<ingrid::SlidingWindowState>(value);
+        std::printf(
+            "sliding window: %lld granted in the window from %lld ns, %lld in the one "
+            "before\n",
+            ll(s.current), ll(s.windowStart), ll(s.previous));
+        return 0;
+      }
+      case Limiter::kLeakyMeter: {
+        const auto s = ingrid::decode<ingrid::LeakyMeterState>(value);
+        std::printf("leaky meter: level %lld, drained %lld, leaked up to %lld ns\n", ll(s.level),
+                    ll(s.drained), ll(s.lastLeak));
+        return 0;
+      }
+    }
+  } catch (const std::exception& e) {
+    std::printf("not a %s: %s (%zu bytes of state)\n", kLimiterNames[static_cast<int>(limiter)],
+                e.what(), value.size());
+  }
+  return 1;
+}
+
 int inspect(const Args& a) {
   if (a.positional.size() != 1) fail("inspect takes KEY");
+  if (a.options.count("limiter")) limiterOf(a);  // refused before connecting
   const std::string& key = a.positional[0];
   auto client = connect(a);
   auto r = client->invoke(key, ingrid::GetEntry{});
@@ -375,6 +430,7 @@ int inspect(const Args& a) {
   std::printf("expires %s\n", r->expiresAt == ingrid::kNever
                                   ? "never"
                                   : ("at " + std::to_string(r->expiresAt) + " ns").c_str());
+  if (a.options.count("limiter")) return describeState(limiterOf(a), r->value);
   try {  // a token bucket?
     const auto s = ingrid::decode<ingrid::BucketState>(r->value);
     std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",

@@ -71,23 +71,28 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     // Each limiter holds 5 an hour: nothing refills, leaks or leaves between the runs.
     const std::string hour = "3600000";
     struct Case {
-      std::string limiter, first, second;
+      std::string limiter, first, second, state;
     };
     const std::vector<Case> cases = {
-        {"token-bucket", "granted yes, remaining 2, wait 0 us", "granted no, remaining 2, wait "},
+        {"token-bucket", "granted yes, remaining 2, wait 0 us", "granted no, remaining 2, wait ",
+         "token bucket: 2 tokens"},
         {"gcra", "granted yes, limited no, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, limited yes, limit 5, remaining 2, retry after "},
+         "granted no, limited yes, limit 5, remaining 2, retry after ",
+         "gcra: theoretical arrival time "},
         {"fixed-window", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, limit 5, remaining 2, retry after "},
+         "granted no, limit 5, remaining 2, retry after ",
+         "fixed window: 3 granted in the window from "},
         {"sliding-log", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, limit 5, remaining 2, retry after "},
+         "granted no, limit 5, remaining 2, retry after ", "sliding log: 3 granted in 1 record(s)"},
         {"sliding-window", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, limit 5, remaining 2, retry after "},
+         "granted no, limit 5, remaining 2, retry after ",
+         "sliding window: 3 granted in the window from "},
         {"leaky-meter", "granted yes, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, limit 5, remaining 2, retry after "},
+         "granted no, limit 5, remaining 2, retry after ", "leaky meter: level 3, drained 0"},
         {"leaky-shaper",
          "granted yes, delay 0 us, limit 5, remaining 2, retry after 0 us, reset after ",
-         "granted no, delay 0 us, limit 5, remaining 2, retry after "},
+         "granted no, delay 0 us, limit 5, remaining 2, retry after ",
+         "leaky shaper: theoretical arrival time "},
     };
     for (const Case& c : cases) {
       INFO("--limiter " << c.limiter);
@@ -100,6 +105,9 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
                          "--period-ms", hour, "--seed", seed});
       CHECK(second->waitForLine(c.second, 30s));
       CHECK(exitOf(*second) == 1);
+      auto inspect = run({"inspect", key, "--limiter", c.limiter, "--seed", seed});
+      CHECK(inspect->waitForLine(c.state, 30s));
+      CHECK(exitOf(*inspect) == 0);
     }
   }
   SECTION("load runs any limiter, batched or not") {
@@ -156,6 +164,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
             "--refill does not apply to --limiter fixed-window");
     refused("acquire cli-strict 1 --limiter sliding-log --capacity 5000 --seed " + seed,
             "the limiter's options are invalid: limit must be in [1, 4096], got 5000");
+    refused("inspect cli-strict --limiter nope --seed " + seed, "--limiter must be one of");
     refused("load --limiter gcra --capacity 0 --seed " + seed,
             "--capacity must be a whole number from 1 to");
     // None of the refused acquires reached the bucket: it still holds its whole capacity.
