@@ -1,5 +1,6 @@
 #include <ingrid/client/client.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
@@ -58,7 +60,12 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   // Connects to `address`, sends one request, closes. Blocking; not on the network thread.
   Result<Frame> requestOnce(const std::string& address, MessageType type, std::string body,
                             std::chrono::milliseconds timeout);
-  void refreshFrom(std::size_t next);
+  // Asks every known member and seed at once for its topology; the newest valid one wins.
+  // Network thread.
+  void refreshAll();
+  // Every suspectAfter/2: refreshes while some member leaves a request unanswered past
+  // suspectAfter. Network thread.
+  void watch();
 
   ClientOptions options_;
   asio::io_context io_{1};
@@ -67,8 +74,10 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::unique_ptr<Transport> transport_;
   SharedTopology topology_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
-  bool refreshing_ = false;                                    // network thread
-  std::size_t refreshCursor_ = 0;                              // network thread
+  // Members and seeds being asked for their topology now (a frozen one is asked again only once
+  // its ask timed out, while the others are asked on every refresh). Network thread.
+  std::unordered_set<std::string> asking_;
+  std::optional<asio::steady_timer> watchdog_;  // network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), io_};
   std::atomic<int> state_{kCreated};
   std::atomic<std::int64_t> inflight_{0};
@@ -81,6 +90,11 @@ Result<bool> ClientImpl::start() {
   }
   if (options_.seeds.empty()) {
     return Error(Errc::invalid_configuration, "ClientOptions.seeds is empty: name a member");
+  }
+  if (options_.suspectAfter.count() <= 0) {
+    return Error(Errc::invalid_configuration, "ClientOptions.suspectAfter must be > 0, got " +
+                                                  std::to_string(options_.suspectAfter.count()) +
+                                                  " ms");
   }
   for (const auto& seed : options_.seeds) {
     if (!parseAddress(seed)) {
@@ -146,6 +160,10 @@ Result<bool> ClientImpl::start() {
       auto t = std::make_shared<const Topology>(decode<TopologyBody>(reply->body).topology);
       if (t->members.empty()) throw std::runtime_error("the member has no topology yet");
       topology_.store(std::move(t));
+      asio::post(io_, [this] {
+        watchdog_.emplace(io_);
+        watch();
+      });
       return true;
     } catch (const std::exception& e) {
       lastError = seed + ": " + e.what();
@@ -172,6 +190,7 @@ void ClientImpl::stop() {
   }
   for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
   asio::post(io_, [this] {
+    if (watchdog_) watchdog_->cancel();
     for (auto& [id, peer] : peers_) peer->close();
     peers_.clear();
     transport_->stop();
@@ -238,39 +257,57 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
 }
 
 void ClientImpl::routeLooksStale() {
-  asio::post(io_, [this] {
-    if (refreshing_ || state_.load() != kRunning) return;
-    refreshing_ = true;
-    refreshFrom(refreshCursor_++);
+  asio::post(io_, [this] { refreshAll(); });
+}
+
+void ClientImpl::watch() {
+  if (state_.load() != kRunning || !watchdog_) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (const auto& [id, peer] : peers_) {
+    if (peer->oldestPendingSince() <= now - options_.suspectAfter) {
+      refreshAll();
+      break;
+    }
+  }
+  watchdog_->expires_after(std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10)));
+  watchdog_->async_wait([this](std::error_code ec) {
+    if (!ec) watch();
   });
 }
 
-void ClientImpl::refreshFrom(std::size_t next) {
-  // Ask the members we know (then the seeds) in turn, one at a time.
+void ClientImpl::refreshAll() {
+  if (state_.load() != kRunning) return;
   std::vector<std::string> addresses;
   const TopologyPtr known = topology();  // held: a range-for over a temporary's member dangles
   for (const auto& m : known->members) addresses.push_back(m.address);
   addresses.insert(addresses.end(), options_.seeds.begin(), options_.seeds.end());
-  const std::string address = addresses[next % addresses.size()];
-  transport_->connect(address, [this](Result<std::shared_ptr<Connection>> conn) {
-    if (!conn) {
-      refreshing_ = false;
-      return;
-    }
-    auto c = conn.value();
-    c->request(
-        MessageType::kGetTopology, topology()->version, {}, options_.requestTimeout,
-        [this, c](Result<Frame> r) {
-          refreshing_ = false;
-          c->close(Error(Errc::shutting_down, "topology refreshed"));
-          if (!r) return;
-          try {
-            learnTopology(std::make_shared<const Topology>(decode<TopologyBody>(r->body).topology));
-          } catch (const std::exception&) {
-            // A bad answer is ignored; the next stale route asks another member.
-          }
-        });
-  });
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  // A paused member accepts the connection and never answers: each ask is bounded.
+  const auto timeout = std::min(options_.requestTimeout, options_.suspectAfter * 2);
+  for (const std::string& address : addresses) {
+    if (!asking_.insert(address).second) continue;  // still waiting for its last answer
+    transport_->connect(address,
+                        [this, timeout, address](Result<std::shared_ptr<Connection>> conn) {
+                          if (!conn) {
+                            asking_.erase(address);
+                            return;
+                          }
+                          auto c = conn.value();
+                          c->request(MessageType::kGetTopology, topology()->version, {}, timeout,
+                                     [this, c, address](Result<Frame> r) {
+                                       asking_.erase(address);
+                                       c->close(Error(Errc::shutting_down, "topology refreshed"));
+                                       if (!r) return;
+                                       try {
+                                         learnTopology(std::make_shared<const Topology>(
+                                             decode<TopologyBody>(r->body).topology));
+                                       } catch (const std::exception&) {
+                                         // A bad answer is ignored; the others' count.
+                                       }
+                                     });
+                        });
+  }
 }
 
 Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType type,

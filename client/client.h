@@ -43,6 +43,13 @@ struct ClientOptions {
   std::chrono::milliseconds requestTimeout{5000};
   // How long start() may try the seeds before giving up. Default: 5 s.
   std::chrono::milliseconds connectTimeout{5000};
+  // A member that leaves a request unanswered this long is suspected (paused, cut off, dead):
+  // the client then asks every member it knows, and the seeds, at once for a newer topology,
+  // and again every half of this while a request stays unanswered, so that new calls go to the
+  // member that took over as soon as the cluster has moved on. Calls already sent to the
+  // suspected member keep waiting for their deadline (they may have run). Must be > 0.
+  // Default: 500 ms.
+  std::chrono::milliseconds suspectAfter{500};
 };
 
 class ClientImpl;

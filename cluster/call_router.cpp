@@ -81,6 +81,11 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
             const Error why = r.error();
             retryLater(std::move(call), why);
           } else {
+            // A member that let the call time out or dropped its link may be gone: the
+            // cluster may have moved its partitions meanwhile.
+            if (r.error() == Errc::timeout || r.error() == Errc::unreachable) {
+              host_.routeLooksStale();
+            }
             const MemberInfo* target = routing->member(primary);
             finish(std::move(call),
                    Error(r.error().code(), "member " + std::to_string(primary) + " (" +

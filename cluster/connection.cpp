@@ -137,6 +137,12 @@ void Connection::checkSilence() {
   });
 }
 
+Connection::Clock::time_point Connection::oldestPendingSince() const noexcept {
+  Clock::time_point oldest = Clock::time_point::max();
+  for (const auto& [id, p] : pending_) oldest = std::min(oldest, p.deadline - p.timeout);
+  return oldest;
+}
+
 bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_acquire); }
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,

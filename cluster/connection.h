@@ -112,6 +112,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void onClose(CloseListener listener);
 
   bool isOpen() const noexcept;
+  // When the oldest request still waiting for its reply was sent (time_point::max() if none).
+  // Network thread only.
+  std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
   // "host:port" of the remote end, fixed at construction ("?" if unknown).
   const std::string& remote() const noexcept { return remote_; }
 

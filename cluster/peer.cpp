@@ -33,6 +33,12 @@ Peer::Peer(Transport& transport, std::string address, PeerOptions options)
 // nothing here may post or call back. Queued requests keep the peer alive, so none is left.
 Peer::~Peer() = default;
 
+std::chrono::steady_clock::time_point Peer::oldestPendingSince() const noexcept {
+  auto oldest = conn_ ? conn_->oldestPendingSince() : std::chrono::steady_clock::time_point::max();
+  for (const auto& [id, q] : queue_) oldest = std::min(oldest, q.deadline - q.timeout);
+  return oldest;
+}
+
 bool Peer::connected() const noexcept { return connectedFlag_.load(std::memory_order_acquire); }
 
 void Peer::request(MessageType type, std::uint64_t topologyVersion, std::string body,

@@ -89,6 +89,9 @@ class Peer : public std::enable_shared_from_this<Peer> {
 
   const std::string& address() const noexcept { return address_; }
   bool connected() const noexcept;
+  // When the oldest request still unanswered (sent, or queued for a connection) was made
+  // (time_point::max() if none). Network thread only.
+  std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
 
  private:
   Peer(Transport& transport, std::string address, PeerOptions options);

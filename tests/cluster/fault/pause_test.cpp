@@ -7,10 +7,17 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <ingrid/client/client.h>
+#include <ingrid/processors/counter.h>
 
 #include "support/grant_audit.h"
 
@@ -218,4 +225,75 @@ TEST_CASE("Pause: the control plane's leader paused past the failure timeout, th
   CHECK(r.summary.doubled == 0);
   CHECK(r.summary.lost == 0);
   CHECK(r.summary.overDeadline == 0);
+}
+
+TEST_CASE(
+    "Pause: a thin client sends a paused primary's keys to its successor once the cluster "
+    "moved on, without waiting for the deadlines of the calls stuck on it",
+    "[pause][client]") {
+  FaultClusterOptions o;  // failure timeout 2 s
+  FaultCluster cluster(o);
+  const std::string started = cluster.start();
+  REQUIRE(started.empty());
+  ingrid::ClientOptions co;
+  co.seeds = cluster.addresses();
+  co.requestTimeout = 6s;  // longer than the whole test's calls: no call's deadline helps
+  co.suspectAfter = 500ms;
+  ingrid::Client client(co);
+  REQUIRE(client.start().ok());
+
+  // A key whose primary is the last member (not the control plane's first leader).
+  const std::size_t victim = cluster.size() - 1;
+  const ingrid::MemberId victimId = cluster[victim].memberId;
+  REQUIRE(victimId != 0);
+  std::string key;
+  for (int i = 0; i < 100000 && key.empty(); ++i) {
+    std::string k = "failover-" + std::to_string(i);
+    if (client.topology()->table.primary(ingrid::partitionOf(k, 64)) == victimId) key = k;
+  }
+  REQUIRE(!key.empty());
+  REQUIRE(client.invoke(key, ingrid::Increment{1}).ok());
+
+  struct Calls {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<std::chrono::steady_clock::time_point> firstServed;
+    std::vector<std::string> errors;
+  };
+  auto calls = std::make_shared<Calls>();
+  cluster[victim].pause();
+  const auto paused = std::chrono::steady_clock::now();
+  // One call every 50 ms for at most 4 s (80 calls), each with the 6 s deadline, until one is
+  // served. Before the client watched for unanswered requests, every call here went to the paused
+  // member and none was answered before its deadline.
+  bool served = false;
+  for (int i = 0; i < 80 && !served; ++i) {
+    client.invokeAsync(key, ingrid::Increment{1}, [calls](ingrid::Result<std::int64_t> r) {
+      const std::lock_guard lock(calls->mu);
+      if (r.ok() && !calls->firstServed) calls->firstServed = std::chrono::steady_clock::now();
+      if (!r.ok()) calls->errors.push_back(r.error().message());
+      calls->cv.notify_all();
+    });
+    std::unique_lock lock(calls->mu);
+    served = calls->cv.wait_for(lock, 50ms, [&] { return calls->firstServed.has_value(); });
+  }
+  std::optional<std::chrono::steady_clock::time_point> firstServed;
+  std::vector<std::string> errors;
+  {
+    const std::lock_guard lock(calls->mu);
+    firstServed = calls->firstServed;
+    errors = calls->errors;
+  }
+  cluster[victim].resume();
+  INFO("errors: " << joined(errors));
+  REQUIRE(firstServed.has_value());
+  const auto outage =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*firstServed - paused).count();
+  std::printf(
+      "[fault] client-failover-pause: served again %lld ms after the pause (failure "
+      "timeout 2000 ms, suspectAfter 500 ms)\n",
+      static_cast<long long>(outage));
+  std::fflush(stdout);
+  client.stop();  // waits for the calls still in flight (each ends by its deadline)
+  CHECK(cluster.crashes().empty());
 }
