@@ -20,9 +20,10 @@
 //
 //   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
 //                              [--keys N] [--memory-buckets N] [--csv FILE] [--smoke]
-//                              [--single-thread] [--server-cpu C] [--client-cpu C]
-// --single-thread starts every ingrid-node with --single-thread (partitions on the network
-// thread); without it each runs one worker thread beside its network thread.
+//                              [--single-thread|--workers] [--server-cpu C] [--client-cpu C]
+// By default (--single-thread) every ingrid-node runs with --single-thread: its partitions on its
+// network thread, one thread per server as Redis has, each pinned to the servers' CPU. --workers
+// runs each with one worker thread beside its network thread instead.
 //
 // Last, memory per bucket: --memory-buckets new buckets (16-byte keys) on each system; ingrid's
 // RSS delta (per copy: with 3 servers and 1 backup each bucket has two), Redis's used_memory delta.
@@ -444,7 +445,7 @@ struct Config {
   std::string csv = "bench_vs_redis.csv";
   int serverCpu = 0, clientCpu = 1;
   std::size_t memoryBuckets = 1'000'000;  // 0: no memory case
-  bool singleThread = false;              // ingrid-node --single-thread
+  bool singleThread = true;               // ingrid-node --single-thread (else --workers 1)
 };
 
 std::vector<int> parseList(const char* s) {
@@ -488,6 +489,8 @@ int main(int argc, char** argv) {
       cfg.csv = value();
     } else if (a == "--single-thread") {
       cfg.singleThread = true;
+    } else if (a == "--workers") {
+      cfg.singleThread = false;
     } else if (a == "--memory-buckets") {
       cfg.memoryBuckets = static_cast<std::size_t>(std::atol(value()));
     } else if (a == "--server-cpu") {
@@ -503,7 +506,7 @@ int main(int argc, char** argv) {
     } else {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
-          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread] "
+          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread|--workers] "
           "[--server-cpu C] [--client-cpu C]");
     }
   }
