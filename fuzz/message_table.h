@@ -56,6 +56,38 @@ bool decodeBody(std::string_view name, std::string_view body) {
   return true;
 }
 
+// The primary reads an Invoke's fields in place (InvokeRequestSpans) instead of decoding it: it
+// must accept exactly what the decoder accepts, and find the same fields. (A byte-order flag
+// above 1, which Cereal takes for big-endian, is refused in place: the reader must refuse it.)
+inline bool invokeSpans(std::string_view name, std::string_view body) {
+  bool inPlace = true;
+  InvokeRequestSpans spans;
+  try {
+    spans = InvokeRequestSpans::of(body);
+  } catch (const std::exception&) {
+    inPlace = false;
+  }
+  const bool decoded = decodeBody<InvokeRequest>(name, body);
+  if (!body.empty() && static_cast<unsigned char>(body[0]) > 1) {
+    if (inPlace) fuzzFail("fuzz_messages", "Invoke read in place with a byte-order flag above 1");
+    return decoded;
+  }
+  if (inPlace != decoded) {
+    fuzzFail("fuzz_messages", std::string("an Invoke body the decoder ") +
+                                  (decoded ? "accepts" : "refuses") + " is " +
+                                  (inPlace ? "accepted" : "refused") + " when read in place");
+  }
+  if (decoded) {
+    InvokeRequest request;
+    decodeInto(body, request);
+    if (spans.key.in(body) != request.key || spans.processor.in(body) != request.processor ||
+        spans.args.in(body) != request.args) {
+      fuzzFail("fuzz_messages", "an Invoke read in place differs from the decoded one");
+    }
+  }
+  return decoded;
+}
+
 struct MessageBody {
   std::string_view name;  // also the prefix of its seed files
   bool (*decode)(std::string_view name, std::string_view body);
@@ -95,6 +127,10 @@ inline constexpr MessageBody kMessageBodies[] = {
     {"SlidingLogState", &decodeBody<SlidingLogState>},
     {"SlidingWindowState", &decodeBody<SlidingWindowState>},
     {"LeakyMeterState", &decodeBody<LeakyMeterState>},
+    // Replication batches (protocol version 4) and an Invoke read in place by the primary.
+    {"ReplicateBatch", &decodeBody<ReplicateBatch>},
+    {"ReplicateAck", &decodeBody<ReplicateAck>},
+    {"InvokeRequestSpans", &invokeSpans},
 };
 inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
 

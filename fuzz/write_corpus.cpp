@@ -98,6 +98,22 @@ InvokeRequest invokeRequest() {
                        .args = acquireArgs()};
 }
 
+ReplicateBatch replicateBatch() {
+  ReplicateBatch batch;
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    batch.updates.push_back(
+        ReplicateBody{.partition = 5 + i,
+                      .seq = 9,
+                      .epoch = 7,
+                      .prevEpoch = 7,
+                      .kind = i == 0 ? ReplicateBody::kPut : ReplicateBody::kRemove,
+                      .key = "api-key:4" + std::to_string(i),
+                      .value = i == 0 ? encode(BucketState{99, 0, kNow}) : "",
+                      .expiresAt = kNow + 600'000'000});
+  }
+  return batch;
+}
+
 std::map<std::string, std::string> messageSeeds() {
   const std::vector<std::string> names = ProcessorRegistry::withBuiltins().names();
   SnapshotBody snapshot;
@@ -132,6 +148,14 @@ std::map<std::string, std::string> messageSeeds() {
       {"JoinReply", encode(JoinReply{.memberId = 4, .coordinatorAddress = "127.0.0.1:7400"})},
       {"TopologyBody", encode(TopologyBody{topology()})},
       {"InvokeRequest", encode(invokeRequest())},
+      {"InvokeRequestSpans", encode(invokeRequest())},
+      {"ReplicateBatch", encode(replicateBatch())},
+      {"ReplicateAck",
+       encode(ReplicateAck{
+           .refused = {UpdateRefusal{
+               .index = 1,
+               .error =
+                   ErrorBody{.code = 13, .message = "replica of partition 5 is resyncing"}}}})},
       {"InvokeReply", encode(InvokeReply{.result = encode(AcquireAnswer{true, 99, 0})})},
       {"ReplicateBody", encode(ReplicateBody{.partition = 5,
                                              .seq = 9,
