@@ -77,7 +77,8 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   // Members and seeds being asked for their topology now (a frozen one is asked again only once
   // its ask timed out, while the others are asked on every refresh). Network thread.
   std::unordered_set<std::string> asking_;
-  std::optional<asio::steady_timer> watchdog_;  // network thread
+  std::chrono::steady_clock::time_point nextRefreshAt_{};  // network thread
+  std::optional<asio::steady_timer> watchdog_;             // network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), io_};
   std::atomic<int> state_{kCreated};
   std::atomic<std::int64_t> inflight_{0};
@@ -277,6 +278,11 @@ void ClientImpl::watch() {
 
 void ClientImpl::refreshAll() {
   if (state_.load() != kRunning) return;
+  // At most one round every suspectAfter / 2, however many calls look stale: a slow cluster is
+  // asked a bounded number of times (one ask per member per round), not once per call.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < nextRefreshAt_) return;
+  nextRefreshAt_ = now + std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10));
   std::vector<std::string> addresses;
   const TopologyPtr known = topology();  // held: a range-for over a temporary's member dangles
   for (const auto& m : known->members) addresses.push_back(m.address);
@@ -284,7 +290,9 @@ void ClientImpl::refreshAll() {
   std::sort(addresses.begin(), addresses.end());
   addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
   // A paused member accepts the connection and never answers: each ask is bounded.
-  const auto timeout = std::min(options_.requestTimeout, options_.suspectAfter * 2);
+  const auto timeout = std::clamp(options_.suspectAfter * 2,
+                                  std::min(std::chrono::milliseconds(100), options_.requestTimeout),
+                                  options_.requestTimeout);
   for (const std::string& address : addresses) {
     if (!asking_.insert(address).second) continue;  // still waiting for its last answer
     transport_->connect(address,

@@ -45,8 +45,9 @@ struct ClientOptions {
   std::chrono::milliseconds connectTimeout{5000};
   // A member that leaves a request unanswered this long is suspected (paused, cut off, dead):
   // the client then asks every member it knows, and the seeds, at once for a newer topology,
-  // and again every half of this while a request stays unanswered, so that new calls go to the
-  // member that took over as soon as the cluster has moved on. Calls already sent to the
+  // and again every half of this while a request stays unanswered (never more often, whatever
+  // the number of calls), so that new calls go to the member that took over as soon as the
+  // cluster has moved on. Calls already sent to the
   // suspected member keep waiting for their deadline (they may have run). Must be > 0.
   // Default: 500 ms.
   std::chrono::milliseconds suspectAfter{500};

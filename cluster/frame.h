@@ -20,6 +20,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 2: Topology carries term and leader; kRaft, kLease and kStatus; kTopologyCommit retired.
 // 3: Topology carries primary epochs; Replicate and Snapshot carry epochs; Lease carries the
 //    member's topology version and is answered with the lease length.
+// 4: Replicate carries a batch of updates (group commit), answered by a ReplicateAck.
 inline constexpr std::uint16_t kProtocolVersion = 4;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.

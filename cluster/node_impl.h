@@ -133,7 +133,8 @@ class NodeImpl final : public ConnectionHandler,
     std::uint64_t version = 0;  // the newest topology any of them was made under
     std::vector<std::shared_ptr<const ReplicateBody>> updates;
     std::vector<Connection::ResponseHandler> arrivals;  // one per update
-    std::chrono::steady_clock::time_point earliest = std::chrono::steady_clock::time_point::max();
+    // The latest deadline among them: the batch waits for an answer at most until then.
+    std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
     std::size_t bytes = 0;
     bool flushPosted = false;
   };

@@ -15,6 +15,12 @@ std::string partitionName(PartitionId p) { return "partition " + std::to_string(
 // A replication batch leaves once its updates hold about this many bytes (or at kMaxUpdates).
 constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
+// The order of updates in a batch: by partition, then sequence.
+bool updateOrder(const std::shared_ptr<const ReplicateBody>& a,
+                 const std::shared_ptr<const ReplicateBody>& b) {
+  return a->partition != b->partition ? a->partition < b->partition : a->seq < b->seq;
+}
+
 }  // namespace
 
 void NodeImpl::finishInvocation() noexcept {
@@ -236,11 +242,17 @@ void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t
       it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
     flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
   }
+  const std::size_t bytes = update->key.size() + update->value.size() + 64;
+  if (auto it = outgoingUpdates_.find(b); it != outgoingUpdates_.end() &&
+                                          !it->second.updates.empty() &&
+                                          it->second.bytes + bytes > kMaxBatchBytes) {
+    flushUpdates(b);  // this one would take the batch past its size: it starts the next batch
+  }
   OutgoingUpdates& out = outgoingUpdates_[b];
   out.peer = std::move(peer);
   out.version = std::max(out.version, version);
-  out.earliest = std::min(out.earliest, deadline);
-  out.bytes += update->key.size() + update->value.size() + 64;
+  out.latest = std::max(out.latest, deadline);
+  out.bytes += bytes;
   out.updates.push_back(std::move(update));
   out.arrivals.push_back(std::move(arrive));
   if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
@@ -268,17 +280,37 @@ void NodeImpl::flushUpdates(MemberId b) {
   std::vector<Connection::ResponseHandler> arrivals;
   updates.swap(out.updates);
   arrivals.swap(out.arrivals);
-  const auto earliest = std::exchange(out.earliest, std::chrono::steady_clock::time_point::max());
+  const auto latest = std::exchange(out.latest, std::chrono::steady_clock::time_point::min());
   const std::uint64_t version = std::exchange(out.version, 0);
   out.bytes = 0;
   // Nothing waits for b now: forget it (a departed member leaves no entry behind).
   if (!out.flushPosted) outgoingUpdates_.erase(it);
+  // Each partition's updates in sequence order: a retried update may have been queued after later
+  // ones of its partition, which the backup would take for a gap (and resync).
+  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
+    std::vector<std::size_t> order(updates.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return updateOrder(updates[x], updates[y]);
+    });
+    std::vector<std::shared_ptr<const ReplicateBody>> sortedUpdates;
+    std::vector<Connection::ResponseHandler> sortedArrivals;
+    sortedUpdates.reserve(order.size());
+    sortedArrivals.reserve(order.size());
+    for (const std::size_t i : order) {
+      sortedUpdates.push_back(std::move(updates[i]));
+      sortedArrivals.push_back(std::move(arrivals[i]));
+    }
+    updates.swap(sortedUpdates);
+    arrivals.swap(sortedArrivals);
+  }
   std::string body = encode(ReplicateBatchView{&updates});
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
-  // drops it, the update is released at once instead of at the caller's deadline.
+  // drops it, the update is released at once instead of at the caller's deadline. An update whose
+  // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      earliest - std::chrono::steady_clock::now());
+      latest - std::chrono::steady_clock::now());
   peer->request(
       MessageType::kReplicate, version, std::move(body),
       std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
@@ -297,8 +329,23 @@ void NodeImpl::flushUpdates(MemberId b) {
           for (auto& arrive : arrivals) arrive(bad);
           return;
         }
+        // Each refusal names a distinct update of the batch; anything else makes the whole
+        // acknowledgement untrustworthy, and no update of it counts as acknowledged.
+        std::vector<bool> seen(arrivals.size(), false);
+        for (const UpdateRefusal& refused : ack.refused) {
+          if (refused.index >= arrivals.size() || seen[refused.index]) {
+            const Error bad(
+                Errc::malformed_message,
+                "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
+                    " updates from member " + std::to_string(b) + " refuses update " +
+                    std::to_string(refused.index) +
+                    (refused.index >= arrivals.size() ? ", which it does not hold" : " twice"));
+            for (auto& arrive : arrivals) arrive(bad);
+            return;
+          }
+          seen[refused.index] = true;
+        }
         for (UpdateRefusal& refused : ack.refused) {
-          if (refused.index >= arrivals.size() || !arrivals[refused.index]) continue;
           auto arrive = std::exchange(arrivals[refused.index], Connection::ResponseHandler{});
           arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
         }

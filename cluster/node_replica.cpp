@@ -28,12 +28,17 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
   auto job = std::make_shared<ApplyBatch>();
   try {
     decodeInto(frame.body, job->batch);
-    for (const ReplicateBody& u : job->batch.updates) {
-      if (u.partition >= options_.partitions) throw std::out_of_range("partition out of range");
-      if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
-        throw std::invalid_argument("unknown update kind " + std::to_string(u.kind));
+    for (std::size_t i = 0; i < job->batch.updates.size(); ++i) {
+      const ReplicateBody& u = job->batch.updates[i];
+      const std::string which = "update " + std::to_string(i) + " of the batch";
+      if (u.partition >= options_.partitions) {
+        throw std::out_of_range(which + " is for partition " + std::to_string(u.partition) +
+                                "; this member has " + std::to_string(options_.partitions));
       }
-      if (auto bad = keyError(u.key)) throw std::invalid_argument(bad->detail());
+      if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
+        throw std::invalid_argument(which + " has unknown kind " + std::to_string(u.kind));
+      }
+      if (auto bad = keyError(u.key)) throw std::invalid_argument(which + ": " + bad->detail());
     }
   } catch (const std::exception& e) {
     conn->replyError(frame.header,

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cereal/archives/portable_binary.hpp>
@@ -70,8 +71,9 @@ void encodeInto(std::string& bytes, const T& value) {
 }
 
 // The encoded bytes, in a string of their exact size. Cereal writes field by field; they are
-// gathered in a scratch string this thread keeps (its capacity reused), so the result costs one
-// allocation (none within the small-string buffer) instead of one per doubling.
+// gathered in a scratch string this thread keeps for each T (its capacity reused), so the result
+// costs one allocation (none within the small-string buffer) instead of one per doubling. A large
+// encoding (past 64 KiB) is handed over whole instead of copied, and the scratch starts anew.
 template <class T>
 std::string encode(const T& value) {
   thread_local std::string scratch;
@@ -87,9 +89,8 @@ std::string encode(const T& value) {
   } release;
   scratch.clear();
   encodeInto(scratch, value);
-  std::string bytes(scratch);
-  if (scratch.capacity() > (64u << 10)) std::string().swap(scratch);  // keep no large buffer
-  return bytes;
+  if (scratch.size() > (64u << 10)) return std::exchange(scratch, std::string());
+  return std::string(scratch);
 }
 
 namespace codec_detail {

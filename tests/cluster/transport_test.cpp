@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include <ingrid/cluster/messages.h>
 #include <ingrid/cluster/peer.h>
 #include <ingrid/processors/codec.h>
 
@@ -924,4 +925,26 @@ TEST_CASE(
     other.send(frameBytes(invoke, "fine"));
     CHECK(other.readFrame().body == "fine");
   }
+}
+
+TEST_CASE("An Invoke encodes from views as from strings, and is read in place as decoded",
+          "[cluster][transport]") {
+  const InvokeRequest request{"api-key:42", "ingrid.TokenBucketAcquire",
+                              std::string("\x01\x00\x02", 3)};
+  const std::string bytes = encode(request);
+  CHECK(encode(InvokeRequestView{request.key, request.processor, request.args}) == bytes);
+  const InvokeRequestSpans spans = InvokeRequestSpans::of(bytes);
+  CHECK(spans.key.in(bytes) == request.key);
+  CHECK(spans.processor.in(bytes) == request.processor);
+  CHECK(spans.args.in(bytes) == request.args);
+  // Refused as the decoder refuses: truncated, a length past the end, trailing bytes, a bad flag.
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, bytes.size() - 1)),
+                    Catch::Contains("the arguments claims 3 bytes; 2 remain"));
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, 5)),
+                    Catch::Contains("ends inside the length of the key"));
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes + "x"), Catch::Contains("1 trailing bytes"));
+  std::string badFlag = bytes;
+  badFlag[0] = 2;
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(badFlag), Catch::Contains("byte-order flag"));
+  CHECK_THROWS(InvokeRequestSpans::of(""));
 }
