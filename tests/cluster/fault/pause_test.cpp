@@ -237,7 +237,7 @@ TEST_CASE(
   REQUIRE(started.empty());
   ingrid::ClientOptions co;
   co.seeds = cluster.addresses();
-  co.requestTimeout = 8s;  // longer than the whole test's calls: no call's deadline helps
+  co.requestTimeout = 12s;  // longer than the whole test's calls: no call's deadline helps
   co.suspectAfter = 500ms;
   ingrid::Client client(co);
   REQUIRE(client.start().ok());
@@ -267,11 +267,11 @@ TEST_CASE(
   auto calls = std::make_shared<Calls>();
   cluster[victim].pause();
   const auto paused = std::chrono::steady_clock::now();
-  // One call every 50 ms for at most 6 s (120 calls), each with the 8 s deadline, until one is
-  // served. Before the client watched for unanswered requests, every call here went to the paused
-  // member and none was answered before its deadline.
+  // One call every 50 ms for at most 10 s (200 calls; room for a sanitizer build), each with the
+  // 12 s deadline, until one is served. Before the client watched for unanswered requests, every
+  // call here went to the paused member and none was answered before its deadline.
   bool served = false;
-  for (int i = 0; i < 120 && !served; ++i) {
+  for (int i = 0; i < 200 && !served; ++i) {
     client.invokeAsync(key, ingrid::Increment{1}, [calls](ingrid::Result<std::int64_t> r) {
       const std::lock_guard lock(calls->mu);
       if (r.ok() && !calls->firstServed) calls->firstServed = std::chrono::steady_clock::now();
