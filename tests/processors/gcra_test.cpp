@@ -110,7 +110,10 @@ void runAgainstReference(const GcraParams& p, bool jitter, std::uint64_t seed) {
   ReferenceGcra reference(p);
   Nanos now = 1'700'000'000 * kS;
   for (int step = 0; step < 20000; ++step) {
-    now += jitter && percent(rng) < 10 ? -backward(rng) : forward(rng);
+    const bool back = jitter && percent(rng) < 10;
+    const Nanos d = back ? backward(rng) : forward(rng);
+    if (back ? now < kMinInt64 + d : now > kMaxInt64 - d) break;  // stay inside int64 time
+    now += back ? -d : d;
     const std::int64_t q = percent(rng) < 50 ? 1 : quantity(rng);
     INFO("step " << step << " now " << now << " quantity " << q);
     const GcraAnswer expected = reference.throttle(q, now);

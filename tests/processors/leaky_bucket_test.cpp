@@ -113,7 +113,7 @@ void meterAgainstReference(const LeakyMeterParams& p, bool jitter, std::uint64_t
   for (int i = 0; i < 20000; ++i) {
     const Nanos d = step(rng);
     const bool back = jitter && percent(rng) < 10;
-    if (back ? now - kMinInt64 < d : kMaxInt64 - now < d) break;
+    if (back ? now < kMinInt64 + d : now > kMaxInt64 - d) break;
     now += back ? -d : d;
     const std::int64_t n = percent(rng) < 50 ? 1 : quantity(rng);
     INFO("step " << i << " now " << now << " n " << n);
@@ -296,7 +296,7 @@ TEST_CASE("leaky shaper: matches a queue, and admitted requests leave E apart",
       for (int i = 0; i < 10000; ++i) {
         const Nanos d = step(rng);
         const bool back = jitter && percent(rng) < 10;
-        if (back ? now - kMinInt64 < d : kMaxInt64 - now < d) break;
+        if (back ? now < kMinInt64 + d : now > kMaxInt64 - d) break;
         now += back ? -d : d;
         const std::int64_t n = percent(rng) < 60 ? 1 : quantity(rng);
         INFO("step " << i << " now " << now << " n " << n);

@@ -139,7 +139,7 @@ void runAgainstReference(const WindowParams& p, Nanos start, bool jitter, std::u
   for (int i = 0; i < steps; ++i) {
     const Nanos d = step(rng);
     const bool back = jitter && percent(rng) < 10;
-    if (back ? now - kMinInt64 < d : kMaxInt64 - now < d) break;
+    if (back ? now < kMinInt64 + d : now > kMaxInt64 - d) break;
     now += back ? -d : d;
     const std::int64_t n = percent(rng) < 60 ? 1 : quantity(rng);
     INFO("step " << i << " now " << now << " n " << n);
