@@ -331,7 +331,7 @@ void NodeImpl::flushUpdates(MemberId b) {
         }
         // Each refusal names a distinct update of the batch; anything else makes the whole
         // acknowledgement untrustworthy, and no update of it counts as acknowledged.
-        std::vector<bool> seen(arrivals.size(), false);
+        std::vector<bool> seen(ack.refused.empty() ? 0 : arrivals.size(), false);
         for (const UpdateRefusal& refused : ack.refused) {
           if (refused.index >= arrivals.size() || seen[refused.index]) {
             const Error bad(
