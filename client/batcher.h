@@ -5,7 +5,14 @@
 // that key queue. When it completes, the longest prefix of the queue (at most maxBatch) whose
 // requests are joinable with the first goes as one P::Batch; and so on until the queue is empty.
 // A batch is thus exactly what piled up during one round trip. Each caller gets its own answer,
-// in request order; a batch's error goes to every caller of that batch.
+// in request order; a batch's error goes to every caller of that batch (the errors a batch can
+// get, such as a timeout or an unreachable cluster, apply to all of them alike).
+//
+// Deadlines: a queued request waits at most BatcherOptions::queueTimeout for its turn; past it, it
+// completes with Errc::timeout, certainly not sent (so it did not run), and the requests queued
+// with it go on. One timer per batcher (on asio::system_executor) watches the oldest queued
+// request. Once sent, a request waits at most the invoker's deadline (requestTimeout), so no
+// caller waits longer than queueTimeout plus that.
 //
 // Thread safety: every member is safe from any thread, concurrently. The invoker must outlive
 // the batcher and every call in flight; REQUIRES: no call in flight when the batcher is
@@ -36,6 +43,7 @@
 #include <asio/bind_executor.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/system_executor.hpp>
 
 #include <ingrid/client/rate_limiter.h>
@@ -66,6 +74,9 @@ struct BatcherOptions {
   // Most requests queued per key behind the one in flight. A request beyond it completes at once
   // with Errc::overloaded (backpressure: the caller slows down). Default: 65536.
   std::size_t maxQueuedPerKey = 65536;
+  // Longest a request waits in a key's queue before it is sent; past it, it completes with
+  // Errc::timeout without having been sent. Taken within [1 ms, 1 year]. Default: 5 s.
+  std::chrono::milliseconds queueTimeout{5000};
 };
 
 namespace batcher_detail {
@@ -94,13 +105,16 @@ class Batcher {
     std::uint64_t batches = 0;          // of the sends, P::Batch messages (2 or more requests)
     std::uint64_t batchedRequests = 0;  // requests that went in a P::Batch
     std::uint64_t rejected = 0;         // requests refused with Errc::overloaded
+    std::uint64_t expired = 0;          // requests that timed out in the queue, never sent
   };
 
   explicit Batcher(Invoker& invoker, BatcherOptions options = {})
       : invoker_(invoker),
         options_(options),
         maxBatch_(std::min(std::max<std::size_t>(options.maxBatch, 1),
-                           batcher_detail::batchLimit<typename P::Batch>())) {}
+                           batcher_detail::batchLimit<typename P::Batch>())),
+        queueTimeout_(std::clamp(options.queueTimeout, std::chrono::milliseconds(1),
+                                 std::chrono::milliseconds(std::chrono::hours(24 * 365)))) {}
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
   // Waits until the batcher's own continuations have finished: a caller's answer is posted
@@ -109,6 +123,8 @@ class Batcher {
   // destruction starts, and not called from a completion of this batcher.
   ~Batcher() {
     std::unique_lock lock(mu_);
+    stopping_ = true;
+    timer_.cancel();  // its handler still runs (and counts in active_)
     // Every continuation ends within its invoker's deadline; one that never does is a bug
     // (an invoker that drops a completion), reported rather than hung on.
     if (!idle_.wait_for(lock, std::chrono::minutes(2), [this] { return active_ == 0; })) {
@@ -140,9 +156,13 @@ class Batcher {
 
  private:
   using Completion = UniqueFunction<void(Answer)>;
+  using SteadyClock = std::chrono::steady_clock;
+  using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
+                                           asio::system_executor>;
   struct Pending {
     P p;
     Completion done;
+    SteadyClock::time_point deadline;  // queued until at most then
   };
 
   // A caller's handler, erased; calling it posts the handler to its associated executor.
@@ -172,7 +192,9 @@ class Batcher {
       auto [it, idle] = keys_.try_emplace(key);
       if (!idle) {
         if (it->second.size() < options_.maxQueuedPerKey) {
-          it->second.push_back(Pending{std::move(p), std::move(done)});
+          it->second.push_back(
+              Pending{std::move(p), std::move(done), SteadyClock::now() + queueTimeout_});
+          armTimer(it->second.back().deadline);
           return;
         }
         ++stats_.rejected;
@@ -235,6 +257,45 @@ class Batcher {
     }
   }
 
+  // Makes the timer fire by `deadline` (under mu_): armed for the oldest queued request.
+  void armTimer(SteadyClock::time_point deadline) {
+    if (timerArmed_) return;  // armed for an older request, whose deadline comes first
+    timerArmed_ = true;
+    ++active_;
+    timer_.expires_at(deadline);
+    timer_.async_wait([this](std::error_code) { expireQueued(); });
+  }
+
+  // The timer fired: every queued request past its deadline completes with a timeout (queues are
+  // in deadline order, so they are at the fronts); then the timer is armed for the next oldest.
+  void expireQueued() {
+    std::vector<Completion> expired;
+    std::vector<std::string> keys;
+    {
+      std::lock_guard lock(mu_);
+      timerArmed_ = false;
+      const auto now = SteadyClock::now();
+      auto next = SteadyClock::time_point::max();
+      for (auto& [key, queue] : keys_) {
+        while (!queue.empty() && queue.front().deadline <= now) {
+          expired.push_back(std::move(queue.front().done));
+          keys.push_back(key);
+          queue.pop_front();
+        }
+        if (!queue.empty()) next = std::min(next, queue.front().deadline);
+      }
+      stats_.expired += expired.size();
+      if (next != SteadyClock::time_point::max() && !stopping_) armTimer(next);
+    }
+    for (std::size_t i = 0; i < expired.size(); ++i) {
+      expired[i](Error(Errc::timeout, "key '" + keys[i] + "': waited " +
+                                          std::to_string(queueTimeout_.count()) +
+                                          " ms in the batcher's queue "
+                                          "(BatcherOptions::queueTimeout); not sent"));
+    }
+    sendFinished();
+  }
+
   // After a completion on `key`: sends the next joinable prefix of its queue, or forgets `key`.
   void sendNext(std::string key) {
     std::vector<P> items;
@@ -274,7 +335,11 @@ class Batcher {
   Invoker& invoker_;
   const BatcherOptions options_;
   const std::size_t maxBatch_;
+  const std::chrono::milliseconds queueTimeout_;
   mutable std::mutex mu_;
+  Timer timer_{asio::system_executor()};  // guarded by mu_
+  bool timerArmed_ = false;               // guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
   // Keys with a request in flight, each with the requests queued behind it. Guarded by mu_.
   std::unordered_map<std::string, std::deque<Pending>> keys_;
   Stats stats_;  // guarded by mu_

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -17,10 +19,29 @@
 #include <asio/steady_timer.hpp>
 
 #include <ingrid/cluster/call_router.h>
+#include <ingrid/cluster/member_auth.h>
 #include <ingrid/cluster/messages.h>
+#include <ingrid/cluster/tls.h>
 #include <ingrid/cluster/transport.h>
 
 namespace ingrid {
+namespace {
+
+// A client's Hello: with a client secret, it carries the nonce the member's Auth check covers.
+std::string clientHello(const std::string& secret) {
+  return encode(HelloBody{
+      HelloBody::kClient, 0, {}, secret.empty() ? std::string() : member_auth::freshNonce(), {}});
+}
+
+// The Auth that proves the client secret, after the member's Hello reply; empty without one.
+std::string clientAuth(const std::string& secret, const std::string& sent, const Frame& reply) {
+  if (secret.empty()) return {};
+  const HelloBody theirs = decode<HelloBody>(reply.body);
+  return encode(AuthBody{member_auth::clientProof(secret, decode<HelloBody>(sent).nonce,
+                                                  theirs.nonce, theirs.memberId)});
+}
+
+}  // namespace
 
 class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
  public:
@@ -57,9 +78,17 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
     if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
   }
 
+  // One request on a connection of its own, answered through `answered` (any thread).
+  void requestAsync(const std::string& address, MessageType type, std::string body,
+                    std::chrono::milliseconds timeout,
+                    UniqueFunction<void(Result<Frame>)> answered);
   // Connects to `address`, sends one request, closes. Blocking; not on the network thread.
   Result<Frame> requestOnce(const std::string& address, MessageType type, std::string body,
                             std::chrono::milliseconds timeout);
+  // With a client secret, proves it on `c` (Hello, then Auth) before running `then`; at once
+  // without one. A refused proof closes `c`, failing what `then` sent with the reason. Network
+  // thread.
+  void authenticate(const std::shared_ptr<Connection>& c, UniqueFunction<void()> then);
   // Asks every known member and seed at once for its topology; the newest valid one wins.
   // Network thread.
   void refreshAll();
@@ -102,8 +131,16 @@ Result<bool> ClientImpl::start() {
       return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
     }
   }
+  // A member silent past twice suspectAfter is asked again (same request id), by then perhaps the
+  // member that took its partitions over: the watchdog has refreshed the topology meanwhile.
+  router_.setAttemptTimeout(std::max(options_.suspectAfter * 2, std::chrono::milliseconds(100)));
   TransportOptions topts;
   topts.connectTimeout = options_.connectTimeout;
+  if (options_.tls.configured()) {
+    auto tls = makeTlsContext(options_.tls, "ClientOptions", /*needCertificate=*/false);
+    if (!tls) return std::move(tls).error();
+    topts.tls = std::move(tls).value();
+  }
   transport_ = std::make_unique<Transport>(io_, topts, *this);
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] { io_.run(); });
@@ -143,34 +180,95 @@ Result<bool> ClientImpl::start() {
     return Error(Errc::invalid_configuration, "no seed resolves to an address: " + unresolvable);
   }
   std::string tried, lastError = "no seed answered";
-  for (std::size_t i = 0; std::chrono::steady_clock::now() < deadline; ++i) {
-    const std::string& seed = seeds[i % seeds.size()];
-    if (i < seeds.size()) tried += (tried.empty() ? "" : ", ") + seed;
+  for (const auto& seed : seeds) tried += (tried.empty() ? "" : ", ") + seed;
+  // Seeds in turn, and in parallel after a short delay: seed i is asked once the ones before it
+  // have been silent for i * stagger (or all failed), each until the deadline, so a frozen seed
+  // (it accepts the connection and never answers) costs one stagger, not the whole deadline.
+  // The first valid topology wins; a round in which every seed failed is tried again after 50 ms.
+  struct Race {
+    std::mutex mu;
+    std::condition_variable cv;
+    TopologyPtr won;
+    std::size_t outstanding = 0;
+    std::string lastError;
+    std::optional<Error> refused;  // a seed refused our credentials: final
+  };
+  auto race = std::make_shared<Race>();
+  std::optional<Error> refused;
+  const auto stagger = std::clamp(options_.connectTimeout / (2 * static_cast<int>(seeds.size())),
+                                  std::chrono::milliseconds(50), std::chrono::milliseconds(500));
+  auto ask = [&](const std::string& seed) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    Result<Frame> reply = requestOnce(seed, MessageType::kGetTopology, {},
-                                      std::max(left, std::chrono::milliseconds(1)));
-    if (!reply) {
-      lastError = seed + ": " + reply.error().message();
-      if (i + 1 >= seeds.size()) {  // a full round failed: pause before the next
-        std::this_thread::sleep_for(std::min(left, std::chrono::milliseconds(50)));
+    requestAsync(
+        seed, MessageType::kGetTopology, {}, std::max(left, std::chrono::milliseconds(1)),
+        [race, seed](Result<Frame> reply) {
+          std::string error;
+          TopologyPtr t;
+          if (!reply) {
+            error = seed + ": " + reply.error().message();
+          } else {
+            try {
+              t = std::make_shared<const Topology>(decode<TopologyBody>(reply->body).topology);
+              if (t->members.empty()) {
+                throw std::runtime_error("the member has no topology yet");
+              }
+            } catch (const std::exception& e) {
+              error = seed + ": " + e.what();
+              t = nullptr;
+            }
+          }
+          std::lock_guard lock(race->mu);
+          if (!reply && reply.error() == Errc::unauthenticated && !race->refused) {
+            // The secret or the TLS setup will not change: say so now, not at the deadline.
+            race->refused = Error(Errc::unauthenticated, seed + ": " + reply.error().detail());
+          }
+          --race->outstanding;
+          if (t && !race->won) race->won = std::move(t);
+          if (!error.empty()) race->lastError = std::move(error);
+          race->cv.notify_all();
+        });
+  };
+  {
+    std::unique_lock lock(race->mu);
+    std::size_t next = 0;
+    auto nextAt = std::chrono::steady_clock::now();
+    bool pausing = false;
+    for (int step = 0; step < 100000 && !race->won && !race->refused; ++step) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) break;
+      if (next == seeds.size() && race->outstanding == 0) {
+        next = 0;  // every seed of this round failed: a new round, after a pause
+        nextAt = now + std::chrono::milliseconds(50);
+        pausing = true;
       }
-      continue;
+      if (next < seeds.size() && (now >= nextAt || (race->outstanding == 0 && !pausing))) {
+        ++race->outstanding;
+        pausing = false;
+        lock.unlock();
+        ask(seeds[next++]);
+        lock.lock();
+        nextAt = std::chrono::steady_clock::now() + stagger;
+        continue;
+      }
+      race->cv.wait_until(lock, next < seeds.size() ? std::min(nextAt, deadline) : deadline, [&] {
+        return race->won || race->refused || (!pausing && race->outstanding == 0);
+      });
     }
-    try {
-      auto t = std::make_shared<const Topology>(decode<TopologyBody>(reply->body).topology);
-      if (t->members.empty()) throw std::runtime_error("the member has no topology yet");
-      topology_.store(std::move(t));
+    if (!race->lastError.empty()) lastError = race->lastError;
+    refused = race->refused;
+    if (race->won) {
+      topology_.store(race->won);
+      lock.unlock();
       asio::post(io_, [this] {
         watchdog_.emplace(io_);
         watch();
       });
       return true;
-    } catch (const std::exception& e) {
-      lastError = seed + ": " + e.what();
     }
   }
   stop();
+  if (refused) return *refused;
   return Error(Errc::unreachable,
                "could not reach any seed of [" + tried + "] within " +
                    std::to_string(options_.connectTimeout.count()) + " ms; last error: " +
@@ -234,6 +332,12 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
   PeerOptions o;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
   o.dialOnDemand = true;           // a member closes idle client links: redial when needed
+  if (!options_.clientSecret.empty()) {
+    o.helloBody = [this] { return clientHello(options_.clientSecret); };
+    o.authBody = [this](const std::string& sent, const Frame& reply) {
+      return clientAuth(options_.clientSecret, sent, reply);
+    };
+  }
   auto peer = Peer::create(*transport_, address, std::move(o));
   peers_.emplace(id, peer);
   return peer;
@@ -302,20 +406,42 @@ void ClientImpl::refreshAll() {
                             return;
                           }
                           auto c = conn.value();
-                          c->request(MessageType::kGetTopology, topology()->version, {}, timeout,
-                                     [this, c, address](Result<Frame> r) {
-                                       asking_.erase(address);
-                                       c->close(Error(Errc::shutting_down, "topology refreshed"));
-                                       if (!r) return;
-                                       try {
-                                         learnTopology(std::make_shared<const Topology>(
-                                             decode<TopologyBody>(r->body).topology));
-                                       } catch (const std::exception&) {
-                                         // A bad answer is ignored; the others' count.
-                                       }
-                                     });
+                          authenticate(c, [this, c, timeout, address] {
+                            c->request(MessageType::kGetTopology, topology()->version, {}, timeout,
+                                       [this, c, address](Result<Frame> r) {
+                                         asking_.erase(address);
+                                         c->close(Error(Errc::shutting_down, "topology refreshed"));
+                                         if (!r) return;
+                                         try {
+                                           learnTopology(std::make_shared<const Topology>(
+                                               decode<TopologyBody>(r->body).topology));
+                                         } catch (const std::exception&) {
+                                           // A bad answer is ignored; the others' count.
+                                         }
+                                       });
+                          });
                         });
   }
+}
+
+void ClientImpl::requestAsync(const std::string& address, MessageType type, std::string body,
+                              std::chrono::milliseconds timeout,
+                              UniqueFunction<void(Result<Frame>)> answered) {
+  auto once = std::make_shared<UniqueFunction<void(Result<Frame>)>>(std::move(answered));
+  transport_->connect(address, [this, once, type, body = std::move(body),
+                                timeout](Result<std::shared_ptr<Connection>> conn) mutable {
+    if (!conn) {
+      (*once)(std::move(conn).error());
+      return;
+    }
+    auto c = conn.value();
+    authenticate(c, [once, c, type, body = std::move(body), timeout]() mutable {
+      c->request(type, 0, std::move(body), timeout, [once, c](Result<Frame> r) mutable {
+        (*once)(std::move(r));
+        c->close(Error(Errc::shutting_down, "one request done"));
+      });
+    });
+  });
 }
 
 Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType type,
@@ -324,24 +450,33 @@ Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType ty
   // run after the bounded wait below gave up.
   auto answered = std::make_shared<std::promise<Result<Frame>>>();
   auto answer = answered->get_future();
-  transport_->connect(address, [answered, type, body = std::move(body),
-                                timeout](Result<std::shared_ptr<Connection>> conn) mutable {
-    if (!conn) {
-      answered->set_value(std::move(conn).error());
-      return;
-    }
-    auto c = conn.value();
-    c->request(type, 0, std::move(body), timeout, [answered, c](Result<Frame> r) mutable {
-      answered->set_value(std::move(r));
-      c->close(Error(Errc::shutting_down, "one request done"));
-    });
-  });
+  requestAsync(address, type, std::move(body), timeout,
+               [answered](Result<Frame> r) { answered->set_value(std::move(r)); });
   const auto limit = options_.connectTimeout + timeout + std::chrono::seconds(1);
   if (answer.wait_for(limit) != std::future_status::ready) {
     return Error(Errc::timeout, address + ": no answer within " + std::to_string(limit.count()) +
                                     " ms (client stopping?)");
   }
   return answer.get();
+}
+
+void ClientImpl::authenticate(const std::shared_ptr<Connection>& c, UniqueFunction<void()> then) {
+  if (options_.clientSecret.empty()) {
+    then();
+    return;
+  }
+  std::string hello = clientHello(options_.clientSecret);
+  c->request(MessageType::kHello, 0, hello, options_.connectTimeout,
+             [this, c, hello, then = std::move(then)](Result<Frame> reply) mutable {
+               if (reply) {
+                 // Frames on a connection are handled in order: the Auth is checked before the
+                 // request that `then` sends behind it; a refused one closes the connection.
+                 c->request(MessageType::kAuth, 0,
+                            clientAuth(options_.clientSecret, hello, reply.value()),
+                            options_.connectTimeout, [](Result<Frame>) {});
+               }
+               then();
+             });
 }
 
 Result<Topology> ClientImpl::topologyOf(const std::string& address) {

@@ -31,6 +31,7 @@
 
 #include <ingrid/cluster/invoke_async.h>
 #include <ingrid/cluster/messages.h>
+#include <ingrid/cluster/tls_options.h>
 #include <ingrid/cluster/topology.h>
 #include <ingrid/grid/result.h>
 
@@ -41,6 +42,15 @@ struct ClientOptions {
   std::vector<std::string> seeds = {};
   // Deadline of one invocation, including redirects and retries. Default: 5 s.
   std::chrono::milliseconds requestTimeout{5000};
+  // The client secret that members ask for (NodeOptions::clientSecret): when set, every
+  // connection proves it (HMAC over fresh nonces, in Hello and Auth) before its first request.
+  // A member that requires it refuses a client without it, or with another one, with an
+  // `unauthenticated` error naming the reason. Empty: none. Default: empty.
+  std::string clientSecret = {};
+  // TLS to the members (cluster/tls_options.h): with a caFile, every connection is TLS and the
+  // member's certificate must chain to that CA, or the call fails naming why. A certificate and
+  // key of the client's own are optional (members do not ask clients for one). Default: off.
+  TlsOptions tls = {};
   // How long start() may try the seeds before giving up. Default: 5 s.
   std::chrono::milliseconds connectTimeout{5000};
   // A member that leaves a request unanswered this long is suspected (paused, cut off, dead):

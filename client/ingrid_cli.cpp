@@ -3,6 +3,8 @@
 //   ingrid-cli status  --seed HOST:PORT
 //   ingrid-cli acquire --seed HOST:PORT KEY N [limiter options]
 //   ingrid-cli inspect --seed HOST:PORT KEY [--limiter NAME]   (alias: get)
+//   ingrid-cli release --seed HOST:PORT KEY LEASE
+//   ingrid-cli extend  --seed HOST:PORT KEY LEASE [--period-ms TTL]
 //   ingrid-cli load    --seed HOST:PORT [load options]
 #include <asio/post.hpp>
 
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -22,6 +25,7 @@
 
 #include <ingrid/client/batcher.h>
 #include <ingrid/client/client.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
@@ -41,26 +45,41 @@ Commands:
   status                 members, topology, each member's view (term, leader, lease, fenced
                          partitions), replica health; exit status 3 if the cluster is degraded
   acquire KEY N          take N units from the limiter KEY; prints granted yes|no, then the
-                         answer's fields; exit status 1 if refused
+                         answer's fields; exit status 1 if refused. With --limiter
+                         concurrency the answer names a lease, held for --period-ms
   inspect KEY            the entry's state and the members that hold it (alias: get); with
                          --limiter, the state is read as that limiter's
+  release KEY LEASE      release a concurrency lease; exit status 1 if it was not live
+  extend KEY LEASE       extend a live concurrency lease to --period-ms from now (never
+                         shortens it); exit status 1 if it was not live
   load                   a bounded load test; prints ops/s and latency percentiles
 
 Common options:
   --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
   --timeout-ms N         deadline of each request. Default: 5000
+  --client-secret-file PATH
+                         the client secret, read from PATH (one line; a trailing newline is
+                         dropped), for members that require clients to prove it
+  --tls-ca PATH          PEM file of the cluster's CA: talk TLS to the members and verify
+                         their certificates against it (for members started with --tls-ca)
+  --tls-cert PATH, --tls-key PATH
+                         a client certificate and its key (optional; members do not ask)
 
 Limiter options (acquire, load):
   --limiter NAME         token-bucket, gcra, fixed-window, sliding-log, sliding-window,
-                         leaky-meter or leaky-shaper. Default: token-bucket
+                         leaky-meter, leaky-shaper or concurrency. Default: token-bucket
   --capacity N           the limit: bucket capacity (token-bucket, leaky-meter), burst (gcra),
                          units per window (fixed-window, sliding-log: at most 4096,
-                         sliding-window), queue size (leaky-shaper). Default: 100
+                         sliding-window), queue size (leaky-shaper), units held at once
+                         (concurrency: at most 4096). Default: 100
   --period-ms N          the period in milliseconds: of the refill, leak or drain, or the
-                         window. Default: 1000
+                         window; a lease's time to live (concurrency). Default: 1000
   --refill N             units refilled, leaked or drained per period (token-bucket, gcra,
                          leaky-meter, leaky-shaper). Default: capacity
   --initial N            tokens of a new bucket (token-bucket only). Default: capacity
+  --max-wait-ms N        reserve instead (token-bucket only; docs/token-bucket.md
+                         "Reservations"): take the units now if they exist within N ms,
+                         and print the delay before they are the caller's
 
 Load options:
   --keys N               distinct bucket keys, each request picks one uniformly at
@@ -115,11 +134,12 @@ enum class Limiter {
   kSlidingLog,
   kSlidingWindow,
   kLeakyMeter,
-  kLeakyShaper
+  kLeakyShaper,
+  kConcurrency
 };
 constexpr const char* kLimiterNames[] = {"token-bucket", "gcra",           "fixed-window",
                                          "sliding-log",  "sliding-window", "leaky-meter",
-                                         "leaky-shaper"};
+                                         "leaky-shaper", "concurrency"};
 
 // --limiter, and the options that apply only to some limiters refused for the others.
 Limiter limiterOf(const Args& a) {
@@ -134,10 +154,15 @@ Limiter limiterOf(const Args& a) {
   if (a.options.count("initial") && limiter != Limiter::kTokenBucket) {
     fail("--initial applies only to --limiter token-bucket, not " + name);
   }
+  if (a.options.count("max-wait-ms") && limiter != Limiter::kTokenBucket) {
+    fail("--max-wait-ms applies only to --limiter token-bucket, not " + name);
+  }
   const bool hasRate = limiter == Limiter::kTokenBucket || limiter == Limiter::kGcra ||
                        limiter == Limiter::kLeakyMeter || limiter == Limiter::kLeakyShaper;
   if (a.options.count("refill") && !hasRate) {
-    fail("--refill does not apply to --limiter " + name + " (its window is --period-ms)");
+    fail("--refill does not apply to --limiter " + name +
+         (limiter == Limiter::kConcurrency ? " (its lease time to live is --period-ms)"
+                                           : " (its window is --period-ms)"));
   }
   return limiter;
 }
@@ -171,6 +196,11 @@ int withRequest(const Args& a, std::int64_t units, F&& f) {
   const ingrid::Nanos period = periodOf(a);
   switch (limiterOf(a)) {
     case Limiter::kTokenBucket:
+      if (a.options.count("max-wait-ms")) {
+        const ingrid::Nanos maxWait =
+            number(a, "max-wait-ms", 0, 0, INT64_MAX / 1'000'000) * 1'000'000;
+        return f(ingrid::TokenBucketReserve{bucketOf(a), units, maxWait});
+      }
       return f(ingrid::TokenBucketAcquire{bucketOf(a), units});
     case Limiter::kGcra:
       return f(ingrid::GcraThrottle{checked(ingrid::GcraParams{capacity - 1, rateOf(a), period}),
@@ -189,6 +219,9 @@ int withRequest(const Args& a, std::int64_t units, F&& f) {
     case Limiter::kLeakyShaper:
       return f(ingrid::LeakyShaperAcquire{
           checked(ingrid::LeakyShaperParams{capacity, rateOf(a), period}), units});
+    case Limiter::kConcurrency:
+      return f(
+          ingrid::ConcurrencyAcquire{checked(ingrid::ConcurrencyParams{capacity, period}), units});
   }
   fail("unknown limiter");
 }
@@ -202,6 +235,8 @@ bool isGranted(const ingrid::AcquireAnswer& r) { return r.granted; }
 bool isGranted(const ingrid::GcraAnswer& r) { return r.granted(); }
 bool isGranted(const ingrid::LimitAnswer& r) { return r.granted; }
 bool isGranted(const ingrid::ShaperAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::LeaseAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::ReserveAnswer& r) { return r.granted; }
 
 // The answer's fields, `granted yes|no` first.
 std::string describe(const ingrid::AcquireAnswer& r) {
@@ -226,6 +261,23 @@ std::string describe(const ingrid::ShaperAnswer& r) {
          ", retry after " + duration(r.retryAfter) + ", reset after " + duration(r.resetAfter);
 }
 
+std::string describe(const ingrid::ReserveAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
+         ", remaining " + std::to_string(r.remaining);
+}
+std::string describe(const ingrid::LeaseAnswer& r) {
+  std::string text = "granted " + std::string(r.granted ? "yes" : "no") + ", lease " +
+                     std::to_string(r.lease) + ", expires after " + duration(r.expiresAfter);
+  if (r.limit > 0) {  // an acquire
+    text += ", limit " + std::to_string(r.limit) + ", held " + std::to_string(r.held) +
+            ", remaining " + std::to_string(r.remaining()) + ", retry after " +
+            duration(r.retryAfter);
+  } else {
+    text += ", held " + std::to_string(r.held);
+  }
+  return text;
+}
+
 std::unique_ptr<ingrid::Client> connect(const Args& a) {
   ingrid::ClientOptions o;
   auto it = a.options.find("seed");
@@ -233,6 +285,18 @@ std::unique_ptr<ingrid::Client> connect(const Args& a) {
   o.seeds = it->second;
   o.requestTimeout = std::chrono::milliseconds(number(a, "timeout-ms", 5000, 1, 3'600'000));
   o.connectTimeout = o.requestTimeout;
+  if (a.options.count("client-secret-file")) {
+    const std::string path = a.get("client-secret-file", "");
+    std::ifstream in(path, std::ios::binary);
+    std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+    if (!in.good() && !in.eof()) secret.clear();
+    if (secret.empty()) fail("--client-secret-file " + path + ": cannot read it, or it is empty");
+    o.clientSecret = std::move(secret);
+  }
+  o.tls.caFile = a.get("tls-ca", "");
+  o.tls.certificateChainFile = a.get("tls-cert", "");
+  o.tls.privateKeyFile = a.get("tls-key", "");
   auto client = std::make_unique<ingrid::Client>(o);
   if (auto started = client->start(); !started) fail(started.error().message());
   return client;
@@ -354,6 +418,24 @@ int acquire(const Args& a) {
   });
 }
 
+// release KEY LEASE, extend KEY LEASE: a concurrency lease's end or extension.
+int leaseCommand(const Args& a, bool isRelease) {
+  const std::string what = isRelease ? "release" : "extend";
+  if (a.positional.size() != 2) fail(what + " takes KEY and LEASE");
+  const long long lease = wholeNumber(a.positional[1], what + "'s LEASE", INT64_MIN, INT64_MAX);
+  if (a.options.count("limiter") && a.get("limiter", "") != "concurrency") {
+    fail(what + " applies only to --limiter concurrency");
+  }
+  const ingrid::Nanos ttl = periodOf(a);
+  if (isRelease && a.options.count("period-ms")) fail("release takes no --period-ms");
+  auto client = connect(a);
+  auto r = isRelease ? client->invoke(a.positional[0], ingrid::ConcurrencyRelease{lease})
+                     : client->invoke(a.positional[0], ingrid::ConcurrencyExtend{lease, ttl});
+  if (!r) fail(r.error().message());
+  std::printf("%s\n", describe(*r).c_str());
+  return r->granted ? 0 : 1;
+}
+
 // Prints `value` read as `limiter`'s stored state; exit status 1 if it is not one.
 int describeState(Limiter limiter, const std::string& value) {
   auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
@@ -397,6 +479,15 @@ int describeState(Limiter limiter, const std::string& value) {
         const auto s = ingrid::decode<ingrid::LeakyMeterState>(value);
         std::printf("leaky meter: level %lld, drained %lld, leaked up to %lld ns\n", ll(s.level),
                     ll(s.drained), ll(s.lastLeak));
+        return 0;
+      }
+      case Limiter::kConcurrency: {
+        const auto s = ingrid::decode<ingrid::ConcurrencyState>(value);
+        std::printf("concurrency: %zu lease(s), next id %lld\n", s.leases.size(), ll(s.nextId));
+        for (const auto& l : s.leases) {
+          std::printf("  lease %lld: %lld unit(s), expires at %lld ns\n", ll(l.id), ll(l.units),
+                      ll(l.expiresAt));
+        }
         return 0;
       }
     }
@@ -513,9 +604,10 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& [name, values] : a.options) {
-    static const char* known[] = {"seed",        "timeout-ms", "limiter", "capacity",
-                                  "refill",      "period-ms",  "initial", "keys",
-                                  "concurrency", "seconds",    "batching"};
+    static const char* known[] = {"seed",        "timeout-ms", "limiter",  "capacity",
+                                  "refill",      "period-ms",  "initial",  "keys",
+                                  "concurrency", "seconds",    "batching", "client-secret-file",
+                                  "tls-ca",      "tls-cert",   "tls-key",  "max-wait-ms"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return name == k; })) {
       fail("unknown option --" + name + " (see --help)");
@@ -528,10 +620,12 @@ int main(int argc, char** argv) {
   if (a.command == "acquire") return acquire(a);
   if (a.command == "inspect" || a.command == "get") return inspect(a);
   if (a.command == "load") return load(a);
+  if (a.command == "release") return leaseCommand(a, true);
+  if (a.command == "extend") return leaseCommand(a, false);
   if (a.command.empty()) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   fail("unknown command '" + a.command +
-       "' (commands: status, acquire, inspect, load; see --help)");
+       "' (commands: status, acquire, inspect, load, release, extend; see --help)");
 }

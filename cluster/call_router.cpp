@@ -1,6 +1,8 @@
 #include <ingrid/cluster/call_router.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <random>
 
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
@@ -19,7 +21,24 @@ bool notRun(const Error& e) {
   return e == Errc::unavailable || e == Errc::shutting_down || e == Errc::not_running;
 }
 
+// A random, non-zero client id: two routers (clients, nodes, restarts) never share one in practice.
+std::uint64_t randomClientId() {
+  std::random_device rd;
+  std::uint64_t id = 0;
+  while (id == 0) id = (std::uint64_t{rd()} << 32) ^ rd();
+  return id;
+}
+
 }  // namespace
+
+CallRouter::CallRouter(Host& host, asio::io_context& net)
+    : host_(host), net_(net), clientId_(randomClientId()) {}
+
+void CallRouter::settled(std::uint64_t seq) {
+  unanswered_.erase(seq);
+  doneBelow_.store(unanswered_.empty() ? lastSeq_ + 1 : *unanswered_.begin(),
+                   std::memory_order_release);
+}
 
 void CallRouter::start(std::string key, std::string_view processor, std::string args,
                        UniqueFunction<void(Result<std::string>)> done, std::uint32_t partitions,
@@ -70,23 +89,34 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
   }
   ++call->attempts;
   host_.requestSent();
-  std::string body = encode(InvokeRequestView{call->key, call->processor, call->args});
+  if (call->seq == 0) {
+    call->seq = ++lastSeq_;
+    unanswered_.insert(call->seq);
+    if (unanswered_.size() == 1) doneBelow_.store(call->seq, std::memory_order_release);
+  }
+  std::string body = encode(InvokeRequestView{
+      call->key, call->processor, call->args, clientId_, call->seq,
+      doneBelow_.load(std::memory_order_relaxed),
+      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX))});
   const std::uint64_t version = routing->version;
   peer->request(
-      MessageType::kInvoke, version, std::move(body), left,
+      MessageType::kInvoke, version, std::move(body), std::min(left, attemptTimeout_),
       [this, call = std::move(call), primary,
        routing = std::move(routing)](Result<Frame> r) mutable {
         if (!r) {
+          const MemberInfo* target = routing->member(primary);
           if (notRun(r.error())) {
             const Error why = r.error();
             retryLater(std::move(call), why);
+          } else if (r.error() == Errc::timeout || r.error() == Errc::unreachable) {
+            // No answer: it may have run or not. The member may be gone (the cluster may have
+            // moved its partitions meanwhile): sent again with the same id, it runs at most once.
+            call->mayHaveRun = true;
+            const Error why(r.error().code(), "member " + std::to_string(primary) + " (" +
+                                                  (target ? target->address : "?") +
+                                                  "): " + r.error().detail());
+            retryLater(std::move(call), why);
           } else {
-            // A member that let the call time out or dropped its link may be gone: the
-            // cluster may have moved its partitions meanwhile.
-            if (r.error() == Errc::timeout || r.error() == Errc::unreachable) {
-              host_.routeLooksStale();
-            }
-            const MemberInfo* target = routing->member(primary);
             finish(std::move(call),
                    Error(r.error().code(), "member " + std::to_string(primary) + " (" +
                                                (target ? target->address : "?") +
@@ -119,11 +149,14 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
   if (call->attempts >= kMaxAttempts || now >= call->deadline) {
     const std::string detail =
         why.detail() + " (gave up after " + std::to_string(call->attempts) + " attempts)";
-    finish(std::move(call),
-           Error(now >= call->deadline ? make_error_code(Errc::timeout) : why.code(), detail));
+    // Out of time or attempts. If an earlier attempt may have run, the outcome is unknown: a
+    // timeout, never the last attempt's "not run" refusal.
+    const bool unknown = now >= call->deadline || call->mayHaveRun;
+    finish(std::move(call), Error(unknown ? make_error_code(Errc::timeout) : why.code(), detail));
     return;
   }
   ++call->attempts;
+  call->retriedFor = why.detail();
   host_.routeLooksStale();
   // Back off briefly (2 ms doubling, at most 50 ms): the topology that fixes this is on its way.
   // Never past the caller's deadline: the last retry fires at it (and fails as a timeout then).
@@ -136,6 +169,18 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
 }
 
 void CallRouter::finish(RoutedCallPtr call, Result<std::string> result) {
+  if (const std::uint64_t seq = call->seq; seq != 0) {
+    if (net_.get_executor().running_in_this_thread()) {
+      settled(seq);
+    } else {
+      asio::post(net_, [this, seq] { settled(seq); });
+    }
+  }
+  if (!result && result.error() == Errc::timeout && !call->retriedFor.empty() &&
+      result.error().detail().find(call->retriedFor) == std::string::npos) {
+    result = Error(Errc::timeout,
+                   result.error().detail() + "; it was being retried for: " + call->retriedFor);
+  }
   auto done = std::move(call->done);
   call.reset();
   done(std::move(result));

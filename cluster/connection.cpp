@@ -12,6 +12,7 @@
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
+#include <ingrid/cluster/tls.h>
 #include <ingrid/processors/codec.h>
 
 namespace ingrid {
@@ -21,7 +22,7 @@ namespace {
 // the peer to close before it closes anyway.
 constexpr std::chrono::milliseconds kLinger{1000};
 // Reads land in a buffer of this size (it grows only for a larger frame, as its bytes arrive).
-constexpr std::size_t kReadChunk = 16 * 1024;
+constexpr std::size_t kReadChunk = kReadChunkBytes;
 // One gathered write carries at most this many frames (and stops adding past the byte bound).
 constexpr std::size_t kMaxGatheredFrames = 64;
 constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
@@ -75,20 +76,23 @@ Error decodeErrorReply(const std::string& bytes, const std::string& remote) {
 
 Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
                        ConnectionHandler& handler)
-    : socket_(std::move(socket)),
+    : Connection(Stream(std::move(socket)), std::move(options), handler) {}
+
+Connection::Connection(Stream stream, ConnectionOptions options, ConnectionHandler& handler)
+    : stream_(std::move(stream)),
       options_(options),
       handler_(handler),
-      remote_(endpointName(socket_)),
-      lingerTimer_(socket_.get_executor()),
-      deadlineTimer_(socket_.get_executor()),
-      silenceTimer_(socket_.get_executor()) {
+      remote_(endpointName(stream_.socket())),
+      lingerTimer_(stream_.socket().get_executor()),
+      deadlineTimer_(stream_.socket().get_executor()),
+      silenceTimer_(stream_.socket().get_executor()) {
   std::error_code ignored;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
   if (options_.faults) {
     std::error_code ec;
-    const auto local = socket_.local_endpoint(ec);
+    const auto local = stream_.socket().local_endpoint(ec);
     if (!ec) localIp_ = local.address().to_string();
-    const auto peer = socket_.remote_endpoint(ec);
+    const auto peer = stream_.socket().remote_endpoint(ec);
     if (!ec) remoteIp_ = peer.address().to_string();
   }
 }
@@ -96,13 +100,14 @@ Connection::Connection(asio::ip::tcp::socket socket, ConnectionOptions options,
 Connection::~Connection() = default;
 
 bool Connection::canRunInline() noexcept {
-  const asio::any_io_executor executor = socket_.get_executor();  // target() points into it
+  // A copy: target() points into it.
+  const asio::any_io_executor executor = stream_.socket().get_executor();
   const auto* io = executor.target<asio::io_context::executor_type>();
   return io != nullptr && (io->running_in_this_thread() || io->context().stopped());
 }
 
 void Connection::start() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
     self->lastFrameAt_ = Clock::now();
     if (self->options_.handshakeTimeout.count() > 0 || self->options_.idleTimeout.count() > 0) {
@@ -147,7 +152,7 @@ bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_a
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                          std::chrono::milliseconds timeout, ResponseHandler done) {
-  const asio::any_io_executor executor = socket_.get_executor();
+  const asio::any_io_executor executor = stream_.socket().get_executor();
   const auto* io = executor.target<asio::io_context::executor_type>();
   if (io != nullptr && io->running_in_this_thread() && !closed_ &&
       body.size() <= options_.maxBodyBytes) {
@@ -156,7 +161,7 @@ void Connection::request(MessageType type, std::uint64_t topologyVersion, std::s
     startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
     return;
   }
-  asio::post(socket_.get_executor(),
+  asio::post(stream_.socket().get_executor(),
              [self = shared_from_this(), type, topologyVersion, body = std::move(body), timeout,
               done = std::move(done)]() mutable {
                self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
@@ -235,8 +240,8 @@ void Connection::expireDue() {
 
 void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                        std::string body) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), request, type, topologyVersion,
-                                      body = std::move(body)]() mutable {
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, type,
+                                               topologyVersion, body = std::move(body)]() mutable {
     if (self->closed_) return;
     if (body.size() > self->options_.maxBodyBytes) {
       // The requester would otherwise wait for its deadline; tell it why instead.
@@ -257,7 +262,7 @@ void Connection::reply(const FrameHeader& request, MessageType type, std::uint64
 }
 
 void Connection::replyError(const FrameHeader& request, const Error& error) {
-  asio::post(socket_.get_executor(), [self = shared_from_this(), request, error] {
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, error] {
     if (!self->closed_) self->sendError(request, error);
   });
 }
@@ -281,12 +286,12 @@ void Connection::close(const Error& reason) {
   if (canRunInline()) {
     closeHere(/*deferCallbacks=*/true);
   } else {
-    asio::post(socket_.get_executor(), [closeHere] { closeHere(false); });
+    asio::post(stream_.socket().get_executor(), [closeHere] { closeHere(false); });
   }
 }
 
 void Connection::onClose(CloseListener listener) {
-  asio::post(socket_.get_executor(),
+  asio::post(stream_.socket().get_executor(),
              [self = shared_from_this(), listener = std::move(listener)]() mutable {
                if (self->closed_) {
                  listener(self->closeReason_);
@@ -296,13 +301,44 @@ void Connection::onClose(CloseListener listener) {
              });
 }
 
+bool BufferBudget::take(std::size_t bytes) noexcept {
+  std::size_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > limit_ - std::min(used, limit_)) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  std::size_t peak = peak_.load(std::memory_order_relaxed);
+  while (peak < used + bytes &&
+         !peak_.compare_exchange_weak(peak, used + bytes, std::memory_order_relaxed)) {
+  }
+  return true;
+}
+
+void BufferBudget::give(std::size_t bytes) noexcept {
+  used_.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+bool Connection::resizeIn(std::size_t size) {
+  if (options_.budget) {
+    const std::size_t charge = size > kReadChunk && peerId == 0 ? size - kReadChunk : 0;
+    if (charge > charged_ && !options_.budget->take(charge - charged_)) return false;
+    if (charge < charged_) options_.budget->give(charged_ - charge);
+    charged_ = charge;
+  }
+  if (size < in_.size()) {
+    in_ = std::vector<char>(size);  // give the memory back (only done when in_ is empty)
+  } else {
+    in_.resize(size);
+  }
+  return true;
+}
+
 void Connection::readMore() {
   if (inBegin_ == inEnd_) {
     inBegin_ = inEnd_ = 0;
-    // After a large frame, give the memory back.
-    if (in_.size() > kReadChunk * 4) in_ = std::vector<char>(kReadChunk);
+    // After a large frame, give the memory back (and the bytes charged to the budget).
+    if (in_.size() > kReadChunk * 4 || charged_ > 0) resizeIn(kReadChunk);
   }
-  if (in_.empty()) in_.resize(kReadChunk);
+  if (in_.empty()) resizeIn(kReadChunk);
   if (inEnd_ == in_.size()) {
     if (inBegin_ > 0) {  // move the partial frame to the front
       std::memmove(in_.data(), in_.data() + inBegin_, inEnd_ - inBegin_);
@@ -315,13 +351,25 @@ void Connection::readMore() {
       // within twice what has arrived.
       std::size_t want = in_.size() * 2;
       if (haveHeader_) want = std::min<std::size_t>(want, header_.bodyLength);
-      in_.resize(std::max(want, in_.size() + 1));
+      if (!resizeIn(std::max(want, in_.size() + 1))) {
+        const BufferBudget& budget = *options_.budget;
+        failProtocol(
+            header_.requestId, header_.type,
+            Error(Errc::overloaded,
+                  std::string(messageTypeName(header_.type)) + " frame of " +
+                      std::to_string(header_.bodyLength) + " bytes from " + remote_ +
+                      " refused: the node's connections hold " + std::to_string(budget.used()) +
+                      " bytes of partly received frames, and this one would take them "
+                      "past the limit of " +
+                      std::to_string(budget.limit()) + " (maxBufferedBytes)"));
+        return;
+      }
     }
   }
-  socket_.async_read_some(asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_),
-                          [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
-                            self->onRead(ec, n);
-                          });
+  stream_.asyncReadSome(asio::buffer(in_.data() + inEnd_, in_.size() - inEnd_),
+                        [self = shared_from_this()](const std::error_code& ec, std::size_t n) {
+                          self->onRead(ec, n);
+                        });
 }
 
 bool Connection::parseFrames() {
@@ -334,6 +382,14 @@ bool Connection::parseFrames() {
       if (auto error = decodeHeader(bytes, options_.maxBodyBytes, header_)) {
         // Answer in kind when the header is ours at least: the request id and a valid type.
         const bool ours = readLe(&bytes[0], 4) == kFrameMagic;
+        if (!ours && static_cast<unsigned char>(bytes[0]) == kTlsHandshakeRecord && bytes[1] == 3 &&
+            stream_.tls() == nullptr) {
+          failProtocol(0, MessageType::kHello,
+                       Error(Errc::protocol_error,
+                             remote_ + " speaks TLS, and this side does not (plain TCP): start "
+                                       "both with TLS (TlsOptions), or neither"));
+          return false;
+        }
         const auto rawType = static_cast<std::uint16_t>(readLe(&bytes[6], 2));
         const auto type = ours && rawType >= 1 && rawType <= kMaxMessageType
                               ? static_cast<MessageType>(rawType)
@@ -427,7 +483,7 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
     const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_, h.type);
     if (d.drop) return;
     if (d.delay.count() > 0) {
-      auto timer = std::make_shared<asio::steady_timer>(socket_.get_executor(), d.delay);
+      auto timer = std::make_shared<asio::steady_timer>(stream_.socket().get_executor(), d.delay);
       timer->async_wait([self = shared_from_this(), timer, bytes = encodeHeader(h),
                          body = std::move(body), twice = d.duplicate](std::error_code) mutable {
         if (self->closed_) return;  // held for a connection that closed meanwhile: gone
@@ -474,30 +530,34 @@ void Connection::writeNext() {
     ++frames;
   }
   writing_ = frames;
-  asio::async_write(
-      socket_, gather_, [self = shared_from_this()](const std::error_code& ec, std::size_t) {
-        const std::size_t written = std::exchange(self->writing_, 0);
-        if (ec) {
-          self->writes_.clear();
-          self->queuedBytes_ = 0;
-          if (!self->closed_) {
-            self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
-          } else if (self->lingering_) {
-            self->closeSocket();
-          }
-          return;
-        }
-        for (std::size_t i = 0; i < written; ++i) {
-          self->queuedBytes_ -= self->writes_[i].header.size() + self->writes_[i].body.size();
-        }
-        self->writes_.erase(self->writes_.begin(),
-                            self->writes_.begin() + static_cast<std::ptrdiff_t>(written));
-        if (!self->writes_.empty()) {
-          if (!self->closed_ || self->lingering_) self->writeNext();
-        } else if (self->lingering_) {
-          self->drainUntilEof();
-        }
-      });
+  if (stream_.tls() != nullptr && gather_.size() > 1) {
+    tlsOut_.resize(bytes);
+    asio::buffer_copy(asio::buffer(tlsOut_), gather_);
+    gather_.assign(1, asio::buffer(tlsOut_));
+  }
+  stream_.asyncWrite(gather_, [self = shared_from_this()](const std::error_code& ec, std::size_t) {
+    const std::size_t written = std::exchange(self->writing_, 0);
+    if (ec) {
+      self->writes_.clear();
+      self->queuedBytes_ = 0;
+      if (!self->closed_) {
+        self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
+      } else if (self->lingering_) {
+        self->closeSocket();
+      }
+      return;
+    }
+    for (std::size_t i = 0; i < written; ++i) {
+      self->queuedBytes_ -= self->writes_[i].header.size() + self->writes_[i].body.size();
+    }
+    self->writes_.erase(self->writes_.begin(),
+                        self->writes_.begin() + static_cast<std::ptrdiff_t>(written));
+    if (!self->writes_.empty()) {
+      if (!self->closed_ || self->lingering_) self->writeNext();
+    } else if (self->lingering_) {
+      self->drainUntilEof();
+    }
+  });
 }
 
 void Connection::failProtocol(std::uint64_t requestId, MessageType type, const Error& error) {
@@ -518,25 +578,25 @@ void Connection::drainUntilEof() {
   // Our FIN goes after the error reply; reading until the peer's EOF keeps unread input from
   // turning our close into a reset that could destroy the reply before the peer reads it.
   std::error_code ignored;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   drainRead();
 }
 
 void Connection::drainRead() {
-  socket_.async_read_some(asio::buffer(drainBuf_),
-                          [self = shared_from_this()](const std::error_code& ec, std::size_t) {
-                            if (ec) {
-                              self->closeSocket();
-                            } else if (self->socket_.is_open()) {
-                              self->drainRead();
-                            }
-                          });
+  stream_.asyncReadSome(asio::buffer(drainBuf_),
+                        [self = shared_from_this()](const std::error_code& ec, std::size_t) {
+                          if (ec) {
+                            self->closeSocket();
+                          } else if (self->stream_.socket().is_open()) {
+                            self->drainRead();
+                          }
+                        });
 }
 
 void Connection::closeSocket() {
   lingerTimer_.cancel();
   std::error_code ignored;
-  socket_.close(ignored);
+  stream_.socket().close(ignored);
 }
 
 void Connection::closeNow(const Error& reason, bool deferCallbacks) {
@@ -544,6 +604,7 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
   closed_ = true;
   open_.store(false, std::memory_order_release);
   closeReason_ = reason;
+  if (options_.budget) options_.budget->give(std::exchange(charged_, 0));
   if (!lingering_) closeSocket();  // cancels the read and any write in flight
   deadlineTimer_.cancel();
   silenceTimer_.cancel();
@@ -551,14 +612,16 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
   deadlines_.clear();
   auto notify = [self = shared_from_this(), pending = std::exchange(pending_, {}),
                  listeners = std::exchange(closeListeners_, {}), reason]() mutable {
-    const Error failure(Errc::unreachable,
+    // A refusal for want of credentials is final (retrying cannot help); anything else leaves
+    // the requests' fate unknown.
+    const Error failure(reason == Errc::unauthenticated ? Errc::unauthenticated : Errc::unreachable,
                         "connection to " + self->remote_ + " closed: " + describe(reason));
     for (auto& [id, p] : pending) p.done(failure);
     for (auto& listener : listeners) listener(reason);
     self->handler_.onClosed(self, reason);
   };
   if (deferCallbacks) {
-    asio::post(socket_.get_executor(), std::move(notify));
+    asio::post(stream_.socket().get_executor(), std::move(notify));
   } else {
     notify();
   }

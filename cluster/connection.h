@@ -1,4 +1,5 @@
-// Connection: one TCP connection carrying framed requests and replies in both directions.
+// Connection: one TCP connection (plain, or TLS: cluster/stream.h) carrying framed requests and
+// replies in both directions.
 //
 // One class per connection (STYLE 8): it owns its socket and buffers, keeps one write in flight
 // with a queue behind it, and holds its own lifetime with shared_from_this() in every async
@@ -31,6 +32,7 @@
 
 #include <ingrid/cluster/frame.h>
 #include <ingrid/cluster/frame_faults.h>
+#include <ingrid/cluster/stream.h>
 #include <ingrid/grid/result.h>
 #include <ingrid/grid/unique_function.h>
 
@@ -53,6 +55,25 @@ class ConnectionHandler {
   virtual void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) = 0;
 };
 
+// The bytes that the connections of one node hold in partly received frames, and their limit
+// (TransportOptions::maxBufferedBytes). Shared by the connections of a Transport; thread-safe.
+class BufferBudget {
+ public:
+  explicit BufferBudget(std::size_t limit) noexcept : limit_(limit) {}
+  // Takes `bytes` if that keeps the total within the limit; false (nothing taken) otherwise.
+  bool take(std::size_t bytes) noexcept;
+  void give(std::size_t bytes) noexcept;
+  std::size_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
+  // The most ever held at once.
+  std::size_t peak() const noexcept { return peak_.load(std::memory_order_relaxed); }
+  std::size_t limit() const noexcept { return limit_; }
+
+ private:
+  const std::size_t limit_;
+  std::atomic<std::size_t> used_{0};
+  std::atomic<std::size_t> peak_{0};
+};
+
 struct ConnectionOptions {
   // Largest frame body accepted or sent. Default: 16 MiB.
   std::uint32_t maxBodyBytes = kDefaultMaxBodyBytes;
@@ -70,7 +91,17 @@ struct ConnectionOptions {
   // replies past this is disconnected. Members are exempt (a snapshot may queue more). 0: no
   // limit. The Transport sets it for accepted connections (TransportOptions). Default: 0.
   std::size_t maxQueuedBytes = 0;
+  // The node-wide bound on partly received frames, shared by its connections: a peer that is not
+  // a member, whose frame (beyond the first kReadChunkBytes of its read buffer) would take the
+  // total past the limit, is answered with an `overloaded` error naming the limit and closed.
+  // Members' links are not counted (they are authenticated; a snapshot may be large). Null: no
+  // bound. The Transport sets it for accepted connections.
+  std::shared_ptr<BufferBudget> budget;
 };
+
+// Every connection reads into a buffer of this many bytes; only a frame larger than that grows
+// it (as its bytes arrive), and only that growth counts against ConnectionOptions::budget.
+inline constexpr std::size_t kReadChunkBytes = 16 * 1024;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
@@ -79,6 +110,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // `handler` must outlive the connection. Call start() once to begin reading.
   Connection(asio::ip::tcp::socket socket, ConnectionOptions options, ConnectionHandler& handler);
+  // Over `stream` (under TLS, after its handshake).
+  Connection(Stream stream, ConnectionOptions options, ConnectionHandler& handler);
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   ~Connection();
@@ -124,6 +157,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // State the owner may keep during a handshake (member authentication's nonces). Network
   // thread only.
   std::string handshake;
+  // Set by the Transport on a TLS connection whose peer presented a certificate that the CA
+  // verified (a member's link must). Network thread only.
+  bool peerCertified = false;
+  // Set by the owner once the peer proved the client secret (NodeOptions::clientSecret).
+  // Network thread only.
+  bool clientAuthenticated = false;
   // Set by the Transport on a connection accepted past maxConnections (within the members'
   // reserve): its owner takes only a member's Hello (and Auth) on it. Network thread only.
   bool overLimit = false;
@@ -148,6 +187,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string body;
   };
 
+  // Resizes in_ to `size` bytes (copying what it holds), charging options_.budget for the bytes
+  // past kReadChunkBytes; false (in_ unchanged) if the budget refuses.
+  bool resizeIn(std::size_t size);
   // Reads whatever has arrived into in_ (growing it only as a frame's bytes arrive), then
   // handles every complete frame in it before reading again (coalesced reads).
   void readMore();
@@ -182,7 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // may touch the socket directly.
   bool canRunInline() noexcept;
 
-  asio::ip::tcp::socket socket_;
+  Stream stream_;
   ConnectionOptions options_;
   ConnectionHandler& handler_;
   std::string remote_;
@@ -197,6 +239,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;
   std::vector<asio::const_buffer> gather_;
+  // Under TLS, the gathered frames copied into one buffer: one TLS record per write, not one
+  // per frame.
+  std::string tlsOut_;
   bool closed_ = false;
   // After a protocol error: the socket stays open until the error reply is flushed and the
   // peer's EOF is read, or lingerTimer_ fires (at most kLinger later).
@@ -222,6 +267,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::uint64_t framesRead_ = 0;
   // Bytes in writes_ (bounded by maxQueuedBytes for a peer that is not a member).
   std::size_t queuedBytes_ = 0;
+  // Bytes of in_ charged to options_.budget (given back when it shrinks or the connection closes).
+  std::size_t charged_ = 0;
 };
 
 }  // namespace ingrid

@@ -46,8 +46,22 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        dropped): members prove it to each other before any control or
                        replication message, and a joining node in its Join. Every member
                        needs the same one. Default: none (members not authenticated)
+  --client-secret-file PATH
+                       the client secret, read from PATH as the cluster secret is: clients
+                       must prove it before their first request (ingrid-cli
+                       --client-secret-file). Needs --cluster-secret-file. Default: none
+  --tls-ca PATH        PEM file of the CA that members' certificates chain to: turns TLS on for
+                       every connection (members and clients); needs --tls-cert and --tls-key.
+                       Members verify each other's certificates against it (mutual TLS).
+                       Default: none (plain TCP)
+  --tls-cert PATH      PEM file: this member's certificate, then any intermediates
+  --tls-key PATH       PEM file: that certificate's private key (unencrypted)
   --max-connections N  connections accepted at once; one more is refused with an error
                        naming the limit. Default: 4096
+  --max-buffered-bytes N
+                       bytes that clients' connections may hold at once in partly received
+                       frames; a frame past it is refused (overloaded) and its connection
+                       closed. 0 = no limit. Default: 67108864 (64 MiB)
   --idle-timeout-ms N  close a client's connection after N ms without a request (members'
                        links are exempt; the client redials). 0 = never. Default: 600000
   --log-level LEVEL    error, warn, info or debug. Default: info
@@ -125,8 +139,8 @@ int main(int argc, char** argv) {
       options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
       options.minMembers = static_cast<std::uint32_t>(n);
-    } else if (arg == "--cluster-secret-file") {
-      const char* path = value("--cluster-secret-file");
+    } else if (arg == "--cluster-secret-file" || arg == "--client-secret-file") {
+      const char* path = value(arg.c_str());
       std::ifstream in(path, std::ios::binary);
       std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
@@ -134,15 +148,24 @@ int main(int argc, char** argv) {
       }
       if (!in.good() && !in.eof()) secret.clear();
       if (secret.empty()) {
-        std::fprintf(stderr,
-                     "ingrid-node: --cluster-secret-file %s: cannot read it, or it is empty\n",
+        std::fprintf(stderr, "ingrid-node: %s %s: cannot read it, or it is empty\n", arg.c_str(),
                      path);
         return 2;
       }
-      options.clusterSecret = std::move(secret);
+      (arg == "--cluster-secret-file" ? options.clusterSecret : options.clientSecret) =
+          std::move(secret);
+    } else if (arg == "--tls-ca") {
+      options.tls.caFile = value("--tls-ca");
+    } else if (arg == "--tls-cert") {
+      options.tls.certificateChainFile = value("--tls-cert");
+    } else if (arg == "--tls-key") {
+      options.tls.privateKeyFile = value("--tls-key");
     } else if (arg == "--max-connections" &&
                parseUnsigned(value("--max-connections"), 1000000, n) && n > 0) {
       options.maxConnections = n;
+    } else if (arg == "--max-buffered-bytes" &&
+               parseUnsigned(value("--max-buffered-bytes"), std::size_t{1} << 40, n)) {
+      options.maxBufferedBytes = n;
     } else if (arg == "--idle-timeout-ms" &&
                parseUnsigned(value("--idle-timeout-ms"), 86400000, n)) {
       options.idleTimeout = std::chrono::milliseconds(n);

@@ -68,6 +68,11 @@ std::string dialerProof(std::string_view secret, std::string_view dialerNonce,
   return handshakeProof("ingrid/1 dial", secret, dialerNonce, acceptorNonce, dialerId, acceptorId);
 }
 
+std::string clientProof(std::string_view secret, std::string_view clientNonce,
+                        std::string_view acceptorNonce, std::uint64_t acceptorId) {
+  return handshakeProof("ingrid/1 client", secret, clientNonce, acceptorNonce, 0, acceptorId);
+}
+
 std::string joinProof(std::string_view secret, std::string_view address,
                       std::uint64_t incarnation) {
   std::string message;

@@ -7,9 +7,10 @@
 //   dialer   -> Auth  {proof HMAC(s, "dial" A D ids)}        (after checking the acceptor's)
 //
 // Each side's proof covers the other side's fresh nonce, so a recorded exchange proves nothing
-// later. A Join carries HMAC(s, "join" address incarnation): replaying it can only repeat that
-// same join, which the coordinator treats as a retry.
-// Thread safety: pure functions.
+// later. A thin client proves the client secret the same way (Hello with role client and a
+// nonce, the member's nonce in its reply, then Auth with clientProof). A Join carries HMAC(s,
+// "join" address incarnation): replaying it can only repeat that same join, which the coordinator
+// treats as a retry. Thread safety: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,10 @@ std::string acceptorProof(std::string_view secret, std::string_view dialerNonce,
 std::string dialerProof(std::string_view secret, std::string_view dialerNonce,
                         std::string_view acceptorNonce, std::uint64_t dialerId,
                         std::uint64_t acceptorId);
+// A thin client's proof of the client secret (NodeOptions::clientSecret), for its nonce and the
+// node's, to the member `acceptorId`: a third label, so that no member proof answers it.
+std::string clientProof(std::string_view secret, std::string_view clientNonce,
+                        std::string_view acceptorNonce, std::uint64_t acceptorId);
 // A joining node's proof.
 std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation);
 

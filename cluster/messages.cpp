@@ -12,16 +12,19 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
   }
   const bool little = body[0] == 1;
   std::size_t at = 1;
-  auto next = [&](const char* what) {
-    if (body.size() - at < 8) {
-      throw std::invalid_argument(std::string("it ends inside the length of ") + what);
-    }
+  auto number = [&](std::size_t bytes, const char* what) {
+    if (body.size() - at < bytes)
+      throw std::invalid_argument(std::string("it ends inside ") + what);
     std::uint64_t n = 0;
-    for (std::size_t i = 0; i < 8; ++i) {
+    for (std::size_t i = 0; i < bytes; ++i) {
       const std::uint64_t byte = static_cast<unsigned char>(body[at + i]);
-      n |= little ? byte << (8 * i) : byte << (8 * (7 - i));
+      n |= little ? byte << (8 * i) : byte << (8 * (bytes - 1 - i));
     }
-    at += 8;
+    at += bytes;
+    return n;
+  };
+  auto next = [&](const char* what) {
+    const std::uint64_t n = number(8, (std::string("the length of ") + what).c_str());
     if (n > body.size() - at) {
       throw std::length_error(std::string(what) + " claims " + std::to_string(n) + " bytes; " +
                               std::to_string(body.size() - at) + " remain");
@@ -34,6 +37,10 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
   spans.key = next("the key");
   spans.processor = next("the processor name");
   spans.args = next("the arguments");
+  spans.client = number(8, "the client id");
+  spans.seq = number(8, "the request number");
+  spans.doneBelow = number(8, "doneBelow");
+  spans.timeoutMs = static_cast<std::uint32_t>(number(4, "timeoutMs"));
   if (at != body.size())
     throw std::runtime_error(std::to_string(body.size() - at) + " trailing bytes");
   return spans;

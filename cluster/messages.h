@@ -26,7 +26,7 @@ struct HelloBody {
   std::uint8_t role = kPeer;
   MemberId memberId = 0;  // 0 for clients
   std::string address;    // the caller's listen address (peers)
-  // Member authentication (cluster/member_auth.h), when the cluster has a secret; else empty.
+  // Member (and client) authentication (cluster/member_auth.h), with a secret; else empty.
   std::string nonce;  // the sender's fresh nonce
   std::string proof;  // a reply's: HMAC proving the replier knows the secret
   template <class A>
@@ -90,14 +90,22 @@ struct TopologyBody {
 };
 
 // kInvoke: run `processor` with encoded `args` on `key`. Reply: InvokeReply, kRedirect, or an
-// error (unknown_processor, invalid_argument, processor_failed, unavailable, indeterminate...).
+// error (unknown_processor, invalid_argument, processor_failed, unavailable, timeout...).
+// `client`, `seq` and `doneBelow` identify the request for exactly-once retries (RequestId,
+// grid/dedup_table.h; client 0: no id). `timeoutMs` is what is left of the caller's deadline when
+// it was sent (0: none given): the primary does not start it later than that after receipt, and
+// replicates within it.
 struct InvokeRequest {
   std::string key;
   std::string processor;
   std::string args;
+  std::uint64_t client = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t doneBelow = 0;
+  std::uint32_t timeoutMs = 0;
   template <class A>
   void serialize(A& ar) {
-    ar(key, processor, args);
+    ar(key, processor, args, client, seq, doneBelow, timeoutMs);
   }
 };
 
@@ -106,23 +114,32 @@ struct InvokeRequestView {
   std::string_view key;
   std::string_view processor;
   std::string_view args;
+  std::uint64_t client = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t doneBelow = 0;
+  std::uint32_t timeoutMs = 0;
   template <class A>
   void save(A& ar) const {
     for (const std::string_view s : {key, processor, args}) {
       ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
       ar(cereal::binary_data(s.data(), s.size()));
     }
+    ar(client, seq, doneBelow, timeoutMs);
   }
 };
 
 // Where an InvokeRequest's fields lie in its encoded body, found without copying them (the
-// primary reads them in place). Throws std::invalid_argument on a malformed body.
+// primary reads them in place), and its numbers. Throws std::invalid_argument on a malformed body.
 struct InvokeRequestSpans {
   struct Span {
     std::uint32_t offset = 0, size = 0;
     std::string_view in(std::string_view body) const { return body.substr(offset, size); }
   };
   Span key, processor, args;
+  std::uint64_t client = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t doneBelow = 0;
+  std::uint32_t timeoutMs = 0;
   static InvokeRequestSpans of(std::string_view body);
 };
 
@@ -149,9 +166,15 @@ struct ReplicateBody {
   std::string key;
   std::string value;
   Nanos expiresAt = 0;
+  // The request that made the update and its answer, for the backup's dedup table (client 0: none).
+  std::uint64_t client = 0;
+  std::uint64_t requestSeq = 0;
+  std::uint64_t doneBelow = 0;
+  std::string result;
   template <class A>
   void serialize(A& ar) {
-    ar(partition, seq, epoch, prevEpoch, kind, key, value, expiresAt);
+    ar(partition, seq, epoch, prevEpoch, kind, key, value, expiresAt, client, requestSeq, doneBelow,
+       result);
   }
 };
 
@@ -224,6 +247,18 @@ struct SnapshotEntry {
   }
 };
 
+// One dedup record of a snapshot (grid/dedup_table.h): request `seq` of `client` answered `result`.
+struct SnapshotCompletion {
+  std::uint64_t client = 0;
+  std::uint64_t doneBelow = 0;
+  std::uint64_t seq = 0;
+  std::string result;
+  template <class A>
+  void serialize(A& ar) {
+    ar(client, doneBelow, seq, result);
+  }
+};
+
 // kSnapshot: one chunk of a partition's entries as of update `seq` (made in `lastEpoch`), sent by
 // the primary of `epoch`. The chunks of one snapshot share `id` and arrive in `index` order (one
 // missing refuses the rest); the receiver stages them and
@@ -240,15 +275,21 @@ struct SnapshotBody {
   bool first = true;
   bool last = true;
   std::vector<SnapshotEntry> entries;
+  std::vector<SnapshotCompletion> completions;  // the partition's dedup records
   template <class A>
   void save(A& ar) const {
-    ar(partition, id, seq, epoch, lastEpoch, index, first, last, entries);
+    ar(partition, id, seq, epoch, lastEpoch, index, first, last, entries, completions);
   }
   template <class A>
   void load(A& ar) {
     ar(partition, id, seq, epoch, lastEpoch, index, first, last);
     entries.resize(loadBoundedSize(ar, kMaxEntries, "SnapshotBody.entries"));
     for (auto& e : entries) ar(e);
+    // Each record is at least 32 bytes on the wire: reserve no more than the rest could hold.
+    const std::size_t n = loadBoundedSize(ar, kMaxEntries, "SnapshotBody.completions");
+    completions.clear();
+    completions.reserve(std::min(n, remainingInput() / 32));
+    for (std::size_t i = 0; i < n; ++i) ar(completions.emplace_back());
   }
 };
 

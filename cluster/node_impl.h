@@ -93,6 +93,7 @@ class NodeImpl final : public ConnectionHandler,
     std::uint64_t stagingId = 0;    // 0: none under way
     std::uint32_t stagingNext = 0;  // the index of the chunk it expects next
     std::vector<SnapshotEntry> staging;
+    std::vector<SnapshotCompletion> stagingCompletions;
     std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
     // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
     // so that a status request (network thread) can read it.
@@ -107,19 +108,34 @@ class NodeImpl final : public ConnectionHandler,
   bool runLocally(RoutedCallPtr& call, MemberId primary) override;
   void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
   void callFinished() noexcept override { finishInvocation(); }
-  // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate.
-  // `done` gets the encoded result, Errc::not_owner (redirect) or Errc::unavailable (fenced).
+  // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate
+  // (within `deadline`). A request with a valid `id` that ran before gets its recorded answer
+  // instead (grid/dedup_table.h); one whose deadline passed before it started does not run.
+  // `done` gets the encoded result, Errc::not_owner (redirect), Errc::unavailable (fenced, or a
+  // copy of a request still replicating) or another error.
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
-               std::string_view args, RawCompletion done);
-  // Sends `update` of p to every backup of p in `topo` (the topology it ran under).
-  void replicate(PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
-                 Result<std::string> result, RawCompletion done);
-  // The acknowledgements one replicated update waits for (network thread).
+               std::string_view args, const RequestId& id,
+               std::chrono::steady_clock::time_point deadline, RawCompletion done);
+  // The answer to a request the dedup table has seen (`seen.kind` is not kNew or kAnswered).
+  static Error dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen);
+  // Sends `update` of p to every backup of p in `topo` (the topology it ran under), trying until
+  // `deadline`. With `track`, returns the replication's outcome for a dedup record (null in
+  // kPrimarySync: nothing to wait for).
+  std::shared_ptr<const ReplicationOutcome> replicate(
+      PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
+      Result<std::string> result, std::chrono::steady_clock::time_point deadline,
+      RawCompletion done, bool track = false);
+  // The acknowledgements one replicated update waits for (network thread); its outcome is read by
+  // the dedup table (p's worker).
   struct Acks {
+    Acks(std::size_t backups, Result<std::string> r) : pending(backups), result(std::move(r)) {}
     std::size_t pending = 0;
     Result<std::string> result;
     RawCompletion done;
     std::string failures;
+    // Shared with the request's dedup record (which must not keep the rest of this alive: the
+    // completion holds the caller's connection); null when nothing records the request.
+    std::shared_ptr<ReplicationOutcome> outcome;
   };
   // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
   // owner of p, or `deadline` passes. Network thread.
@@ -181,6 +197,8 @@ class NodeImpl final : public ConnectionHandler,
   void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame);
   // Refuses a connection accepted past maxConnections that is not a member's (overloaded).
   void refuseOverLimit(const std::shared_ptr<Connection>& conn);
+  // Refuses a connection that sent `type` before proving the client secret.
+  void refuseUnauthenticatedClient(const std::shared_ptr<Connection>& conn, MessageType type);
   // Makes `conn` member `id`'s link (Connection::peerId, adopted by its Peer).
   void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                     const std::string& address);

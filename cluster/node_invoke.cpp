@@ -59,7 +59,8 @@ bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
     RoutedCall& c = *call;
     // Registered: invokeRaw checked it, and the registry is immutable while running.
     const ErasedProcessorFn fn = registry_.find(c.processor);
-    execute(c.partition, store, c.key, fn, c.args,
+    const RequestId id = router_.requestId(c);
+    execute(c.partition, store, c.key, fn, c.args, id, c.deadline,
             [this, call = std::move(call)](Result<std::string> r) mutable {
               if (!r && transport_ &&
                   (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
@@ -74,7 +75,8 @@ bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
 }
 
 void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view key,
-                       ErasedProcessorFn fn, std::string_view args, RawCompletion done) {
+                       ErasedProcessorFn fn, std::string_view args, const RequestId& id,
+                       std::chrono::steady_clock::time_point deadline, RawCompletion done) {
   Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
   const MemberId self = memberId();
@@ -90,6 +92,28 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     done(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
     return;
   }
+  const auto steadyNow = std::chrono::steady_clock::now();
+  if (id.valid()) {
+    const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
+    if (seen.kind == DedupTable::Lookup::kAnswered) {
+      done(std::string(*seen.result));  // ran before: its answer, and it does not run again
+      return;
+    }
+    if (seen.kind != DedupTable::Lookup::kNew) {
+      done(dedupAnswer(p, id, seen));
+      return;
+    }
+  }
+  if (steadyNow >= deadline) {
+    const auto late =
+        std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - deadline).count();
+    done(Error(Errc::timeout, "the deadline passed " + std::to_string(late) +
+                                  " ms before the request started on " + partitionName(p) +
+                                  ": not run"));
+    return;
+  }
+  // No request outlives its dedup record: a retry of it can still find its answer.
+  deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
   const Nanos now = clock_->now();
   MutableEntry entry(key, store.find(key, now));
   Result<std::string> result = fn(args, entry, now);
@@ -120,6 +144,7 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   rep.lastEpoch = topo->epoch(p);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
+    if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     done(std::move(result));
     return;
   }
@@ -136,21 +161,65 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   } else {
     update->kind = ReplicateBody::kRemove;
   }
-  replicate(p, std::move(update), topo, std::move(result), std::move(done));
+  if (id.valid()) {
+    update->client = id.client;
+    update->requestSeq = id.seq;
+    update->doneBelow = id.doneBelow;
+    update->result = *result;
+    std::string answer = *result;
+    std::shared_ptr<const ReplicationOutcome> outcome =
+        replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done),
+                  /*track=*/true);
+    store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
+    return;
+  }
+  replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done));
 }
 
-void NodeImpl::replicate(PartitionId p, std::shared_ptr<const ReplicateBody> update,
-                         TopologyPtr topo, Result<std::string> result, RawCompletion done) {
+Error NodeImpl::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
+  const std::string request = "request " + std::to_string(id.seq) + " of client " +
+                              std::to_string(id.client) + " on " + partitionName(p);
+  switch (seen.kind) {
+    case DedupTable::Lookup::kPending:
+      return Error(Errc::unavailable,
+                   request + " ran, and its update is still being replicated: ask again");
+    case DedupTable::Lookup::kFailed:
+      return Error(Errc::indeterminate,
+                   request + " ran on the primary, but a backup never confirmed its update");
+    case DedupTable::Lookup::kFull:
+      return Error(Errc::overloaded,
+                   request + ": the client already has " +
+                       std::to_string(DedupTable::kMaxRecordsPerClient) +
+                       " answered requests recorded here that it has not acknowledged "
+                       "(doneBelow " +
+                       std::to_string(id.doneBelow) + "): not run; retry once earlier calls end");
+    case DedupTable::Lookup::kForgotten:
+      return Error(Errc::invalid_argument, request + " is below the client's doneBelow (" +
+                                               std::to_string(id.doneBelow) +
+                                               "): a stale copy of an answered request, not run");
+    default:
+      return Error(Errc::processor_failed, request + ": no recorded answer");
+  }
+}
+
+std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
+    PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
+    Result<std::string> result, std::chrono::steady_clock::time_point deadline, RawCompletion done,
+    bool track) {
   Replica& rep = replicas_[p];
-  const std::size_t backups = topo->table.owners(p).size() - 1;
-  auto acks = std::make_shared<Acks>(Acks{backups, std::move(result), {}, {}});
+  auto acks = std::make_shared<Acks>(topo->table.owners(p).size() - 1, std::move(result));
+  std::shared_ptr<const ReplicationOutcome> outcome;
   if (options_.replication == ReplicationMode::kPrimarySync) {
     done(acks->result);  // answer first; a failover may lose this update (documented)
+    // (no outcome: a copy of the request gets the same answer at once)
   } else {
     acks->done = std::move(done);
+    if (track) {
+      acks->outcome = std::make_shared<ReplicationOutcome>();
+      outcome = acks->outcome;
+    }
   }
   rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
-  const auto deadline = std::chrono::steady_clock::now() + options_.requestTimeout;
   auto send = [this, p, acks, update = std::move(update), topo = std::move(topo), deadline]() {
     const std::vector<MemberId>& owners = topo->table.owners(p);
     for (std::size_t i = 1; i < owners.size(); ++i) {
@@ -162,6 +231,7 @@ void NodeImpl::replicate(PartitionId p, std::shared_ptr<const ReplicateBody> upd
   } else {
     asio::post(netIo_, std::move(send));
   }
+  return outcome;
 }
 
 void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
@@ -215,14 +285,22 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
       acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
     }
     if (--acks->pending != 0) return;
+    if (acks->outcome) {
+      acks->outcome->state.store(
+          acks->failures.empty() ? ReplicationOutcome::kAcknowledged : ReplicationOutcome::kFailed,
+          std::memory_order_release);
+    }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (!acks->done) return;
+    // Released once called (the connection it holds must not outlive its answer).
+    RawCompletion done = std::exchange(acks->done, RawCompletion{});
     if (acks->failures.empty()) {
-      acks->done(std::move(acks->result));
+      done(std::move(acks->result));
     } else {
-      acks->done(Error(Errc::indeterminate, "applied on the primary of partition " +
-                                                std::to_string(p) + ", but " + acks->failures));
+      done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
+                                          ", but " + acks->failures));
     }
+    acks->failures = {};
   };
   const MemberInfo* info = topo->member(b);
   std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
@@ -242,7 +320,7 @@ void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t
       it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
     flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
   }
-  const std::size_t bytes = update->key.size() + update->value.size() + 64;
+  const std::size_t bytes = update->key.size() + update->value.size() + update->result.size() + 96;
   if (auto it = outgoingUpdates_.find(b); it != outgoingUpdates_.end() &&
                                           !it->second.updates.empty() &&
                                           it->second.bytes + bytes > kMaxBatchBytes) {
@@ -386,10 +464,14 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
     return;
   }
   const PartitionId p = partitionOf(key, options_.partitions);
-  workers_->post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans,
-                     fn](PartitionStore& store) {
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      (spans.timeoutMs != 0 ? std::chrono::milliseconds(spans.timeoutMs) : options_.requestTimeout);
+  workers_->post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans, fn,
+                     deadline](PartitionStore& store) {
     execute(
         p, store, spans.key.in(body), fn, spans.args.in(body),
+        RequestId{spans.client, spans.seq, spans.doneBelow}, deadline,
         [this, conn, header](Result<std::string> r) {
           const std::uint64_t version = topology()->version;
           if (r.ok()) {

@@ -11,6 +11,7 @@
 
 #include <ingrid/cluster/member_auth.h>
 #include <ingrid/cluster/node_impl.h>
+#include <ingrid/cluster/tls.h>
 
 namespace ingrid {
 namespace {
@@ -97,6 +98,17 @@ Result<bool> NodeImpl::start() {
   if (options_.maxConnections == 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.maxConnections must be > 0");
   }
+  std::shared_ptr<asio::ssl::context> tls;
+  if (options_.tls.configured()) {
+    auto made = makeTlsContext(options_.tls, "NodeOptions", /*needCertificate=*/true);
+    if (!made) return std::move(made).error();
+    tls = std::move(made).value();
+  }
+  if (!options_.clientSecret.empty() && options_.clusterSecret.empty()) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.clientSecret needs a clusterSecret: without one, a client could say "
+                 "Hello as a member and skip the client secret");
+  }
   if (options_.expirySweepInterval.count() <= 0 || options_.expirySweepEntries == 0) {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.expirySweepInterval and expirySweepEntries must be > 0");
@@ -117,6 +129,13 @@ Result<bool> NodeImpl::start() {
                      (options_.leaseDuration.count() > 0 ? "" : ", failureTimeout / 2") +
                      ") must be above heartbeatInterval (" + ms(options_.heartbeatInterval) +
                      ") and below failureTimeout (" + ms(options_.failureTimeout) + ")");
+  }
+  if (options_.dedupWindow < std::chrono::milliseconds(1000) ||
+      options_.requestTimeout > options_.dedupWindow / 2) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.dedupWindow (" + ms(options_.dedupWindow) +
+                     ") must be at least 1000 ms and at least twice requestTimeout (" +
+                     ms(options_.requestTimeout) + "): a retry must find its request's record");
   }
   if (options_.migrationStallTimeout.count() <= 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.migrationStallTimeout (" +
@@ -148,6 +167,10 @@ Result<bool> NodeImpl::start() {
       options_.partitions, threads, clock_, options_.expirySweepInterval,
       options_.expirySweepEntries,
       options_.partitionsOnNetworkThread && listen ? &netIo_ : nullptr);
+  workers_->setDedupWindow(options_.dedupWindow);
+  // A remote primary silent this long is asked again (same request id), by then perhaps at the
+  // member that took its partitions over.
+  router_.setAttemptTimeout(std::max(options_.heartbeatInterval, options_.failureTimeout / 2));
   replicas_ = std::make_unique<Replica[]>(options_.partitions);
   {
     auto empty = std::make_shared<Topology>();
@@ -171,6 +194,8 @@ Result<bool> NodeImpl::start() {
   topts.handshakeTimeout = options_.handshakeTimeout;
   topts.idleTimeout = options_.idleTimeout;
   topts.maxQueuedBytes = options_.maxQueuedBytes;
+  topts.maxBufferedBytes = options_.maxBufferedBytes;
+  topts.tls = std::move(tls);
   transport_ = std::make_unique<Transport>(netIo_, topts, *this);
   Result<std::uint16_t> port = transport_->listen();
   if (!port) {
@@ -264,25 +289,34 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
     if (tried.find(seed) == std::string::npos) tried += (tried.empty() ? "" : ", ") + seed;
     std::promise<Result<Frame>> answered;
     auto answer = answered.get_future();
+    // Each seed gets its share of the deadline, so that a frozen one (it accepts the connection
+    // and never answers) does not take all of it; a join sent again is the same join (same
+    // incarnation), so asking the next seed is safe.
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    transport_->connect(
-        seed, [&answered, &request, left](Result<std::shared_ptr<Connection>> conn) mutable {
-          if (!conn) {
-            answered.set_value(std::move(conn).error());
-            return;
-          }
-          auto c = conn.value();
-          c->request(MessageType::kJoin, 0, encode(request),
-                     std::max(left, std::chrono::milliseconds(1)),
-                     [&answered, c](Result<Frame> r) mutable {
-                       answered.set_value(std::move(r));
-                       c->close(Error(Errc::shutting_down, "join finished"));
-                     });
-        });
+    const auto share =
+        std::min(left, std::max(options_.joinTimeout / (2 * static_cast<int>(seeds.size())),
+                                std::chrono::milliseconds(200)));
+    transport_->connect(seed, [&answered, &request,
+                               left = share](Result<std::shared_ptr<Connection>> conn) mutable {
+      if (!conn) {
+        answered.set_value(std::move(conn).error());
+        return;
+      }
+      auto c = conn.value();
+      c->request(MessageType::kJoin, 0, encode(request),
+                 std::max(left, std::chrono::milliseconds(1)),
+                 [&answered, c](Result<Frame> r) mutable {
+                   answered.set_value(std::move(r));
+                   c->close(Error(Errc::shutting_down, "join finished"));
+                 });
+    });
     Result<Frame> reply = answer.get();
     if (!reply) {
-      if (reply.error() == Errc::join_refused) return std::move(reply).error();
+      // Refused, or refused our credentials (no TLS, an untrusted certificate): final.
+      if (reply.error() == Errc::join_refused || reply.error() == Errc::unauthenticated) {
+        return std::move(reply).error();
+      }
       lastError = seed + ": " + reply.error().message();
       continue;
     }
@@ -735,6 +769,12 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
     refuseOverLimit(conn);
     return;
   }
+  if (!options_.clientSecret.empty() && conn->peerId == 0 && !conn->clientAuthenticated &&
+      header.type != MessageType::kHello && header.type != MessageType::kAuth &&
+      header.type != MessageType::kJoin) {
+    refuseUnauthenticatedClient(conn, header.type);
+    return;
+  }
   if (conn->peerId == 0 && memberOnly(header.type)) {
     conn->replyError(header, Error(Errc::unauthenticated,
                                    std::string(messageTypeName(header.type)) +
@@ -824,7 +864,20 @@ void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame)
     return;
   }
   HelloBody mine{HelloBody::kPeer, memberId(), selfAddress_, {}, {}};
-  if (hello.role == HelloBody::kPeer && hello.memberId != 0) {
+  if (hello.role == HelloBody::kClient && !options_.clientSecret.empty()) {
+    // The client proves the client secret in its Auth (handleAuth), over both nonces.
+    mine.nonce = member_auth::freshNonce();
+    conn->handshake = encode(PendingAuth{0, mine.memberId, {}, hello.nonce, mine.nonce});
+  } else if (hello.role == HelloBody::kPeer && hello.memberId != 0) {
+    if (options_.tls.enabled() && !conn->peerCertified) {
+      conn->refuse(Error(Errc::unauthenticated,
+                         "member " + std::to_string(memberId()) + " (" + selfAddress_ +
+                             ") refuses " + conn->remote() + ", which says it is member " +
+                             std::to_string(hello.memberId) +
+                             ": under TLS a member's link must present a certificate that the "
+                             "cluster's CA signed (TlsOptions::certificateChainFile)"));
+      return;
+    }
     if (options_.clusterSecret.empty()) {
       acceptMember(conn, hello.memberId, hello.address);
     } else {
@@ -848,6 +901,16 @@ void NodeImpl::refuseOverLimit(const std::shared_ptr<Connection>& conn) {
                                   "members' links are taken"));
 }
 
+void NodeImpl::refuseUnauthenticatedClient(const std::shared_ptr<Connection>& conn,
+                                           MessageType type) {
+  conn->refuse(Error(Errc::unauthenticated,
+                     "member " + std::to_string(memberId()) + " (" + selfAddress_ +
+                         ") refuses the connection from " + conn->remote() +
+                         ": clients must "
+                         "prove the client secret (ClientOptions::clientSecret) before " +
+                         messageTypeName(type) + ", and this one did not"));
+}
+
 void NodeImpl::acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                             const std::string& address) {
   conn->peerId = id;
@@ -856,13 +919,26 @@ void NodeImpl::acceptMember(const std::shared_ptr<Connection>& conn, MemberId id
 
 void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame) {
   const std::string who = "member " + std::to_string(memberId()) + " (" + selfAddress_ + ")";
-  if (options_.clusterSecret.empty() || conn->handshake.empty()) {
+  if (conn->handshake.empty()) {
     conn->refuse(Error(Errc::protocol_error, who + " got an Auth from " + conn->remote() +
                                                  " without a Hello that asked for one"));
     return;
   }
   const PendingAuth pending = decode<PendingAuth>(std::exchange(conn->handshake, {}));
   const AuthBody auth = decode<AuthBody>(frame.body);
+  if (pending.dialerId == 0) {  // a client's proof of the client secret
+    if (!member_auth::sameProof(
+            auth.proof, member_auth::clientProof(options_.clientSecret, pending.dialerNonce,
+                                                 pending.acceptorNonce, pending.acceptorId))) {
+      conn->refuse(Error(Errc::unauthenticated, who + " refuses the client at " + conn->remote() +
+                                                    ": its proof does not match the client secret "
+                                                    "(ClientOptions::clientSecret)"));
+      return;
+    }
+    conn->clientAuthenticated = true;
+    conn->reply(frame.header, MessageType::kAuth, topology()->version, {});
+    return;
+  }
   if (!member_auth::sameProof(
           auth.proof,
           member_auth::dialerProof(options_.clusterSecret, pending.dialerNonce,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ingrid/cluster/frame_faults.h>
+#include <ingrid/cluster/tls_options.h>
 #include <ingrid/grid/clock.h>
 #include <ingrid/grid/hash.h>
 
@@ -66,6 +67,20 @@ struct NodeOptions {
   // accepted from them, and a joining node proves it in its Join. Every member must have the same
   // one. Empty: members are not authenticated. Default: empty.
   std::string clusterSecret = {};
+  // The client secret. When set, a connection that is not a member's link must prove it (HMAC
+  // over fresh nonces, in Hello and Auth; ClientOptions::clientSecret) before anything but
+  // Hello, Auth and Join is taken from it; one that sends anything else first is refused with an
+  // `unauthenticated` error naming the reason, and closed. Needs a clusterSecret (else a client
+  // could say it is a member). Every member must have the same one. Empty: clients are not
+  // authenticated. Default: empty.
+  std::string clientSecret = {};
+  // TLS for every connection this node accepts and dials (cluster/tls_options.h). With a caFile,
+  // a node needs its certificate chain and private key too: members verify each other's
+  // certificates against the CA (mutual TLS), and a connection that says Hello as a member
+  // without a verified certificate is refused. Clients verify the node's certificate and need
+  // none of their own. A peer without TLS is refused with an error naming the reason. Default:
+  // off.
+  TlsOptions tls = {};
   // Connections from clients and tools this node accepts at once; one more is refused with an
   // `overloaded` error naming the limit. Members' links may go past it (into a reserve of 1024),
   // so that clients cannot crowd them out. Default: 4096.
@@ -73,6 +88,12 @@ struct NodeOptions {
   // Bytes queued for a client or tool that does not read its replies before it is disconnected.
   // Default: 64 MiB.
   std::size_t maxQueuedBytes = std::size_t{64} << 20;
+  // Bytes that all connections from clients and tools (not members) may hold at once in partly
+  // received frames. A frame that would take the total past it is answered with an `overloaded`
+  // error naming the limit and its connection is closed; the node keeps serving the others. Each
+  // connection's first 16 KiB of read buffer is not counted (maxConnections bounds those), nor
+  // are members' links. 0: no limit. Default: 64 MiB.
+  std::size_t maxBufferedBytes = std::size_t{64} << 20;
   // An accepted connection that sends no complete frame within this is closed. Default: 10 s.
   std::chrono::milliseconds handshakeTimeout{10000};
   // An accepted connection from a client or tool (not a member) that sends nothing for this long
@@ -80,6 +101,11 @@ struct NodeOptions {
   std::chrono::milliseconds idleTimeout{600000};
   // Deadline of one invocation, including redirects and retries. Default: 5 s.
   std::chrono::milliseconds requestTimeout{5000};
+  // Exactly-once retries (grid/dedup_table.h): a partition keeps the answers of the requests that
+  // changed it until their client has them, or until the client sent it nothing for this long.
+  // A request's deadline is capped at half of it, so no retry can outlive its record. Default: 60
+  // s.
+  std::chrono::milliseconds dedupWindow{60000};
   // How long start() may take to join the cluster. Default: 10 s.
   std::chrono::milliseconds joinTimeout{10000};
   // After leaving, how long stop() keeps answering requests (redirects to the new owners) before

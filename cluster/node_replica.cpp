@@ -127,6 +127,8 @@ Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const
   } else {
     store.erase(u.key);
   }
+  const RequestId id{u.client, u.requestSeq, u.doneBelow};
+  if (id.valid()) store.dedup().record(id, u.result, nullptr, std::chrono::steady_clock::now());
   rep.seq = u.seq;
   rep.lastEpoch = u.epoch;
   return {};
@@ -139,6 +141,11 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
     if (snap.partition >= options_.partitions) throw std::out_of_range("partition out of range");
     for (const SnapshotEntry& e : snap.entries) {
       if (auto bad = keyError(e.key)) throw std::invalid_argument(bad->detail());
+    }
+    for (const SnapshotCompletion& c : snap.completions) {
+      if (c.client == 0 || c.seq == 0) {
+        throw std::invalid_argument("a dedup record without a client id or request number");
+      }
     }
   } catch (const std::exception& e) {
     conn->replyError(frame.header,
@@ -177,6 +184,7 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
       rep.stagingId = s.id;
       rep.stagingNext = 0;
       rep.staging.clear();
+      rep.stagingCompletions.clear();
       // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
       // the snapshot will cover; a replica that was complete and is resyncing refuses them
       // (the primary retries), and keeps what it holds until the whole snapshot is in.
@@ -197,10 +205,17 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
     }
     ++rep.stagingNext;
     for (auto& e : s.entries) rep.staging.push_back(std::move(e));
+    for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
     if (s.last) {
       store.clear();
       for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& c : rep.stagingCompletions) {
+        store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result), nullptr,
+                             now);
+      }
       rep.staging = {};
+      rep.stagingCompletions = {};
       rep.stagingId = 0;
       rep.seq = s.seq;
       rep.lastEpoch = s.lastEpoch;
@@ -222,6 +237,16 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks.back().entries.push_back(
         SnapshotEntry{std::string(key), std::string(e.value), e.expiresAt});
     bytes += key.size() + e.value.size() + 16;
+  });
+  // The dedup records follow the entries, in chunks bounded like theirs (count and bytes).
+  store.dedup().forEach([&](std::uint64_t client, std::uint64_t doneBelow, std::uint64_t seq,
+                            const std::string& result) {
+    if (chunks.back().completions.size() >= kSnapshotChunkEntries || bytes >= kSnapshotChunkBytes) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().completions.push_back(SnapshotCompletion{client, doneBelow, seq, result});
+    bytes += result.size() + 32;
   });
   Replica& rep = replicas_[p];
   // Tells this snapshot's chunks from those of another one (an earlier attempt, another sender).

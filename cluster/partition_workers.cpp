@@ -59,7 +59,11 @@ void PartitionWorkers::scheduleSweep(Worker& w) {
     if (ec || w.stopping) return;
     const Nanos now = clock_->now();
     std::uint64_t reclaimed = 0;
-    for (PartitionId p : w.partitions) reclaimed += stores_[p].reclaimExpired(now, sweepEntries_);
+    const auto steadyNow = std::chrono::steady_clock::now();
+    for (PartitionId p : w.partitions) {
+      reclaimed += stores_[p].reclaimExpired(now, sweepEntries_);
+      stores_[p].dedup().expireIdle(steadyNow, dedupWindow_);
+    }
     if (reclaimed != 0) w.reclaimed.fetch_add(reclaimed, std::memory_order_relaxed);
     scheduleSweep(w);
   });

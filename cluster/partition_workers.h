@@ -40,6 +40,10 @@ class PartitionWorkers {
   PartitionWorkers& operator=(const PartitionWorkers&) = delete;
   ~PartitionWorkers();
 
+  // How long a client's dedup records outlive its last request to a partition (the sweep drops
+  // them after that). Before start().
+  void setDedupWindow(std::chrono::milliseconds window) noexcept { dedupWindow_ = window; }
+
   // Starts the threads; each binds the stores of its partitions and begins sweeping.
   void start();
   // Stops sweeping, runs every task already posted, then joins the threads. Idempotent.
@@ -106,6 +110,7 @@ class PartitionWorkers {
   std::shared_ptr<const Clock> clock_;
   std::chrono::milliseconds sweepInterval_;
   std::size_t sweepEntries_;
+  std::chrono::milliseconds dedupWindow_{60000};
   std::vector<PartitionStore> stores_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool shared_ = false;

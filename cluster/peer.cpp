@@ -207,8 +207,12 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
 void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {
   conn_ = std::move(conn);
   const bool hello = dialed && options_.helloBody;
-  // A dialed connection speaks for the member only once its Hello reply was accepted.
-  if (options_.peerId != 0 && !hello) conn_->peerId = options_.peerId;
+  // A dialed connection speaks for the member only once its Hello reply was accepted. An adopted
+  // one usually says so already (its owner set it on the Hello or Auth): written only if not,
+  // since partition workers may read it meanwhile (a frame pipelined behind the Auth).
+  if (options_.peerId != 0 && !hello && conn_->peerId != options_.peerId) {
+    conn_->peerId = options_.peerId;
+  }
   const std::uint64_t generation = ++generation_;
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);

@@ -12,6 +12,11 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <ingrid/cluster/tls.h>
+
 namespace ingrid {
 namespace {
 
@@ -26,6 +31,15 @@ std::string joinAddress(const std::string& host, std::uint16_t port) {
 Error stoppedError(const std::string& what) {
   return Error(Errc::shutting_down, "transport stopped" + what);
 }
+
+// Whether the TLS peer presented a certificate that the CA verified.
+bool certified(Stream::Tls& tls) {
+  SSL* ssl = tls.native_handle();
+  return SSL_get0_peer_certificate(ssl) != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+}
+
+// How long the server side of a TLS handshake may take when no handshake timeout is set.
+constexpr std::chrono::milliseconds kTlsHandshakeLimit{10000};
 
 }  // namespace
 
@@ -52,13 +66,18 @@ std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::str
 
 struct Transport::State {
   State(asio::io_context& context, TransportOptions opts, ConnectionHandler& h)
-      : io(context), options(std::move(opts)), handler(h), acceptor(context), retryTimer(context) {}
+      : io(context), options(std::move(opts)), handler(h), acceptor(context), retryTimer(context) {
+    if (options.maxBufferedBytes > 0) {
+      budget = std::make_shared<BufferBudget>(options.maxBufferedBytes);
+    }
+  }
 
   asio::io_context& io;
   const TransportOptions options;
   ConnectionHandler& handler;
   asio::ip::tcp::acceptor acceptor;  // opened by listen(), then network thread only
   asio::steady_timer retryTimer;
+  std::shared_ptr<BufferBudget> budget;  // of accepted connections; null without a limit
   std::atomic<std::uint16_t> port{0};
   std::atomic<std::size_t> inbound{0};  // accepted connections still open
   std::mutex mu;
@@ -67,6 +86,7 @@ struct Transport::State {
   std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
   std::size_t sweepAt = 64;                                            // guarded by mu
   std::set<std::shared_ptr<Dial>> dials;                               // guarded by mu
+  std::set<std::shared_ptr<Handshake>> handshakes;                     // guarded by mu
   // Listening on one specific address: outgoing connections leave from it too, so that a peer (or
   // a firewall rule) sees a member's traffic come from the address it listens on. Guarded by mu.
   std::optional<asio::ip::address> source;
@@ -82,6 +102,7 @@ struct Transport::Dial {
         done(std::move(handler)) {}
 
   asio::ip::tcp::socket socket;
+  std::optional<Stream::Tls> tls;  // once connected, under TLS: the handshake's stream
   asio::steady_timer timer;
   asio::ip::tcp::resolver resolver;
   std::string address;
@@ -94,7 +115,21 @@ struct Transport::Dial {
   void abort() {
     resolver.cancel();
     std::error_code ignored;
-    socket.close(ignored);
+    (tls ? tls->next_layer() : socket).close(ignored);
+  }
+};
+
+// The server side of one TLS handshake in progress; network thread only.
+struct Transport::Handshake {
+  explicit Handshake(asio::ip::tcp::socket s)
+      : socket(std::move(s)), timer(socket.get_executor()) {}
+  asio::ip::tcp::socket socket;
+  std::optional<Stream::Tls> tls;
+  asio::steady_timer timer;
+
+  void abort() {
+    std::error_code ignored;
+    (tls ? tls->next_layer() : socket).close(ignored);
   }
 };
 
@@ -153,6 +188,14 @@ Result<std::uint16_t> Transport::listen() {
 
 std::uint16_t Transport::listenPort() const noexcept { return state_->port.load(); }
 
+std::size_t Transport::bufferedBytes() const noexcept {
+  return state_->budget ? state_->budget->used() : 0;
+}
+
+std::size_t Transport::bufferedBytesPeak() const noexcept {
+  return state_->budget ? state_->budget->peak() : 0;
+}
+
 std::string Transport::listenAddress() const {
   return joinAddress(options_.listenHost, state_->port.load());
 }
@@ -173,28 +216,107 @@ void Transport::accept(const std::shared_ptr<State>& state) {
           });
           return;
         }
-        ConnectionOptions options = state->options.connection;
-        options.handshakeTimeout = state->options.handshakeTimeout;
-        options.idleTimeout = state->options.idleTimeout;
-        options.maxQueuedBytes = state->options.maxQueuedBytes;
-        auto conn = std::make_shared<Connection>(std::move(socket), options, state->handler);
-        if (track(state, conn)) {
-          const std::size_t open = state->inbound.load();
-          if (open >= state->options.maxConnections + TransportOptions::kMemberReserve) {
-            conn->refuse(Error(
-                Errc::overloaded,
-                "member at " + joinAddress(state->options.listenHost, state->port.load()) +
-                    " refuses the connection from " + conn->remote() + ": " + std::to_string(open) +
-                    " connections are open, the limit (maxConnections " +
-                    std::to_string(state->options.maxConnections) + ", and the members' reserve)"));
-          } else {
-            conn->overLimit = open >= state->options.maxConnections;
-            ++state->inbound;
-            conn->onClose([state](const Error&) { --state->inbound; });
-            conn->start();
-          }
+        if (state->options.tls) {
+          acceptTls(state, std::move(socket));
+        } else {
+          admit(state, Stream(std::move(socket)), false, nullptr);
         }
         accept(state);
+      });
+}
+
+void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool peerCertified,
+                      const Error* refusal) {
+  ConnectionOptions options = state->options.connection;
+  options.handshakeTimeout = state->options.handshakeTimeout;
+  options.idleTimeout = state->options.idleTimeout;
+  options.maxQueuedBytes = state->options.maxQueuedBytes;
+  options.budget = state->budget;
+  auto conn = std::make_shared<Connection>(std::move(stream), options, state->handler);
+  conn->peerCertified = peerCertified;
+  if (!track(state, conn)) return;
+  if (refusal != nullptr) {
+    conn->refuse(*refusal);
+    return;
+  }
+  const std::size_t open = state->inbound.load();
+  if (open >= state->options.maxConnections + TransportOptions::kMemberReserve) {
+    conn->refuse(
+        Error(Errc::overloaded,
+              "member at " + joinAddress(state->options.listenHost, state->port.load()) +
+                  " refuses the connection from " + conn->remote() + ": " + std::to_string(open) +
+                  " connections are open, the limit (maxConnections " +
+                  std::to_string(state->options.maxConnections) + ", and the members' reserve)"));
+    return;
+  }
+  conn->overLimit = open >= state->options.maxConnections;
+  ++state->inbound;
+  conn->onClose([state](const Error&) { --state->inbound; });
+  conn->start();
+}
+
+void Transport::acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::socket socket) {
+  auto hs = std::make_shared<Handshake>(std::move(socket));
+  {
+    std::lock_guard lock(state->mu);
+    if (state->stopped) return;
+    state->handshakes.insert(hs);
+  }
+  auto finished = [state, hs] {
+    hs->timer.cancel();
+    std::lock_guard lock(state->mu);
+    state->handshakes.erase(hs);
+  };
+  const auto limit = state->options.handshakeTimeout.count() > 0 ? state->options.handshakeTimeout
+                                                                 : kTlsHandshakeLimit;
+  hs->timer.expires_after(limit);
+  hs->timer.async_wait([hs](const std::error_code& ec) {
+    if (!ec) hs->abort();  // the handshake (or the wait for its first byte) fails
+  });
+  // Look at the first byte: a TLS handshake record starts one; anything else is a peer without
+  // TLS, told so in our framing (which it speaks) rather than in a TLS alert (which it cannot
+  // read).
+  hs->socket.async_wait(
+      asio::ip::tcp::socket::wait_read, [state, hs, finished](const std::error_code& ec) {
+        unsigned char first = 0;
+        std::error_code peekEc = ec;
+        std::size_t n = 0;
+        if (!peekEc) {
+          n = hs->socket.receive(asio::buffer(&first, 1), asio::socket_base::message_peek, peekEc);
+        }
+        if (peekEc || n == 0) {  // closed, timed out or stopped before a byte came
+          finished();
+          hs->abort();
+          return;
+        }
+        if (first != kTlsHandshakeRecord) {
+          finished();
+          const std::string remote = [&] {
+            std::error_code ignored;
+            const auto endpoint = hs->socket.remote_endpoint(ignored);
+            return ignored ? std::string("?")
+                           : joinAddress(endpoint.address().to_string(), endpoint.port());
+          }();
+          const Error refusal(Errc::unauthenticated,
+                              "member at " +
+                                  joinAddress(state->options.listenHost, state->port.load()) +
+                                  " requires TLS, and the connection from " + remote +
+                                  " speaks plain TCP: give the client or member TlsOptions (a "
+                                  "caFile, and a member its certificate and key)");
+          admit(state, Stream(std::move(hs->socket)), false, &refusal);
+          return;
+        }
+        hs->tls.emplace(std::move(hs->socket), *state->options.tls);
+        hs->tls->async_handshake(asio::ssl::stream_base::server,
+                                 [state, hs, finished](const std::error_code& handshakeEc) {
+                                   finished();
+                                   if (handshakeEc) {  // an untrusted certificate, a timeout, ...
+                                     hs->abort();
+                                     return;
+                                   }
+                                   const bool peer = certified(*hs->tls);
+                                   admit(state, Stream(std::move(*hs->tls)), peer, nullptr);
+                                 });
       });
 }
 
@@ -297,6 +419,16 @@ void Transport::startDial(const std::shared_ptr<State>& state, const std::shared
 void Transport::finishDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
                            const std::error_code& ec) {
   if (dial->finished) return;
+  if (!ec && !dial->cancelled && state->options.tls && !dial->tls) {
+    // Connected: now the client side of TLS, within what is left of connectTimeout (the timer
+    // runs on), the dial still listed (stop() aborts it).
+    dial->tls.emplace(std::move(dial->socket), *state->options.tls);
+    dial->tls->async_handshake(asio::ssl::stream_base::client,
+                               [state, dial](const std::error_code& handshakeEc) {
+                                 finishDial(state, dial, handshakeEc);
+                               });
+    return;
+  }
   dial->finished = true;
   dial->timer.cancel();
   {
@@ -308,6 +440,13 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
     done(stoppedError(" while dialing " + dial->address));
     return;
   }
+  if (ec && dial->tls && !dial->timedOut) {
+    const long verify = SSL_get_verify_result(dial->tls->native_handle());
+    done(Error(tlsFailureIsFinal(ec, verify) ? Errc::unauthenticated : Errc::unreachable,
+               "cannot connect to " + dial->address +
+                   ": TLS handshake failed: " + describeTlsFailure(ec, verify)));
+    return;
+  }
   if (ec) {
     const std::string reason =
         dial->timedOut
@@ -316,8 +455,12 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
     done(Error(Errc::unreachable, "cannot connect to " + dial->address + ": " + reason));
     return;
   }
-  auto conn = std::make_shared<Connection>(std::move(dial->socket), state->options.connection,
-                                           state->handler);
+  const bool peer = dial->tls && certified(*dial->tls);
+  auto conn = dial->tls ? std::make_shared<Connection>(Stream(std::move(*dial->tls)),
+                                                       state->options.connection, state->handler)
+                        : std::make_shared<Connection>(std::move(dial->socket),
+                                                       state->options.connection, state->handler);
+  conn->peerCertified = peer;
   if (!track(state, conn)) {
     done(stoppedError(" while dialing " + dial->address));
     return;
@@ -329,6 +472,7 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
 void Transport::stop() {
   std::vector<std::shared_ptr<Connection>> connections;
   std::vector<std::shared_ptr<Dial>> dials;
+  std::vector<std::shared_ptr<Handshake>> handshakes;
   {
     std::lock_guard lock(state_->mu);
     if (state_->stopped) return;
@@ -338,6 +482,8 @@ void Transport::stop() {
     }
     state_->connections.clear();
     dials.assign(state_->dials.begin(), state_->dials.end());
+    handshakes.assign(state_->handshakes.begin(), state_->handshakes.end());
+    state_->handshakes.clear();
   }
   // On the network thread, or when nothing runs the io_context any more, no handler can race
   // us: close here, so that peers see the sockets close even if the owner stops the io_context
@@ -363,6 +509,13 @@ void Transport::stop() {
       cancel();
     } else {
       asio::post(io_, cancel);
+    }
+  }
+  for (const auto& hs : handshakes) {
+    if (runInline) {
+      hs->abort();
+    } else {
+      asio::post(io_, [hs] { hs->abort(); });
     }
   }
   for (const auto& conn : connections) conn->close(stoppedError(""));

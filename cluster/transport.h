@@ -16,6 +16,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/ssl/context.hpp>
 
 #include <ingrid/cluster/connection.h>
 
@@ -38,6 +39,20 @@ struct TransportOptions {
   // Bytes queued for an accepted peer that is not a member before it is disconnected
   // (ConnectionOptions::maxQueuedBytes). Default: 64 MiB.
   std::size_t maxQueuedBytes = std::size_t{64} << 20;
+  // Bytes that all accepted connections from peers that are not members may hold at once in
+  // partly received frames (each connection's first kReadChunkBytes of read buffer aside, which
+  // maxConnections bounds). A frame that would take the total past it is answered with an
+  // `overloaded` error naming the limit, and its connection is closed (ConnectionOptions::budget).
+  // 0: no limit. Default: 64 MiB.
+  std::size_t maxBufferedBytes = std::size_t{64} << 20;
+  // TLS on every connection, accepted and dialed (cluster/tls.h makes the context); null: plain
+  // TCP. An accepted connection must start a TLS handshake (its first byte), which must finish
+  // within handshakeTimeout; one that sends anything else is refused with an `unauthenticated`
+  // error frame in plain framing naming the reason, and closed. A dial fails with
+  // `unreachable` naming the handshake's failure (an untrusted certificate, a peer without TLS).
+  // A connection whose peer presented a verified certificate is marked peerCertified. Default:
+  // null.
+  std::shared_ptr<asio::ssl::context> tls;
   // An accepted connection must send a complete frame within this, or it is closed. 0: no
   // limit. Default: 10 s.
   std::chrono::milliseconds handshakeTimeout{10000};
@@ -79,6 +94,11 @@ class Transport {
   // destroys them uncalled.
   void stop();
 
+  // Bytes that accepted connections hold in partly received frames now, and the most they ever
+  // held at once (see maxBufferedBytes; 0 without a limit).
+  std::size_t bufferedBytes() const noexcept;
+  std::size_t bufferedBytesPeak() const noexcept;
+
   asio::io_context& io() noexcept { return io_; }
   const TransportOptions& options() const noexcept { return options_; }
 
@@ -87,7 +107,13 @@ class Transport {
   // handlers, so that none of them outlives what it touches; see transport.cpp.
   struct State;
   struct Dial;
+  struct Handshake;
   static void accept(const std::shared_ptr<State>& state);
+  // Starts the server side of TLS on an accepted socket, after a look at its first byte.
+  static void acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::socket socket);
+  // Makes an accepted stream a connection, within the connection limits; `refusal` refuses it.
+  static void admit(const std::shared_ptr<State>& state, Stream stream, bool peerCertified,
+                    const Error* refusal);
   static bool track(const std::shared_ptr<State>& state, const std::shared_ptr<Connection>& conn);
   static void startDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
                         const std::string& host, std::uint16_t port);

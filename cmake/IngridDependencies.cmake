@@ -37,7 +37,8 @@ if(NOT absl_FOUND)
                       "Install the Debian package libabsl-dev (or run scripts/install-deps.sh).")
 endif()
 
-# OpenSSL (libssl-dev): HMAC-SHA256 and random nonces for member authentication (cluster/).
+# OpenSSL (libssl-dev): HMAC-SHA256 and random nonces for member and client authentication, and
+# TLS (libssl, through Asio's asio/ssl) for member and client connections (cluster/).
 find_package(OpenSSL QUIET)
 if(NOT OpenSSL_FOUND)
   message(FATAL_ERROR "ingrid: OpenSSL not found. "

@@ -1,17 +1,17 @@
 # Install + export: a consumer does find_package(ingrid) and links ingrid::ingrid (or a module,
-# ingrid::grid / ingrid::processors / ingrid::cluster). Headers install to include/ingrid/MODULE/.
+# ingrid::grid / ingrid::processors / ingrid::limiters / ingrid::cluster). Headers install to include/ingrid/MODULE/.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(INGRID_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingrid)
 
 install(TARGETS ingrid-node ingrid-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS ingrid_grid ingrid_processors ingrid_wire ingrid_control ingrid_cluster ingrid_client ingrid ingrid_asio ingrid_raft
+install(TARGETS ingrid_grid ingrid_processors ingrid_limiters ingrid_wire ingrid_control ingrid_cluster ingrid_client ingrid ingrid_asio ingrid_raft
         EXPORT ingridTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(module grid processors cluster client)
+foreach(module grid processors limiters cluster client)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ingrid/${module}
           FILES_MATCHING PATTERN "*.h")

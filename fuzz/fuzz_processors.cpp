@@ -7,8 +7,9 @@
 // processor; for the built-in processors, an answer decodes as the processor's Result and keeps
 // the documented invariants (docs/token-bucket.md: tokens within [0, capacity], a denial waits,
 // a grant does not; a counter stores what it answers; reads change nothing; and for each limiter
-// of docs/gcra.md, fixed-window.md, sliding-window.md and leaky-bucket.md its answer's ranges,
-// and that it writes only on a grant, with the expiry its state implies).
+// of docs/gcra.md, fixed-window.md, sliding-window.md, leaky-bucket.md and concurrency.md its
+// answer's ranges, and that it writes only on a grant (a release or extension: only for a live
+// lease), with the expiry its state implies).
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -21,6 +22,8 @@
 #include <ingrid/grid/entry.h>
 #include <ingrid/grid/error.h>
 #include <ingrid/processors/codec.h>
+#include <ingrid/processors/composite_bucket.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
@@ -85,6 +88,63 @@ void checkRun(const TokenBucketBatchAcquire& p, const Run& run) {
   checkStoredBucket(run, p.bucket, answers.back().remaining);
 }
 
+// docs/token-bucket.md "Reservations": a grant waits at most maxWait (a refusal longer), and
+// the stored bucket keeps its invariants; written on a grant or a new bucket only.
+void checkReserve(const BucketParams& bucket, Nanos maxWait, const std::vector<ReserveAnswer>& all,
+                  const Run& run) {
+  bool granted = false;
+  for (const auto& a : all) {
+    if (a.remaining < 0 || a.remaining > bucket.capacity) fail("reserve: remaining out of range");
+    if (a.granted ? a.delay < 0 || a.delay > maxWait : a.delay <= maxWait && a.delay != kNever) {
+      fail("reserve: a grant waits past maxWait, or a refusal within it");
+    }
+    granted = granted || a.granted;
+  }
+  if (run.change == MutableEntry::Change::kRemove) fail("a reservation removed its bucket");
+  if (run.before && !granted && run.stored) fail("a refused reservation wrote");
+  if (run.stored) checkStoredBucket(run, bucket, all.back().remaining);
+}
+void checkRun(const TokenBucketReserve& p, const Run& run) {
+  checkReserve(p.bucket, p.maxWait, {decodeOrFail<ReserveAnswer>(run.answer, "the answer")}, run);
+}
+void checkRun(const TokenBucketBatchReserve& p, const Run& run) {
+  const auto all = decodeOrFail<std::vector<ReserveAnswer>>(run.answer, "the answers");
+  if (all.empty() || all.size() != p.tokens.size()) fail("reserve: not one answer per want");
+  checkReserve(p.bucket, p.maxWait, all, run);
+}
+
+// docs/composite-bucket.md: each answer in range and at least the request's version; a stored
+// state has 1 to 8 valid bands and expires when every band would be full.
+void checkComposite(const CompositeParams& p, const std::vector<CompositeAnswer>& all,
+                    const Run& run) {
+  for (const auto& a : all) {
+    if (a.remaining < 0) fail("composite: negative remaining");
+    if (a.granted ? a.waitNanos != 0 : a.waitNanos <= 0) fail("composite: a grant waits");
+    if (a.version < p.version) fail("composite: answered by an older configuration");
+  }
+  if (run.change == MutableEntry::Change::kRemove) fail("a composite bucket removed its entry");
+  if (!run.stored) return;
+  const auto state = decodeOrFail<CompositeState>(run.stored->value, "the stored composite");
+  if (state.bands.empty() || state.version < p.version) fail("composite: stored state is off");
+  for (const Band& b : state.bands) {
+    if (b.config.invalidReason() || b.level.tokens < 0 || b.level.tokens > b.config.capacity ||
+        b.level.remainder < 0 || b.level.remainder >= b.config.refillPeriod) {
+      fail("composite: a stored band is out of range");
+    }
+  }
+  if (run.stored->expiresAt != composite_bucket::expiresAt(state)) {
+    fail("composite: the entry does not expire when its bands would be full");
+  }
+}
+void checkRun(const CompositeBucketAcquire& p, const Run& run) {
+  checkComposite(p.params, {decodeOrFail<CompositeAnswer>(run.answer, "the answer")}, run);
+}
+void checkRun(const CompositeBucketBatchAcquire& p, const Run& run) {
+  const auto all = decodeOrFail<std::vector<CompositeAnswer>>(run.answer, "the answers");
+  if (all.size() != p.tokens.size()) fail("composite: not one answer per want");
+  checkComposite(p.params, all, run);
+}
+
 // docs/gcra.md: the limit is maxBurst + 1, remaining within [0, limit], a refusal waits and an
 // allowance does not, durations are not negative.
 void checkLimiterAnswer(const GcraAnswer& a, const GcraParams& p, std::int64_t quantity) {
@@ -111,6 +171,19 @@ void checkLimiterAnswer(const LimitAnswer& a, const SlidingLogParams& p, std::in
 }
 void checkLimiterAnswer(const LimitAnswer& a, const LeakyMeterParams& p, std::int64_t quantity) {
   checkLimiterAnswer(a, p.capacity, quantity);
+}
+
+// docs/concurrency.md: a grant names a lease that lives, within the limit; a denial waits and
+// names none.
+void checkLimiterAnswer(const LeaseAnswer& a, const ConcurrencyParams& p, std::int64_t quantity) {
+  if (a.limit != p.limit) fail("concurrency: another limit than its parameters'");
+  if (a.held < 0) fail("concurrency: negative units held");
+  if (a.granted) {
+    if (a.held > a.limit || quantity > a.limit) fail("concurrency: granted past the limit");
+    if (a.retryAfter != 0 || a.expiresAfter <= 0) fail("concurrency: a grant waits or is dead");
+  } else if (a.retryAfter <= 0 || a.lease != 0 || a.expiresAfter != 0) {
+    fail("concurrency: a denial does not wait, or names a lease");
+  }
 }
 
 // docs/leaky-bucket.md: the shaper's ranges; an admitted request's wait and its own work fit in
@@ -180,6 +253,35 @@ void checkRun(const SlidingWindowBatchAcquire& p, const Run& run) {
   checkLimiter<SlidingWindow>(p, run);
 }
 
+void checkRun(const ConcurrencyAcquire& p, const Run& run) { checkLimiter<Concurrency>(p, run); }
+void checkRun(const ConcurrencyBatchAcquire& p, const Run& run) {
+  checkLimiter<Concurrency>(p, run);
+}
+
+// A release or an extension answers the lease asked, writes only for a live lease (an extension
+// never removes), and stores a valid state that expires when the state says.
+void checkLeaseRun(std::int64_t lease, const Run& run, bool isRelease) {
+  const auto a = decodeOrFail<LeaseAnswer>(run.answer, "the lease answer");
+  if (a.lease != lease || a.limit != 0 || a.held < 0 || a.retryAfter != 0) {
+    fail("concurrency: a release or extension answers out of range");
+  }
+  if (!a.granted && run.change != MutableEntry::Change::kNone) {
+    fail("concurrency: a release or extension of no live lease wrote");
+  }
+  if (run.change == MutableEntry::Change::kRemove && !isRelease) fail("an extension removed");
+  if (isRelease ? a.expiresAfter != 0 : (a.granted != (a.expiresAfter > 0))) {
+    fail("concurrency: expiresAfter out of range");
+  }
+  if (!run.stored) return;
+  const auto state = decodeOrFail<ConcurrencyState>(run.stored->value, "the stored leases");
+  if (auto why = Concurrency::invalidState(state)) fail("concurrency: invalid state: " + *why);
+  if (run.stored->expiresAt != Concurrency::expiresAt(state)) {
+    fail("concurrency: the entry does not expire when its state says");
+  }
+}
+void checkRun(const ConcurrencyRelease& p, const Run& run) { checkLeaseRun(p.lease, run, true); }
+void checkRun(const ConcurrencyExtend& p, const Run& run) { checkLeaseRun(p.lease, run, false); }
+
 void checkRun(const Increment&, const Run& run) {
   const auto value = decodeOrFail<std::int64_t>(run.answer, "the counter");
   if (!run.stored) fail("an increment stored nothing");
@@ -242,6 +344,10 @@ std::vector<Registered> registered() {
   const std::map<std::string_view, Checker> checkers = {
       {TokenBucketAcquire::kName, &check<TokenBucketAcquire>},
       {TokenBucketBatchAcquire::kName, &check<TokenBucketBatchAcquire>},
+      {TokenBucketReserve::kName, &check<TokenBucketReserve>},
+      {CompositeBucketAcquire::kName, &check<CompositeBucketAcquire>},
+      {CompositeBucketBatchAcquire::kName, &check<CompositeBucketBatchAcquire>},
+      {TokenBucketBatchReserve::kName, &check<TokenBucketBatchReserve>},
       {Increment::kName, &check<Increment>},
       {GetCounter::kName, &check<GetCounter>},
       {GetEntry::kName, &check<GetEntry>},
@@ -257,6 +363,10 @@ std::vector<Registered> registered() {
       {SlidingLogBatchAcquire::kName, &check<SlidingLogBatchAcquire>},
       {SlidingWindowAcquire::kName, &check<SlidingWindowAcquire>},
       {SlidingWindowBatchAcquire::kName, &check<SlidingWindowBatchAcquire>},
+      {ConcurrencyAcquire::kName, &check<ConcurrencyAcquire>},
+      {ConcurrencyBatchAcquire::kName, &check<ConcurrencyBatchAcquire>},
+      {ConcurrencyRelease::kName, &check<ConcurrencyRelease>},
+      {ConcurrencyExtend::kName, &check<ConcurrencyExtend>},
   };
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   std::vector<Registered> out;

@@ -16,6 +16,8 @@
 #include <ingrid/cluster/frame.h>
 #include <ingrid/cluster/messages.h>
 #include <ingrid/processors/codec.h>
+#include <ingrid/processors/composite_bucket.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/get_entry.h>
@@ -81,7 +83,9 @@ inline bool invokeSpans(std::string_view name, std::string_view body) {
     InvokeRequest request;
     decodeInto(body, request);
     if (spans.key.in(body) != request.key || spans.processor.in(body) != request.processor ||
-        spans.args.in(body) != request.args) {
+        spans.args.in(body) != request.args || spans.client != request.client ||
+        spans.seq != request.seq || spans.doneBelow != request.doneBelow ||
+        spans.timeoutMs != request.timeoutMs) {
       fuzzFail("fuzz_messages", "an Invoke read in place differs from the decoded one");
     }
   }
@@ -131,6 +135,17 @@ inline constexpr MessageBody kMessageBodies[] = {
     {"ReplicateBatch", &decodeBody<ReplicateBatch>},
     {"ReplicateAck", &decodeBody<ReplicateAck>},
     {"InvokeRequestSpans", &invokeSpans},
+    // The concurrency limiter's result and stored state.
+    {"LeaseAnswer", &decodeBody<LeaseAnswer>},
+    {"LeaseAnswers", &decodeBody<std::vector<LeaseAnswer>>},
+    {"ConcurrencyState", &decodeBody<ConcurrencyState>},
+    // A reservation's result (TokenBucketReserve, TokenBucketBatchReserve).
+    {"ReserveAnswer", &decodeBody<ReserveAnswer>},
+    {"ReserveAnswers", &decodeBody<std::vector<ReserveAnswer>>},
+    // The composite bucket's result and stored state.
+    {"CompositeAnswer", &decodeBody<CompositeAnswer>},
+    {"CompositeAnswers", &decodeBody<std::vector<CompositeAnswer>>},
+    {"CompositeState", &decodeBody<CompositeState>},
 };
 inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
 

@@ -25,6 +25,8 @@
 #include <ingrid/cluster/topology.h>
 #include <ingrid/grid/partition_table.h>
 #include <ingrid/processors/codec.h>
+#include <ingrid/processors/composite_bucket.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
@@ -95,7 +97,11 @@ const HelloBody kHello{.role = HelloBody::kPeer, .memberId = 2, .address = "127.
 InvokeRequest invokeRequest() {
   return InvokeRequest{.key = "api-key:42",
                        .processor = std::string(TokenBucketAcquire::kName),
-                       .args = acquireArgs()};
+                       .args = acquireArgs(),
+                       .client = 0x5eed5eed5eedull,
+                       .seq = 42,
+                       .doneBelow = 40,
+                       .timeoutMs = 5000};
 }
 
 ReplicateBatch replicateBatch() {
@@ -109,7 +115,11 @@ ReplicateBatch replicateBatch() {
                       .kind = i == 0 ? ReplicateBody::kPut : ReplicateBody::kRemove,
                       .key = "api-key:4" + std::to_string(i),
                       .value = i == 0 ? encode(BucketState{99, 0, kNow}) : "",
-                      .expiresAt = kNow + 600'000'000});
+                      .expiresAt = kNow + 600'000'000,
+                      .client = i == 0 ? 0x5eed5eed5eedull : 0,
+                      .requestSeq = i == 0 ? 42u : 0u,
+                      .doneBelow = i == 0 ? 40u : 0u,
+                      .result = i == 0 ? encode(AcquireAnswer{true, 99, 0}) : ""});
   }
   return batch;
 }
@@ -193,6 +203,17 @@ std::map<std::string, std::string> messageSeeds() {
       {"SlidingLogState", encode(SlidingLogState{{{kNow - 900 * kMs, 2}, {kNow, 1}}})},
       {"SlidingWindowState", encode(SlidingWindowState{kNow, 4, 8})},
       {"LeakyMeterState", encode(LeakyMeterState{9, 500'000'000, kNow})},
+      {"LeaseAnswer", encode(LeaseAnswer{true, kNow, 3, 2, 0, kNanosPerSecond})},
+      {"LeaseAnswers", encode(std::vector<LeaseAnswer>{{true, kNow, 3, 3, 0, kNanosPerSecond},
+                                                       {false, 0, 3, 3, 200 * kMs, 0}})},
+      {"ReserveAnswer", encode(ReserveAnswer{true, 300 * kMs, 0})},
+      {"ReserveAnswers", encode(std::vector<ReserveAnswer>{{true, 0, 2}, {false, kNever, 2}})},
+      {"CompositeAnswer", encode(CompositeAnswer{false, 2, 100 * kMs, 3})},
+      {"CompositeAnswers",
+       encode(std::vector<CompositeAnswer>{{true, 9, 0, 1}, {false, 0, kNever, 1}})},
+      {"CompositeState", encode(CompositeState{1, {Band{kLimit, BucketState{3, 0, kNow}}}})},
+      {"ConcurrencyState",
+       encode(ConcurrencyState{kNow + 2, {{kNow, kNow + kMs, 1}, {kNow + 1, kNow + kMs, 2}}})},
   };
 }
 
@@ -329,6 +350,27 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
         {"acquire_empty_start", bucket, encode(TokenBucketAcquire{startEmpty, 5})}}},
       {TokenBucketBatchAcquire::kName,
        {{"batch_acquire", bucket, encode(TokenBucketBatchAcquire{kLimit, {1, 2, 3}})}}},
+      {CompositeBucketAcquire::kName,
+       {{"composite_acquire",
+         encode(CompositeState{
+             1,
+             {Band{kLimit, BucketState{3, 0, kNow}},
+              Band{BucketParams::perPeriod(5, kNanosPerSecond), BucketState{5, 0, kNow}}}}),
+         encode(CompositeBucketAcquire{
+             CompositeParams{{kLimit, BucketParams::perPeriod(10, kNanosPerSecond)},
+                             2,
+                             Replacement::kProportional},
+             2})}}},
+      {CompositeBucketBatchAcquire::kName,
+       {{"composite_batch_acquire",
+         encode(CompositeState{0, {Band{kLimit, BucketState{100, 0, kNow - kNanosPerSecond}}}}),
+         encode(CompositeBucketBatchAcquire{CompositeParams{{kLimit}, 0, Replacement::kAsIs},
+                                            {1, 2, 200}})}}},
+      {TokenBucketReserve::kName,
+       {{"reserve", encode(BucketState{1, 0, kNow + 300 * kMs}),
+         encode(TokenBucketReserve{kLimit, 3, 2 * kNanosPerSecond})}}},
+      {TokenBucketBatchReserve::kName,
+       {{"batch_reserve", bucket, encode(TokenBucketBatchReserve{kLimit, {4, 2, 3}, 500 * kMs})}}},
       {Increment::kName, {{"increment", counter, encode(Increment{5})}}},
       {GetCounter::kName, {{"get_counter", counter, encode(GetCounter{})}}},
       {GetEntry::kName, {{"get_entry", bucket, encode(GetEntry{})}}},
@@ -367,6 +409,21 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {SlidingWindowBatchAcquire::kName,
        {{"sliding_window_batch_acquire", encode(SlidingWindowState{kNow, 4, 0}),
          encode(SlidingWindowBatchAcquire{WindowParams{10, kNanosPerSecond}, {1, 11, 5}})}}},
+      {ConcurrencyAcquire::kName,
+       {{"concurrency_acquire",
+         encode(
+             ConcurrencyState{kNow + 2, {{kNow, kNow + kNanosPerSecond, 2}, {kNow + 1, kNow, 1}}}),
+         encode(ConcurrencyAcquire{ConcurrencyParams{3, kNanosPerSecond}, 1})}}},
+      {ConcurrencyBatchAcquire::kName,
+       {{"concurrency_batch_acquire", encode(ConcurrencyState{kNow + 1, {{kNow, kNow + kMs, 1}}}),
+         encode(ConcurrencyBatchAcquire{ConcurrencyParams{3, kNanosPerSecond}, {1, 4, 2, 1}})}}},
+      {ConcurrencyRelease::kName,
+       {{"concurrency_release",
+         encode(ConcurrencyState{kNow + 2, {{kNow, kNow + kMs, 1}, {kNow + 1, kNow + kMs, 2}}}),
+         encode(ConcurrencyRelease{kNow + 1})}}},
+      {ConcurrencyExtend::kName,
+       {{"concurrency_extend", encode(ConcurrencyState{kNow + 1, {{kNow, kNow + kMs, 1}}}),
+         encode(ConcurrencyExtend{kNow, kNanosPerSecond})}}},
       {GcraBatchThrottle::kName,
        {{"gcra_batch_throttle", encode(std::int64_t{kNow}),
          encode(GcraBatchThrottle{GcraParams{4, 5, kNanosPerSecond}, {1, 0, 6, 2}})}}},

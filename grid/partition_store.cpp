@@ -184,6 +184,12 @@ void PartitionStore::clear() noexcept {
   chunks_.shrink_to_fit();
   size_ = 0;
   sweepCursor_ = 0;
+  dedup_.clear();
+}
+
+DedupTable& PartitionStore::dedup() noexcept {
+  assert(onOwnerThread());
+  return dedup_;
 }
 
 std::size_t PartitionStore::reclaimExpired(Nanos now, std::size_t maxEntries) {

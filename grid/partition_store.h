@@ -25,6 +25,7 @@
 
 #include <absl/container/flat_hash_set.h>
 
+#include <ingrid/grid/dedup_table.h>
 #include <ingrid/grid/entry.h>
 #include <ingrid/grid/hash.h>
 
@@ -51,8 +52,12 @@ class PartitionStore {
   void put(std::string_view key, std::string_view value, Nanos expiresAt);
   void put(std::string_view key, const Entry& entry) { put(key, entry.value, entry.expiresAt); }
   void erase(std::string_view key);
-  // Drops every entry (the partition moved away). Does not change updateSeq().
+  // Drops every entry and every dedup record (the partition moved away). Does not change
+  // updateSeq().
   void clear() noexcept;
+
+  // The requests that changed this partition, for exactly-once retries (grid/dedup_table.h).
+  DedupTable& dedup() noexcept;
 
   // Erases expired entries, examining at most `maxEntries` entries from a cursor that wraps, so
   // repeated calls sweep the whole store in bounded steps. Returns the number erased.
@@ -116,6 +121,7 @@ class PartitionStore {
   std::uint32_t size_ = 0;         // slots in use: [0, size_)
   std::uint32_t sweepCursor_ = 0;  // next slot reclaimExpired() looks at
   std::uint64_t updateSeq_ = 0;
+  DedupTable dedup_;
   std::atomic<std::thread::id> owner_{};
 };
 

@@ -67,62 +67,16 @@ struct FixedWindow {
   }
 };
 
-struct FixedWindowBatchAcquire;
+struct FixedWindowNames {
+  static constexpr std::string_view kSingle = "ingrid.FixedWindowAcquire";
+  static constexpr std::string_view kBatch = "ingrid.FixedWindowBatchAcquire";
+};
 
 // Takes `quantity` units from the window at the entry's key if the window has them.
-struct FixedWindowAcquire {
-  static constexpr std::string_view kName = "ingrid.FixedWindowAcquire";
-  using Result = LimitAnswer;
-  using Batch = FixedWindowBatchAcquire;
-
-  WindowParams params;
-  // REQUIRES: > 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<FixedWindow>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-  static bool joinable(const FixedWindowAcquire& first, const FixedWindowAcquire& other) {
-    return first.params == other.params;
-  }
-  static FixedWindowBatchAcquire batch(std::vector<FixedWindowAcquire> items);
-};
+using FixedWindowAcquire = limiter::LimiterRequest<FixedWindow, FixedWindowNames>;
 
 // Several acquires on one window, answered in order, read once and written once: equivalent to
 // FixedWindowAcquire for each quantity in order at the same `now`.
-struct FixedWindowBatchAcquire {
-  static constexpr std::string_view kName = "ingrid.FixedWindowBatchAcquire";
-  using Result = std::vector<LimitAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  WindowParams params;
-  // REQUIRES: each > 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<FixedWindow>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "FixedWindowBatchAcquire.quantities");
-  }
-};
-
-inline FixedWindowBatchAcquire FixedWindowAcquire::batch(std::vector<FixedWindowAcquire> items) {
-  FixedWindowBatchAcquire out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
+using FixedWindowBatchAcquire = limiter::LimiterBatch<FixedWindow, FixedWindowNames>;
 
 }  // namespace ingrid

@@ -80,64 +80,17 @@ struct Gcra {
   static Nanos expiresAt(const State& tat, const Params&) noexcept { return tat; }
 };
 
-struct GcraBatchThrottle;
-
-// CL.THROTTLE key max_burst count period quantity, on the entry's key.
-struct GcraThrottle {
-  static constexpr std::string_view kName = "ingrid.GcraThrottle";
-  using Result = GcraAnswer;
-  using Batch = GcraBatchThrottle;
-
-  GcraParams params;
-  // Units wanted; 0 asks without taking. REQUIRES: >= 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<Gcra>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-
-  // Throttles on the same params may share a batch (client/batcher.h).
-  static bool joinable(const GcraThrottle& first, const GcraThrottle& other) {
-    return first.params == other.params;
-  }
-  static GcraBatchThrottle batch(std::vector<GcraThrottle> items);
+struct GcraNames {
+  static constexpr std::string_view kSingle = "ingrid.GcraThrottle";
+  static constexpr std::string_view kBatch = "ingrid.GcraBatchThrottle";
 };
+
+// CL.THROTTLE key max_burst count period quantity, on the entry's key. A quantity of 0 asks
+// without taking.
+using GcraThrottle = limiter::LimiterRequest<Gcra, GcraNames>;
 
 // Several throttles on one key, answered in order, read once and written once: equivalent to
 // GcraThrottle for each quantity in order at the same `now`.
-struct GcraBatchThrottle {
-  static constexpr std::string_view kName = "ingrid.GcraBatchThrottle";
-  using Result = std::vector<GcraAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  GcraParams params;
-  // REQUIRES: each >= 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<Gcra>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "GcraBatchThrottle.quantities");
-  }
-};
-
-inline GcraBatchThrottle GcraThrottle::batch(std::vector<GcraThrottle> items) {
-  GcraBatchThrottle out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
+using GcraBatchThrottle = limiter::LimiterBatch<Gcra, GcraNames>;
 
 }  // namespace ingrid

@@ -129,118 +129,26 @@ struct LeakyShaper {
   static Nanos expiresAt(const State& tat, const Params&) noexcept { return tat; }
 };
 
-struct LeakyMeterBatchAcquire;
-struct LeakyShaperBatchAcquire;
+struct LeakyMeterNames {
+  static constexpr std::string_view kSingle = "ingrid.LeakyMeterAcquire";
+  static constexpr std::string_view kBatch = "ingrid.LeakyMeterBatchAcquire";
+};
+struct LeakyShaperNames {
+  static constexpr std::string_view kSingle = "ingrid.LeakyShaperAcquire";
+  static constexpr std::string_view kBatch = "ingrid.LeakyShaperBatchAcquire";
+};
 
 // Pours `quantity` units into the meter at the entry's key if they fit.
-struct LeakyMeterAcquire {
-  static constexpr std::string_view kName = "ingrid.LeakyMeterAcquire";
-  using Result = LimitAnswer;
-  using Batch = LeakyMeterBatchAcquire;
-
-  LeakyMeterParams params;
-  // REQUIRES: > 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<LeakyMeter>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-  static bool joinable(const LeakyMeterAcquire& first, const LeakyMeterAcquire& other) {
-    return first.params == other.params;
-  }
-  static LeakyMeterBatchAcquire batch(std::vector<LeakyMeterAcquire> items);
-};
+using LeakyMeterAcquire = limiter::LimiterRequest<LeakyMeter, LeakyMeterNames>;
 
 // Several pours into one meter, in order, read once and written once.
-struct LeakyMeterBatchAcquire {
-  static constexpr std::string_view kName = "ingrid.LeakyMeterBatchAcquire";
-  using Result = std::vector<LimitAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  LeakyMeterParams params;
-  // REQUIRES: each > 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<LeakyMeter>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "LeakyMeterBatchAcquire.quantities");
-  }
-};
+using LeakyMeterBatchAcquire = limiter::LimiterBatch<LeakyMeter, LeakyMeterNames>;
 
 // Joins the queue at the entry's key if it has room; the answer says how long to wait.
-struct LeakyShaperAcquire {
-  static constexpr std::string_view kName = "ingrid.LeakyShaperAcquire";
-  using Result = ShaperAnswer;
-  using Batch = LeakyShaperBatchAcquire;
-
-  LeakyShaperParams params;
-  // REQUIRES: > 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<LeakyShaper>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-  static bool joinable(const LeakyShaperAcquire& first, const LeakyShaperAcquire& other) {
-    return first.params == other.params;
-  }
-  static LeakyShaperBatchAcquire batch(std::vector<LeakyShaperAcquire> items);
-};
+using LeakyShaperAcquire = limiter::LimiterRequest<LeakyShaper, LeakyShaperNames>;
 
 // Several requests joining one queue, in order (each waits behind the ones before it), read once
 // and written once.
-struct LeakyShaperBatchAcquire {
-  static constexpr std::string_view kName = "ingrid.LeakyShaperBatchAcquire";
-  using Result = std::vector<ShaperAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  LeakyShaperParams params;
-  // REQUIRES: each > 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<LeakyShaper>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "LeakyShaperBatchAcquire.quantities");
-  }
-};
-
-inline LeakyMeterBatchAcquire LeakyMeterAcquire::batch(std::vector<LeakyMeterAcquire> items) {
-  LeakyMeterBatchAcquire out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
-
-inline LeakyShaperBatchAcquire LeakyShaperAcquire::batch(std::vector<LeakyShaperAcquire> items) {
-  LeakyShaperBatchAcquire out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
+using LeakyShaperBatchAcquire = limiter::LimiterBatch<LeakyShaper, LeakyShaperNames>;
 
 }  // namespace ingrid

@@ -17,6 +17,15 @@
 // catching up, and for every limiter here an absent entry and the state create() makes are the
 // same limiter).
 //
+// LimiterRequest<A, Names> and LimiterBatch<A, Names> are the two processors every such limiter
+// has (its single request and its batch), so that a limiter's header names them and documents
+// them without repeating them:
+//   struct FixedWindowNames { static constexpr std::string_view kSingle =
+//   "ingrid.FixedWindowAcquire",
+//                             kBatch = "ingrid.FixedWindowBatchAcquire"; };
+//   using FixedWindowAcquire = limiter::LimiterRequest<FixedWindow, FixedWindowNames>;
+// Their encodings are (params, quantity) and (params, quantities).
+//
 // Thread safety: pure functions; the runners have process()'s context (one partition's executor).
 #pragma once
 
@@ -147,5 +156,69 @@ std::vector<typename A::Answer> runLimiterBatch(const typename A::Params& params
   if (write) writeState<A>(entry, state, params);
   return answers;
 }
+
+template <class A, class Names>
+struct LimiterBatch;
+
+// A's single request: `quantity` units on the entry's key.
+template <class A, class Names>
+struct LimiterRequest {
+  static constexpr std::string_view kName = Names::kSingle;
+  using Result = typename A::Answer;
+  // The batch form, for client/batcher.h (BatchableProcessor).
+  using Batch = LimiterBatch<A, Names>;
+
+  typename A::Params params;
+  // REQUIRES: >= A::kMinQuantity (1, or 0 where a quantity of 0 reads).
+  std::int64_t quantity = 1;
+
+  Result process(MutableEntry& entry, Nanos now) const {
+    return runLimiter<A>(params, quantity, "quantity", entry, now);
+  }
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(params, quantity);
+  }
+  // Requests on the same params may share a batch.
+  static bool joinable(const LimiterRequest& first, const LimiterRequest& other) {
+    return first.params == other.params;
+  }
+  // One batch of the items' quantities, in order. REQUIRES: all joinable with the first.
+  static Batch batch(std::vector<LimiterRequest> items) {
+    Batch out;
+    if (!items.empty()) out.params = items.front().params;
+    out.quantities.reserve(items.size());
+    for (const auto& item : items) out.quantities.push_back(item.quantity);
+    return out;
+  }
+};
+
+// Several of A's requests on one key, answered in order, read once and written once: equivalent
+// to LimiterRequest for each quantity in order at the same `now`.
+template <class A, class Names>
+struct LimiterBatch {
+  static constexpr std::string_view kName = Names::kBatch;
+  using Result = std::vector<typename A::Answer>;
+  static constexpr std::size_t kMaxWants = kMaxBatch;
+
+  typename A::Params params;
+  // REQUIRES: each >= A::kMinQuantity; 1..kMaxWants of them.
+  std::vector<std::int64_t> quantities;
+
+  Result process(MutableEntry& entry, Nanos now) const {
+    return runLimiterBatch<A>(params, quantities, "quantities", entry, now);
+  }
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(params, quantities);
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    ar(params);
+    // Named as "GcraBatchThrottle.quantities" in a refusal.
+    std::string what(kName.substr(kName.rfind('.') + 1));
+    loadQuantities(ar, quantities, (what + ".quantities").c_str());
+  }
+};
 
 }  // namespace ingrid::limiter

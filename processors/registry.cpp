@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <ingrid/processors/composite_bucket.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
@@ -28,6 +30,8 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   ProcessorRegistry registry;
   registry.add<TokenBucketAcquire>();
   registry.add<TokenBucketBatchAcquire>();
+  registry.add<TokenBucketReserve>();
+  registry.add<TokenBucketBatchReserve>();
   registry.add<Increment>();
   registry.add<GetCounter>();
   registry.add<GetEntry>();
@@ -43,6 +47,12 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<LeakyMeterBatchAcquire>();
   registry.add<LeakyShaperAcquire>();
   registry.add<LeakyShaperBatchAcquire>();
+  registry.add<ConcurrencyAcquire>();
+  registry.add<ConcurrencyBatchAcquire>();
+  registry.add<ConcurrencyRelease>();
+  registry.add<ConcurrencyExtend>();
+  registry.add<CompositeBucketAcquire>();
+  registry.add<CompositeBucketBatchAcquire>();
   return registry;
 }
 

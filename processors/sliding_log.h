@@ -84,61 +84,15 @@ struct SlidingLog {
   }
 };
 
-struct SlidingLogBatchAcquire;
+struct SlidingLogNames {
+  static constexpr std::string_view kSingle = "ingrid.SlidingLogAcquire";
+  static constexpr std::string_view kBatch = "ingrid.SlidingLogBatchAcquire";
+};
 
 // Takes `quantity` units if the log's window has room for them.
-struct SlidingLogAcquire {
-  static constexpr std::string_view kName = "ingrid.SlidingLogAcquire";
-  using Result = LimitAnswer;
-  using Batch = SlidingLogBatchAcquire;
-
-  SlidingLogParams params;
-  // REQUIRES: > 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<SlidingLog>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-  static bool joinable(const SlidingLogAcquire& first, const SlidingLogAcquire& other) {
-    return first.params == other.params;
-  }
-  static SlidingLogBatchAcquire batch(std::vector<SlidingLogAcquire> items);
-};
+using SlidingLogAcquire = limiter::LimiterRequest<SlidingLog, SlidingLogNames>;
 
 // Several acquires on one log, in order, read once and written once.
-struct SlidingLogBatchAcquire {
-  static constexpr std::string_view kName = "ingrid.SlidingLogBatchAcquire";
-  using Result = std::vector<LimitAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  SlidingLogParams params;
-  // REQUIRES: each > 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<SlidingLog>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "SlidingLogBatchAcquire.quantities");
-  }
-};
-
-inline SlidingLogBatchAcquire SlidingLogAcquire::batch(std::vector<SlidingLogAcquire> items) {
-  SlidingLogBatchAcquire out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
+using SlidingLogBatchAcquire = limiter::LimiterBatch<SlidingLog, SlidingLogNames>;
 
 }  // namespace ingrid

@@ -53,62 +53,15 @@ struct SlidingWindow {
   static Nanos expiresAt(const State& s, const Params& p) noexcept;
 };
 
-struct SlidingWindowBatchAcquire;
+struct SlidingWindowNames {
+  static constexpr std::string_view kSingle = "ingrid.SlidingWindowAcquire";
+  static constexpr std::string_view kBatch = "ingrid.SlidingWindowBatchAcquire";
+};
 
 // Takes `quantity` units if the sliding estimate has room for them.
-struct SlidingWindowAcquire {
-  static constexpr std::string_view kName = "ingrid.SlidingWindowAcquire";
-  using Result = LimitAnswer;
-  using Batch = SlidingWindowBatchAcquire;
-
-  WindowParams params;
-  // REQUIRES: > 0.
-  std::int64_t quantity = 1;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiter<SlidingWindow>(params, quantity, "quantity", entry, now);
-  }
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(params, quantity);
-  }
-  static bool joinable(const SlidingWindowAcquire& first, const SlidingWindowAcquire& other) {
-    return first.params == other.params;
-  }
-  static SlidingWindowBatchAcquire batch(std::vector<SlidingWindowAcquire> items);
-};
+using SlidingWindowAcquire = limiter::LimiterRequest<SlidingWindow, SlidingWindowNames>;
 
 // Several acquires on one counter, in order, read once and written once.
-struct SlidingWindowBatchAcquire {
-  static constexpr std::string_view kName = "ingrid.SlidingWindowBatchAcquire";
-  using Result = std::vector<LimitAnswer>;
-  static constexpr std::size_t kMaxWants = limiter::kMaxBatch;
-
-  WindowParams params;
-  // REQUIRES: each > 0; 1..kMaxWants of them.
-  std::vector<std::int64_t> quantities;
-
-  Result process(MutableEntry& entry, Nanos now) const {
-    return limiter::runLimiterBatch<SlidingWindow>(params, quantities, "quantities", entry, now);
-  }
-  template <class Archive>
-  void save(Archive& ar) const {
-    ar(params, quantities);
-  }
-  template <class Archive>
-  void load(Archive& ar) {
-    ar(params);
-    limiter::loadQuantities(ar, quantities, "SlidingWindowBatchAcquire.quantities");
-  }
-};
-
-inline SlidingWindowBatchAcquire SlidingWindowAcquire::batch(
-    std::vector<SlidingWindowAcquire> items) {
-  SlidingWindowBatchAcquire out;
-  if (!items.empty()) out.params = items.front().params;
-  out.quantities.reserve(items.size());
-  for (const auto& item : items) out.quantities.push_back(item.quantity);
-  return out;
-}
+using SlidingWindowBatchAcquire = limiter::LimiterBatch<SlidingWindow, SlidingWindowNames>;
 
 }  // namespace ingrid

@@ -30,6 +30,24 @@ void checkParams(const BucketParams& params) {
   if (auto reason = params.invalidReason()) throwInvalidArgument(*reason);
 }
 
+void checkWants(const std::vector<std::int64_t>& tokens, std::size_t max) {
+  if (tokens.empty()) throwInvalidArgument("tokens must hold at least one want");
+  if (tokens.size() > max) {
+    throwInvalidArgument("tokens has " + std::to_string(tokens.size()) +
+                         " wants, more than the limit of " + std::to_string(max));
+  }
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] <= 0) {
+      throwInvalidArgument("tokens[" + std::to_string(i) + "] must be > 0, got " +
+                           std::to_string(tokens[i]));
+    }
+  }
+}
+
+void checkMaxWait(Nanos maxWait) {
+  if (maxWait < 0) throwInvalidArgument("maxWait must be >= 0, got " + std::to_string(maxWait));
+}
+
 // The bucket at the entry, or nullopt if there is none. Fails the processor on bytes that are
 // not a BucketState or a state no valid bucket can be in.
 std::optional<BucketState> readState(const MutableEntry& entry) {
@@ -123,6 +141,22 @@ AcquireAnswer tryTake(BucketState& state, const BucketParams& params,
   return AcquireAnswer{false, state.tokens, nanosUntil(state, params, tokens)};
 }
 
+ReserveAnswer reserve(BucketState& state, const BucketParams& params, std::int64_t tokens,
+                      Nanos maxWait, Nanos now) noexcept {
+  if (tokens > params.capacity) return ReserveAnswer{false, kNever, state.tokens};
+  if (tokens <= state.tokens) {
+    state.tokens -= tokens;
+    return ReserveAnswer{true, 0, state.tokens};
+  }
+  const int128 ahead = state.lastRefill > now ? int128{state.lastRefill} - now : 0;
+  const int128 wait = ahead + nanosUntil(state, params, tokens);
+  if (int128{now} + wait > kMaxInt64) return ReserveAnswer{false, kNever, state.tokens};
+  if (wait > maxWait) return ReserveAnswer{false, saturate(wait), state.tokens};
+  refill(state, params, static_cast<Nanos>(now + wait));
+  state.tokens -= tokens;  // refill() to that instant yields at least `tokens`
+  return ReserveAnswer{true, static_cast<Nanos>(wait), state.tokens};
+}
+
 }  // namespace token_bucket
 
 TokenBucketAcquire::Result TokenBucketAcquire::process(MutableEntry& entry, Nanos now) const {
@@ -142,17 +176,7 @@ TokenBucketAcquire::Result TokenBucketAcquire::process(MutableEntry& entry, Nano
 TokenBucketBatchAcquire::Result TokenBucketBatchAcquire::process(MutableEntry& entry,
                                                                  Nanos now) const {
   checkParams(bucket);
-  if (tokens.empty()) throwInvalidArgument("tokens must hold at least one want");
-  if (tokens.size() > kMaxWants) {
-    throwInvalidArgument("tokens has " + std::to_string(tokens.size()) +
-                         " wants, more than the limit of " + std::to_string(kMaxWants));
-  }
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] <= 0) {
-      throwInvalidArgument("tokens[" + std::to_string(i) + "] must be > 0, got " +
-                           std::to_string(tokens[i]));
-    }
-  }
+  checkWants(tokens, kMaxWants);
 
   const std::optional<BucketState> stored = readState(entry);
   BucketState state = stored.value_or(token_bucket::create(bucket, now));
@@ -163,6 +187,39 @@ TokenBucketBatchAcquire::Result TokenBucketBatchAcquire::process(MutableEntry& e
   for (const std::int64_t want : tokens) {
     answers.push_back(token_bucket::tryTake(state, bucket, want));
     waitFromNow(answers.back(), state, now);
+    anyGranted = anyGranted || answers.back().granted;
+  }
+  if (!stored || anyGranted) writeState(entry, state, bucket);
+  return answers;
+}
+
+TokenBucketReserve::Result TokenBucketReserve::process(MutableEntry& entry, Nanos now) const {
+  checkParams(bucket);
+  if (tokens <= 0) throwInvalidArgument("tokens must be > 0, got " + std::to_string(tokens));
+  checkMaxWait(maxWait);
+
+  const std::optional<BucketState> stored = readState(entry);
+  BucketState state = stored.value_or(token_bucket::create(bucket, now));
+  token_bucket::refill(state, bucket, now);
+  const ReserveAnswer answer = token_bucket::reserve(state, bucket, tokens, maxWait, now);
+  if (!stored || answer.granted) writeState(entry, state, bucket);
+  return answer;
+}
+
+TokenBucketBatchReserve::Result TokenBucketBatchReserve::process(MutableEntry& entry,
+                                                                 Nanos now) const {
+  checkParams(bucket);
+  checkWants(tokens, kMaxWants);
+  checkMaxWait(maxWait);
+
+  const std::optional<BucketState> stored = readState(entry);
+  BucketState state = stored.value_or(token_bucket::create(bucket, now));
+  token_bucket::refill(state, bucket, now);
+  Result answers;
+  answers.reserve(tokens.size());
+  bool anyGranted = false;
+  for (const std::int64_t want : tokens) {
+    answers.push_back(token_bucket::reserve(state, bucket, want, maxWait, now));
     anyGranted = anyGranted || answers.back().granted;
   }
   if (!stored || anyGranted) writeState(entry, state, bucket);

@@ -82,6 +82,22 @@ struct AcquireAnswer {
   friend bool operator==(const AcquireAnswer&, const AcquireAnswer&) = default;
 };
 
+// The answer to one reservation (docs/token-bucket.md "Reservations"). A refusal is an answer.
+struct ReserveAnswer {
+  bool granted = false;
+  // Granted: nanoseconds to wait before using the tokens (0: at once). Refused: the wait the
+  // reservation would have needed, more than its maxWait (kNever if tokens > capacity).
+  Nanos delay = 0;
+  // Tokens left after this request, at max(now, the bucket's lastRefill).
+  std::int64_t remaining = 0;
+
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(granted, delay, remaining);
+  }
+  friend bool operator==(const ReserveAnswer&, const ReserveAnswer&) = default;
+};
+
 // The pure math of docs/token-bucket.md. Every function REQUIRES valid params (no
 // invalidReason()) and a state that satisfies BucketState's invariants for them.
 namespace token_bucket {
@@ -98,6 +114,11 @@ Nanos nanosUntil(const BucketState& state, const BucketParams& params,
                  std::int64_t tokens) noexcept;
 // Takes `tokens` if available. REQUIRES: refill() was called for the current time; tokens > 0.
 AcquireAnswer tryTake(BucketState& state, const BucketParams& params, std::int64_t tokens) noexcept;
+// Reserves `tokens` if they exist by now + maxWait (docs/token-bucket.md "Reservations"): the
+// state moves to the instant they exist. REQUIRES: refill() was called for `now`; tokens > 0;
+// maxWait >= 0.
+ReserveAnswer reserve(BucketState& state, const BucketParams& params, std::int64_t tokens,
+                      Nanos maxWait, Nanos now) noexcept;
 
 }  // namespace token_bucket
 
@@ -151,6 +172,70 @@ struct TokenBucketBatchAcquire {
     for (auto& t : tokens) ar(t);
   }
 };
+
+struct TokenBucketBatchReserve;
+
+// Takes `tokens` now, before they exist if need be, if they will exist within maxWait; answers
+// how long to wait before using them. Mixes with TokenBucketAcquire on one bucket.
+struct TokenBucketReserve {
+  static constexpr std::string_view kName = "ingrid.TokenBucketReserve";
+  using Result = ReserveAnswer;
+  using Batch = TokenBucketBatchReserve;
+
+  BucketParams bucket;
+  // Tokens wanted. REQUIRES: > 0.
+  std::int64_t tokens = 1;
+  // The longest wait accepted, in nanoseconds; a longer one is refused. REQUIRES: >= 0.
+  Nanos maxWait = 0;
+
+  Result process(MutableEntry& entry, Nanos now) const;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(bucket, tokens, maxWait);
+  }
+  static bool joinable(const TokenBucketReserve& first, const TokenBucketReserve& other) {
+    return first.bucket == other.bucket && first.maxWait == other.maxWait;
+  }
+  static TokenBucketBatchReserve batch(std::vector<TokenBucketReserve> items);
+};
+
+// Several reservations on one bucket with one maxWait, in order at the same `now`; read once,
+// written once.
+struct TokenBucketBatchReserve {
+  static constexpr std::string_view kName = "ingrid.TokenBucketBatchReserve";
+  using Result = std::vector<ReserveAnswer>;
+  static constexpr std::size_t kMaxWants = 65536;
+
+  BucketParams bucket;
+  // REQUIRES: each > 0; 1..kMaxWants of them.
+  std::vector<std::int64_t> tokens;
+  // REQUIRES: >= 0.
+  Nanos maxWait = 0;
+
+  Result process(MutableEntry& entry, Nanos now) const;
+  template <class Archive>
+  void save(Archive& ar) const {
+    ar(bucket, tokens, maxWait);
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    ar(bucket);
+    tokens.resize(loadBoundedSize(ar, kMaxWants, "TokenBucketBatchReserve.tokens"));
+    for (auto& t : tokens) ar(t);
+    ar(maxWait);
+  }
+};
+
+inline TokenBucketBatchReserve TokenBucketReserve::batch(std::vector<TokenBucketReserve> items) {
+  TokenBucketBatchReserve out;
+  if (!items.empty()) {
+    out.bucket = items.front().bucket;
+    out.maxWait = items.front().maxWait;
+  }
+  out.tokens.reserve(items.size());
+  for (const auto& item : items) out.tokens.push_back(item.tokens);
+  return out;
+}
 
 inline bool TokenBucketAcquire::joinable(const TokenBucketAcquire& first,
                                          const TokenBucketAcquire& other) {

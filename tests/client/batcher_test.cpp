@@ -360,6 +360,43 @@ TEST_CASE("a full per-key queue refuses with overloaded, naming the key and the 
   CHECK(await(other)->remaining == 9);
 }
 
+TEST_CASE("a queued request times out at its own deadline, however long the queue ahead of it",
+          "[client][batcher]") {
+  FakeInvoker fake;
+  Batcher<FakeInvoker, TokenBucketAcquire> batcher(
+      fake, BatcherOptions{.maxBatch = 2, .queueTimeout = 200ms});
+  // One in flight that never completes by itself (a stuck member), and 5 queued behind it.
+  AnswerFuture head = batcher.invokeAsync("stuck-key", acquire(1), asio::use_future);
+  const auto queuedAt = std::chrono::steady_clock::now();
+  std::vector<AnswerFuture> queued;
+  for (int i = 0; i < 5; ++i) {
+    queued.push_back(batcher.invokeAsync("stuck-key", acquire(1), asio::use_future));
+  }
+  // Another key's caller is not touched by their expiry.
+  AnswerFuture other = batcher.invokeAsync("other-key", acquire(1), asio::use_future);
+  for (auto& f : queued) {
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    const Answer r = f.get();
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == Errc::timeout);
+    CHECK_THAT(r.error().detail(), Catch::Contains("stuck-key") && Catch::Contains("not sent"));
+  }
+  // Never before their deadline (a lower bound: it holds however slow the machine).
+  CHECK(std::chrono::steady_clock::now() - queuedAt >= 200ms);
+  CHECK(batcher.stats().expired == 5);
+  CHECK(fake.pending() == 2);  // only the two heads were ever sent
+  auto c0 = fake.take<TokenBucketAcquire>();
+  REQUIRE(c0);
+  c0->complete(answer(7));
+  CHECK(await(head)->remaining == 7);
+  auto cOther = fake.take<TokenBucketAcquire>();
+  REQUIRE(cOther);
+  cOther->complete(answer(8));
+  CHECK(await(other)->remaining == 8);
+  CHECK(fake.pending() == 0);  // the expired ones are not sent once the head completes
+  CHECK(batcher.stats().expired == 5);
+}
+
 TEST_CASE("batches never exceed maxBatch nor the batch processor's limit", "[client][batcher]") {
   SECTION("maxBatch") {
     FakeInvoker fake;

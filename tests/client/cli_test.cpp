@@ -110,6 +110,56 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
       CHECK(exitOf(*inspect) == 0);
     }
   }
+  SECTION("concurrency: acquire names a lease; extend and release it by its id") {
+    const std::vector<std::string> limiter = {"--limiter",   "concurrency", "--capacity", "5",
+                                              "--period-ms", "3600000",     "--seed",     seed};
+    auto with = [&](std::vector<std::string> args, const std::vector<std::string>& more) {
+      args.insert(args.end(), more.begin(), more.end());
+      return run(std::move(args));
+    };
+    auto first = with({"acquire", "cli-conc", "3"}, limiter);
+    auto line = first->waitForLine("granted yes, lease ", 30s);
+    REQUIRE(line);
+    CHECK_THAT(*line, Catch::Contains("expires after 3600000000 us, limit 5, held 3, remaining 2"));
+    CHECK(exitOf(*first) == 0);
+    const std::size_t at = line->find("lease ") + 6;
+    const std::string lease = line->substr(at, line->find(',', at) - at);
+    auto second = with({"acquire", "cli-conc", "3"}, limiter);
+    CHECK(second->waitForLine("granted no, lease 0, expires after 0 us, limit 5, held 3", 30s));
+    CHECK(exitOf(*second) == 1);
+    auto inspect = run({"inspect", "cli-conc", "--limiter", "concurrency", "--seed", seed});
+    CHECK(inspect->waitForLine("concurrency: 1 lease(s), next id ", 30s));
+    CHECK(inspect->waitForLine("  lease " + lease + ": 3 unit(s), expires at ", 30s));
+    CHECK(exitOf(*inspect) == 0);
+    auto extend = run({"extend", "cli-conc", lease, "--period-ms", "7200000", "--seed", seed});
+    CHECK(extend->waitForLine("granted yes, lease " + lease + ", expires after 72", 30s));
+    CHECK(exitOf(*extend) == 0);
+    auto release = run({"release", "cli-conc", lease, "--seed", seed});
+    CHECK(
+        release->waitForLine("granted yes, lease " + lease + ", expires after 0 us, held 0", 30s));
+    CHECK(exitOf(*release) == 0);
+    auto again = run({"release", "cli-conc", lease, "--seed", seed});
+    CHECK(again->waitForLine("granted no, lease " + lease, 30s));
+    CHECK(exitOf(*again) == 1);
+  }
+  SECTION("acquire --max-wait-ms reserves: granted with the delay, or refused past it") {
+    const std::vector<std::string> bucket = {"--capacity", "5",      "--period-ms",
+                                             "3600000",    "--seed", seed};
+    auto with = [&](std::vector<std::string> args) {
+      args.insert(args.end(), bucket.begin(), bucket.end());
+      return run(std::move(args));
+    };
+    auto all = with({"acquire", "cli-reserve", "5", "--max-wait-ms", "0"});
+    CHECK(all->waitForLine("granted yes, delay 0 us, remaining 0", 30s));
+    CHECK(exitOf(*all) == 0);
+    // A token every 720 s: a wait of at most 1 s is refused, one of an hour granted.
+    auto refused = with({"acquire", "cli-reserve", "1", "--max-wait-ms", "1000"});
+    CHECK(refused->waitForLine("granted no, delay 7", 30s));
+    CHECK(exitOf(*refused) == 1);
+    auto granted = with({"acquire", "cli-reserve", "1", "--max-wait-ms", "3600000"});
+    CHECK(granted->waitForLine("granted yes, delay 7", 30s));
+    CHECK(exitOf(*granted) == 0);
+  }
   SECTION("load runs any limiter, batched or not") {
     for (const std::string limiter : {"gcra", "leaky-shaper"}) {
       auto cli =
@@ -157,7 +207,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     refused("status extra --seed " + seed, "status takes no arguments, got 'extra'");
     refused("acquire cli-strict 1 --limiter leaky --seed " + seed,
             "--limiter must be one of token-bucket, gcra, fixed-window, sliding-log, "
-            "sliding-window, leaky-meter, leaky-shaper, got 'leaky'");
+            "sliding-window, leaky-meter, leaky-shaper, concurrency, got 'leaky'");
     refused("acquire cli-strict 1 --limiter gcra --initial 3 --seed " + seed,
             "--initial applies only to --limiter token-bucket, not gcra");
     refused("acquire cli-strict 1 --limiter fixed-window --refill 3 --seed " + seed,
@@ -165,8 +215,19 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     refused("acquire cli-strict 1 --limiter sliding-log --capacity 5000 --seed " + seed,
             "the limiter's options are invalid: limit must be in [1, 4096], got 5000");
     refused("inspect cli-strict --limiter nope --seed " + seed, "--limiter must be one of");
+    refused("acquire cli-strict 1 --limiter concurrency --capacity 4097 --seed " + seed,
+            "the limiter's options are invalid: limit must be in [1, 4096], got 4097");
+    refused("acquire cli-strict 1 --limiter gcra --max-wait-ms 5 --seed " + seed,
+            "--max-wait-ms applies only to --limiter token-bucket, not gcra");
+    refused("release cli-strict x1 --seed " + seed, "release's LEASE must be a whole number");
+    refused("extend cli-strict 5 --limiter gcra --seed " + seed,
+            "extend applies only to --limiter concurrency");
     refused("load --limiter gcra --capacity 0 --seed " + seed,
             "--capacity must be a whole number from 1 to");
+    refused("status --client-secret-file /nonexistent/secret --seed " + seed,
+            "--client-secret-file /nonexistent/secret: cannot read it, or it is empty");
+    refused("status --tls-ca /nonexistent/ca.crt --seed " + seed,
+            "ClientOptions.tls.caFile '/nonexistent/ca.crt'");
     // None of the refused acquires reached the bucket: it still holds its whole capacity.
     auto inspect = run({"inspect", "cli-strict", "--seed", seed});
     CHECK(inspect->waitForLine("no entry", 30s));

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include <ingrid/client/batcher.h>
+#include <ingrid/processors/composite_bucket.h>
+#include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
 #include <ingrid/processors/leaky_bucket.h>
@@ -39,6 +41,9 @@ constexpr Nanos kMs = 1'000'000;
 bool isGranted(const GcraAnswer& a) { return a.granted(); }
 bool isGranted(const LimitAnswer& a) { return a.granted; }
 bool isGranted(const ShaperAnswer& a) { return a.granted; }
+bool isGranted(const LeaseAnswer& a) { return a.granted; }
+bool isGranted(const CompositeAnswer& a) { return a.granted; }
+bool isGranted(const ReserveAnswer& a) { return a.granted; }
 
 // Sends `perThread` requests `request` from 2 threads on each live node at once, spread over
 // `keys` keys "<prefix><k>", through a Batcher per node or straight to the node; returns the
@@ -256,6 +261,121 @@ TEST_CASE("Limiters through 3 nodes: the leaky meter and the shaper are exact",
                                   std::uniform_int_distribution<std::int64_t>(1, 5)(rng)};
       },
       [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 150 * kMs)(rng); },
+      150);
+}
+
+TEST_CASE("Limiters through 3 nodes: the concurrency limiter holds exactly its limit of leases",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string b = batching ? "b-" : "";
+
+  // 100 units held at once, leases of 10 s: 240 acquires per key, 100 leases.
+  const ConcurrencyAcquire one{ConcurrencyParams{100, 10 * kNanosPerSecond}, 1};
+  CHECK(grantsPerKey(cluster, "conc-" + b, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+  clock->advance(9 * kNanosPerSecond);  // all still held
+  CHECK(grantsPerKey(cluster, "conc-" + b, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{0, 0, 0});
+  clock->advance(kNanosPerSecond);  // nobody released: every lease expired by itself
+  CHECK(grantsPerKey(cluster, "conc-" + b, one, 3, 120, batching) ==
+        std::vector<std::int64_t>{100, 100, 100});
+
+  // The ids handed out through the cluster at one instant are distinct and consecutive.
+  std::vector<std::int64_t> ids;
+  for (int i = 0; i < 12; ++i) {
+    auto r = cluster.live()[static_cast<std::size_t>(i) % 3]->invoke(
+        "conc-ids-" + b, ConcurrencyAcquire{ConcurrencyParams{10, kNanosPerSecond}, 1});
+    REQUIRE(r.ok());
+    if (r->granted) ids.push_back(r->lease);
+  }
+  REQUIRE(ids.size() == 10);
+  for (std::size_t i = 0; i < ids.size(); ++i) CHECK(ids[i] == clock->now() + std::int64_t(i));
+
+  // Acquires, releases and extensions through the nodes in turn answer exactly what a local
+  // entry answers, on the ids the cluster handed out.
+  std::mt19937_64 rng(99);
+  LimiterStore local;
+  const ConcurrencyParams p{4, kNanosPerSecond};
+  std::vector<std::int64_t> known{0};
+  for (int step = 0; step < 200; ++step) {
+    clock->advance(std::uniform_int_distribution<Nanos>(0, 200 * kMs)(rng));
+    const int op = std::uniform_int_distribution<int>(0, 3)(rng);
+    const std::int64_t id =
+        known[std::uniform_int_distribution<std::size_t>(0, known.size() - 1)(rng)];
+    Node* node = cluster.live()[static_cast<std::size_t>(step) % 3];
+    const std::string key = "conc-script-" + b;
+    INFO("step " << step << " op " << op);
+    Result<LeaseAnswer> remote = Error(Errc::invalid_argument, "unset");
+    LeaseAnswer expected;
+    if (op <= 1) {
+      const ConcurrencyAcquire request{p, std::uniform_int_distribution<std::int64_t>(1, 3)(rng)};
+      remote = node->invoke(key, request);
+      expected = local.invoke(request, clock->now());
+      if (expected.granted) known.push_back(expected.lease);
+    } else if (op == 2) {
+      remote = node->invoke(key, ConcurrencyRelease{id});
+      expected = local.invoke(ConcurrencyRelease{id}, clock->now());
+    } else {
+      remote = node->invoke(key, ConcurrencyExtend{id, 500 * kMs});
+      expected = local.invoke(ConcurrencyExtend{id, 500 * kMs}, clock->now());
+    }
+    REQUIRE(remote.ok());
+    REQUIRE(*remote == expected);
+  }
+}
+
+TEST_CASE("Limiters through 3 nodes: reservations and the composite bucket are exact",
+          "[cluster][multinode][limiters]") {
+  auto clock = std::make_shared<ManualClock>(kStart);
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock, 2));
+  REQUIRE(cluster.start(3));
+  const bool batching = GENERATE(false, true);
+  INFO("batching " << batching);
+  const std::string b = batching ? "b-" : "";
+
+  // Reservations: 100 tokens, 100 per second, waits of at most 500 ms: 100 at once and 50 more
+  // reserved, whatever the order they arrive in.
+  const TokenBucketReserve reserve{BucketParams::perPeriod(100, kNanosPerSecond), 1, 500 * kMs};
+  CHECK(grantsPerKey(cluster, "reserve-" + b, reserve, 3, 120, batching) ==
+        std::vector<std::int64_t>{150, 150, 150});
+  // The composite bucket: 1000 per minute and 50 per second; the second band decides.
+  const CompositeBucketAcquire composite{
+      CompositeParams{{BucketParams::perPeriod(1000, 60 * kNanosPerSecond),
+                       BucketParams::perPeriod(50, kNanosPerSecond)},
+                      1,
+                      Replacement::kProportional},
+      1};
+  CHECK(grantsPerKey(cluster, "composite-" + b, composite, 3, 120, batching) ==
+        std::vector<std::int64_t>{50, 50, 50});
+  clock->advance(kNanosPerSecond);  // 50 more per second; the minute band holds 950 + 16
+  CHECK(grantsPerKey(cluster, "composite-" + b, composite, 3, 120, batching) ==
+        std::vector<std::int64_t>{50, 50, 50});
+
+  sameAsLocal<TokenBucketReserve>(
+      cluster, *clock, "reserve-script-" + b,
+      [](std::mt19937_64& rng) {
+        return TokenBucketReserve{BucketParams::perPeriod(5, kNanosPerSecond),
+                                  std::uniform_int_distribution<std::int64_t>(1, 6)(rng),
+                                  std::uniform_int_distribution<Nanos>(0, 2000 * kMs)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
+      150);
+  sameAsLocal<CompositeBucketAcquire>(
+      cluster, *clock, "composite-script-" + b,
+      [](std::mt19937_64& rng) {
+        const std::int64_t version = std::uniform_int_distribution<std::int64_t>(0, 3)(rng);
+        return CompositeBucketAcquire{
+            CompositeParams{{BucketParams::perPeriod(5 + version, kNanosPerSecond),
+                             BucketParams::perPeriod(20, 60 * kNanosPerSecond)},
+                            version,
+                            static_cast<Replacement>(version % 3)},
+            std::uniform_int_distribution<std::int64_t>(1, 6)(rng)};
+      },
+      [](std::mt19937_64& rng) { return std::uniform_int_distribution<Nanos>(0, 300 * kMs)(rng); },
       150);
 }
 

@@ -42,6 +42,7 @@ class Raw {
     timeval limit{5, 0};
     setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
+  void sendBytes(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
   void send(MessageType type, std::uint64_t id, const std::string& body) {
     FrameHeader h;
     h.type = type;
@@ -173,4 +174,44 @@ TEST_CASE(
   REQUIRE(cluster.start(1));
   CHECK(cluster.live().size() == 2);
   CHECK(increment(cluster.at(1), "after") == 1);
+}
+
+TEST_CASE(
+    "Connections that trickle large frames hold at most maxBufferedBytes in all: past it a frame "
+    "is refused naming the limit, and the node serves everyone else",
+    "[cluster][limits]") {
+  NodeOptions o = ingrid::testing::smallClusterOptions(nullptr);
+  o.maxBufferedBytes = std::size_t{1} << 20;
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  Node& node = cluster.at(0);
+  FrameHeader h;
+  h.type = MessageType::kInvoke;
+  h.requestId = 5;
+  h.bodyLength = 4u << 20;  // announced; only part of it is sent
+  const HeaderBytes header = encodeHeader(h);
+  // Eight that send 256 KiB of their frame and then nothing: at most 1 MiB held in all.
+  std::vector<std::unique_ptr<Raw>> tricklers;
+  for (int i = 0; i < 8; ++i) {
+    tricklers.push_back(std::make_unique<Raw>(node.listenAddress()));
+    tricklers.back()->sendBytes(std::string(header.begin(), header.end()) +
+                                std::string(256 * 1024, 'x'));
+  }
+  // One whose frame needs a 2 MiB buffer is refused whatever the others hold, with a reply that
+  // names the limit.
+  Raw greedy(node.listenAddress());
+  greedy.sendBytes(std::string(header.begin(), header.end()) +
+                   std::string((std::size_t{1} << 20) + 1, 'g'));
+  const Frame refused = greedy.read();
+  CHECK(refused.header.isError());
+  CHECK(refused.header.requestId == 5);
+  const ErrorBody why = decode<ErrorBody>(refused.body);
+  CHECK(why.code == static_cast<std::uint16_t>(Errc::overloaded));
+  CHECK_THAT(why.message, Catch::Contains("past the limit of 1048576 (maxBufferedBytes)"));
+  CHECK(greedy.closedByPeer());
+  // The node serves a client and its own callers meanwhile.
+  Raw client(node.listenAddress());
+  client.send(MessageType::kGetTopology, 1, {});
+  CHECK_FALSE(client.read().header.isError());
+  CHECK(increment(node, "served") == 1);
 }

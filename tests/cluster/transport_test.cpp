@@ -927,18 +927,99 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "transport: connections that announce large frames and trickle them hold at most "
+    "maxBufferedBytes in all; past it a frame is refused, naming the limit, and others are served",
+    "[cluster][transport][limits]") {
+  constexpr std::size_t kLimit = std::size_t{4} << 20;
+  constexpr int kTricklers = 16;
+  TransportOptions options;
+  options.maxBufferedBytes = kLimit;
+  Net server(options);
+  server.handler.markEveryPeer = false;  // no Hello: none of them is a member
+  const std::uint16_t port = server.transport.listenPort();
+  auto refusals = [&] {
+    const std::string reasons = server.handler.reasons();
+    int n = 0;
+    for (auto at = reasons.find("(maxBufferedBytes)"); at != std::string::npos;
+         at = reasons.find("(maxBufferedBytes)", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+
+  // Each announces an 8 MiB Invoke and sends 1 MiB of it: a buffer of at least 2 MiB each (it
+  // doubles from 16 KiB), so at most two fit under 4 MiB and the other fourteen are refused.
+  FrameHeader invoke;
+  invoke.type = MessageType::kInvoke;
+  invoke.requestId = 9;
+  invoke.bodyLength = 8u << 20;
+  const std::string part(std::size_t{1} << 20, 't');
+  std::vector<std::unique_ptr<RawClient>> tricklers;
+  for (int i = 0; i < kTricklers; ++i) {
+    tricklers.push_back(std::make_unique<RawClient>(port));
+    tricklers.back()->send(headerBytes(invoke));
+    for (std::size_t sent = 0; sent < part.size(); sent += 64 * 1024) {  // trickle in pieces
+      CHECK_FALSE(tricklers.back()->trySend(part.substr(sent, 64 * 1024)));
+    }
+  }
+  CHECK(eventually([&] { return refusals() >= kTricklers - 2; }));
+  CHECK(server.transport.bufferedBytes() <= kLimit);
+  CHECK(server.transport.bufferedBytesPeak() <= kLimit);
+  CHECK(server.transport.bufferedBytesPeak() >= (std::size_t{2} << 20) - kReadChunkBytes);
+
+  // One more, whose frame needs a 4 MiB buffer while at least one trickler holds 2 MiB: it is
+  // told why, in an error reply to its frame.
+  {
+    RawClient greedy(port);
+    invoke.requestId = 10;
+    greedy.send(headerBytes(invoke));
+    (void)greedy.trySend(std::string((std::size_t{2} << 20) + 1, 'g'));
+    const auto [header, body] = greedy.readErrorReply();
+    CHECK(header.requestId == 10);
+    CHECK(body.code == static_cast<std::uint16_t>(Errc::overloaded));
+    CHECK_THAT(body.message, Catch::Contains("past the limit of 4194304 (maxBufferedBytes)"));
+  }
+
+  // A normal client is served meanwhile, with a frame that fits the buffer it starts with.
+  RawClient other(port);
+  FrameHeader small;
+  small.type = MessageType::kInvoke;
+  small.requestId = 1;
+  other.send(frameBytes(small, "still served"));
+  CHECK(other.readFrame().body == "still served");
+
+  // Closing the held ones gives their bytes back.
+  tricklers.clear();
+  CHECK(eventually([&] { return server.transport.bufferedBytes() == 0; }));
+  CHECK(server.transport.bufferedBytesPeak() <= kLimit);
+}
+
 TEST_CASE("An Invoke encodes from views as from strings, and is read in place as decoded",
           "[cluster][transport]") {
-  const InvokeRequest request{"api-key:42", "ingrid.TokenBucketAcquire",
-                              std::string("\x01\x00\x02", 3)};
+  const InvokeRequest request{"api-key:42",
+                              "ingrid.TokenBucketAcquire",
+                              std::string("\x01\x00\x02", 3),
+                              0x1234567890abcdefull,
+                              42,
+                              40,
+                              5000};
   const std::string bytes = encode(request);
-  CHECK(encode(InvokeRequestView{request.key, request.processor, request.args}) == bytes);
+  CHECK(encode(InvokeRequestView{request.key, request.processor, request.args, request.client,
+                                 request.seq, request.doneBelow, request.timeoutMs}) == bytes);
   const InvokeRequestSpans spans = InvokeRequestSpans::of(bytes);
   CHECK(spans.key.in(bytes) == request.key);
   CHECK(spans.processor.in(bytes) == request.processor);
   CHECK(spans.args.in(bytes) == request.args);
+  CHECK(spans.client == request.client);
+  CHECK(spans.seq == request.seq);
+  CHECK(spans.doneBelow == request.doneBelow);
+  CHECK(spans.timeoutMs == request.timeoutMs);
   // Refused as the decoder refuses: truncated, a length past the end, trailing bytes, a bad flag.
   CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, bytes.size() - 1)),
+                    Catch::Contains("it ends inside timeoutMs"));
+  const std::size_t argsEnd = bytes.size() - 28;  // three u64 and a u32 follow the arguments
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, argsEnd - 1)),
                     Catch::Contains("the arguments claims 3 bytes; 2 remain"));
   CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, 5)),
                     Catch::Contains("ends inside the length of the key"));

@@ -10,15 +10,31 @@ using namespace ingrid;
 TEST_CASE("The built-in registry holds the built-in processors by stable name",
           "[processors][registry]") {
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
-  CHECK(registry.names() ==
-        std::vector<std::string>{"ingrid.FixedWindowAcquire", "ingrid.FixedWindowBatchAcquire",
-                                 "ingrid.GcraBatchThrottle", "ingrid.GcraThrottle",
-                                 "ingrid.GetCounter", "ingrid.GetEntry", "ingrid.Increment",
-                                 "ingrid.LeakyMeterAcquire", "ingrid.LeakyMeterBatchAcquire",
-                                 "ingrid.LeakyShaperAcquire", "ingrid.LeakyShaperBatchAcquire",
-                                 "ingrid.SlidingLogAcquire", "ingrid.SlidingLogBatchAcquire",
-                                 "ingrid.SlidingWindowAcquire", "ingrid.SlidingWindowBatchAcquire",
-                                 "ingrid.TokenBucketAcquire", "ingrid.TokenBucketBatchAcquire"});
+  CHECK(registry.names() == std::vector<std::string>{"ingrid.CompositeBucketAcquire",
+                                                     "ingrid.CompositeBucketBatchAcquire",
+                                                     "ingrid.ConcurrencyAcquire",
+                                                     "ingrid.ConcurrencyBatchAcquire",
+                                                     "ingrid.ConcurrencyExtend",
+                                                     "ingrid.ConcurrencyRelease",
+                                                     "ingrid.FixedWindowAcquire",
+                                                     "ingrid.FixedWindowBatchAcquire",
+                                                     "ingrid.GcraBatchThrottle",
+                                                     "ingrid.GcraThrottle",
+                                                     "ingrid.GetCounter",
+                                                     "ingrid.GetEntry",
+                                                     "ingrid.Increment",
+                                                     "ingrid.LeakyMeterAcquire",
+                                                     "ingrid.LeakyMeterBatchAcquire",
+                                                     "ingrid.LeakyShaperAcquire",
+                                                     "ingrid.LeakyShaperBatchAcquire",
+                                                     "ingrid.SlidingLogAcquire",
+                                                     "ingrid.SlidingLogBatchAcquire",
+                                                     "ingrid.SlidingWindowAcquire",
+                                                     "ingrid.SlidingWindowBatchAcquire",
+                                                     "ingrid.TokenBucketAcquire",
+                                                     "ingrid.TokenBucketBatchAcquire",
+                                                     "ingrid.TokenBucketBatchReserve",
+                                                     "ingrid.TokenBucketReserve"});
   CHECK(registry.find("nope") == nullptr);
 }
 

@@ -13,6 +13,8 @@
 
 #include <ingrid/processors/codec.h>
 
+#include "processors/reference_bucket.h"
+
 namespace Catch {
 template <>
 struct StringMaker<ingrid::AcquireAnswer> {
@@ -48,6 +50,7 @@ constexpr Nanos kMs = 1'000'000;
 constexpr Nanos kTenYears = 315'360'000'000'000'000;
 
 using Change = MutableEntry::Change;
+using testing::ReferenceBucket;
 
 // One key of a partition store: applies a processor's staged change, and hides an entry at and
 // after its expiry (kNever: never).
@@ -92,66 +95,6 @@ std::string reason(const BucketParams& params) {
 }
 
 BucketParams tenPerSecond() { return BucketParams::perPeriod(10, kNanosPerSecond); }
-
-// An independent model of the spec: the level is one exact integer in units of 1/refillPeriod
-// token (no whole/remainder split, no clamping order), and the entry's existence and expiry are
-// tracked from the model's own time-to-full. Only what the write rule stores is kept.
-class ReferenceBucket {
- public:
-  explicit ReferenceBucket(const BucketParams& params) : p_(params) {}
-
-  AcquireAnswer acquire(std::int64_t want, Nanos now) {
-    if (exists_ && expiresAt_ != kNever && now >= expiresAt_) exists_ = false;
-    const bool existed = exists_;
-    int128 level = int128{p_.initialTokens.value_or(p_.capacity)} * p_.refillPeriod;
-    Nanos at = now;
-    if (existed) {
-      level = level_;
-      at = at_;
-      if (now > at) {
-        level = std::min(full(), level + int128{now - at} * p_.refillTokens);
-        at = now;
-      }
-    }
-    const int128 cost = int128{want} * p_.refillPeriod;
-    AcquireAnswer answer;
-    if (cost <= level) {
-      level -= cost;
-      answer = {true, tokens(level), 0};
-    } else if (want > p_.capacity) {
-      answer = {false, tokens(level), kNever};
-    } else {
-      const int128 behind = at > now ? int128{at} - now : 0;
-      answer = {false, tokens(level), saturate(behind + ceilDiv(cost - level, p_.refillTokens))};
-    }
-    // The write rule: a denial on an existing bucket is not stored.
-    if (!existed || answer.granted) {
-      exists_ = true;
-      level_ = level;
-      at_ = at;
-      const int128 untilFull = ceilDiv(full() - level, p_.refillTokens);
-      expiresAt_ = untilFull > kMax ? kNever : saturate(at + untilFull);
-    }
-    return answer;
-  }
-
-  int128 level() const { return level_; }
-  Nanos expiresAt() const { return expiresAt_; }
-
- private:
-  int128 full() const { return int128{p_.capacity} * p_.refillPeriod; }
-  std::int64_t tokens(int128 level) const {
-    return static_cast<std::int64_t>(level / p_.refillPeriod);
-  }
-  static int128 ceilDiv(int128 a, int128 b) { return (a + b - 1) / b; }
-  static Nanos saturate(int128 v) { return v >= kMax ? kNever : static_cast<Nanos>(v); }
-
-  BucketParams p_;
-  bool exists_ = false;
-  int128 level_ = 0;
-  Nanos at_ = 0;
-  Nanos expiresAt_ = kNever;
-};
 
 std::vector<BucketParams> randomizedParams() {
   return {

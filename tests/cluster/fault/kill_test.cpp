@@ -62,6 +62,8 @@ void runKillScenario(const char* scenario, FaultClusterOptions o,
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
+  // Not waits for a condition: how long the audit's callers put load on the cluster before the
+  // fault and after it (what follows waits on conditions, with deadlines).
   std::this_thread::sleep_for(kLoadBefore);
   const bool midChange = fault(cluster);
   std::this_thread::sleep_for(kLoadAfter);
@@ -81,8 +83,16 @@ void runKillScenario(const char* scenario, FaultClusterOptions o,
   CHECK(crashes.empty());
   CHECK(r.summary.doubled == 0);
   CHECK(r.summary.lost == 0);
+  CHECK(r.summary.phantom == 0);  // no token consumed that no call explains
   CHECK(r.summary.overDeadline == 0);
   CHECK(converged.converged);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Exactly-once retries (issue 9): a call whose primary was killed is sent again, with its id,
+  // to the successor within its deadline (6 s, above the failover), so every call ends granted,
+  // denied or refused; none with an unknown outcome. (Sanitizer builds run too slowly for that
+  // budget: there the count is only reported.)
+  CHECK(r.summary.unknown == 0);
+#endif
 }
 
 }  // namespace

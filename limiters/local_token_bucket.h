@@ -16,9 +16,9 @@
 #include <string>
 #include <utility>
 
-#include <ingrid/client/rate_limiter.h>
 #include <ingrid/grid/clock.h>
 #include <ingrid/grid/result.h>
+#include <ingrid/limiters/complete_now.h>
 #include <ingrid/processors/token_bucket.h>
 
 namespace ingrid {

@@ -1,4 +1,4 @@
-#include <ingrid/client/local_token_bucket.h>
+#include <ingrid/limiters/local_token_bucket.h>
 
 #include <algorithm>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include <ingrid/client/local_token_bucket.h>
+#include <ingrid/limiters/local_token_bucket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -109,7 +109,7 @@ int128 randomStep(std::mt19937_64& rng, const BucketParams& p) {
   return upTo(kMax / 64);
 }
 
-TEST_CASE("LocalTokenBucket follows the spec's worked example", "[client][local_bucket]") {
+TEST_CASE("LocalTokenBucket follows the spec's worked example", "[limiters][local_bucket]") {
   auto clock = std::make_shared<ManualClock>(300 * kMs);
   auto made = LocalTokenBucket::create(BucketParams::perPeriod(10, kSecond), clock);
   REQUIRE(made.ok());
@@ -133,7 +133,7 @@ TEST_CASE("LocalTokenBucket follows the spec's worked example", "[client][local_
   CHECK(take(bucket, 1) == AcquireAnswer{false, 0, 100 * kMs});
 }
 
-TEST_CASE("LocalTokenBucket carries the remainder", "[client][local_bucket]") {
+TEST_CASE("LocalTokenBucket carries the remainder", "[limiters][local_bucket]") {
   // 7 tokens per 1000 ns: 100 ns give 0 tokens and 700/1000 of one; 100 ns more give 1.
   auto clock = std::make_shared<ManualClock>(0);
   LocalTokenBucket bucket(BucketParams{20, 7, 1000, 0}, clock);
@@ -157,7 +157,7 @@ TEST_CASE("LocalTokenBucket carries the remainder", "[client][local_bucket]") {
 }
 
 TEST_CASE("LocalTokenBucket equals the spec's refill and tryTake on a forward clock",
-          "[client][local_bucket]") {
+          "[limiters][local_bucket]") {
   std::int64_t grants = 0, denials = 0, fulls = 0, waitsChecked = 0;
   for (const BucketParams& p : paramsUnderTest()) {
     for (const Nanos start : {Nanos{0}, kEpoch2024, kMin, kMax - kTenYears}) {
@@ -204,7 +204,7 @@ TEST_CASE("LocalTokenBucket equals the spec's refill and tryTake on a forward cl
 }
 
 TEST_CASE("LocalTokenBucket never grants extra when the clock steps back",
-          "[client][local_bucket]") {
+          "[limiters][local_bucket]") {
   auto clock = std::make_shared<ManualClock>(10 * kSecond);
   LocalTokenBucket bucket(BucketParams::perPeriod(10, kSecond), clock);
   CHECK(take(bucket, 4) == AcquireAnswer{true, 6, 0});
@@ -256,7 +256,7 @@ struct StoredSpecBucket {
 TEST_CASE(
     "LocalTokenBucket equals the spec's processor at or after its last grant, and is "
     "stricter before it",
-    "[client][local_bucket]") {
+    "[limiters][local_bucket]") {
   std::int64_t exact = 0, behind = 0, stricter = 0;
   for (const BucketParams& p : paramsUnderTest()) {
     for (std::uint64_t seed = 1; seed <= 4; ++seed) {
@@ -313,7 +313,7 @@ TEST_CASE(
   CHECK(stricter > 1'000);
 }
 
-TEST_CASE("LocalTokenBucket waits are exact and saturate", "[client][local_bucket]") {
+TEST_CASE("LocalTokenBucket waits are exact and saturate", "[limiters][local_bucket]") {
   auto clock = std::make_shared<ManualClock>(0);
   LocalTokenBucket sevens(BucketParams{20, 7, 1000, 0}, clock);
   CHECK(take(sevens, 1) == AcquireAnswer{false, 0, 143});    // ceil(1000 / 7)
@@ -335,7 +335,7 @@ TEST_CASE("LocalTokenBucket waits are exact and saturate", "[client][local_bucke
   CHECK(take(fastest, kMax) == AcquireAnswer{true, 0, 0});
 }
 
-TEST_CASE("LocalTokenBucket refuses bad use with invalid_argument", "[client][local_bucket]") {
+TEST_CASE("LocalTokenBucket refuses bad use with invalid_argument", "[limiters][local_bucket]") {
   auto clock = std::make_shared<ManualClock>(0);
   auto zero = LocalTokenBucket::create(BucketParams{0, 1, 1, std::nullopt}, clock);
   REQUIRE_FALSE(zero.ok());
@@ -368,7 +368,7 @@ TEST_CASE("LocalTokenBucket refuses bad use with invalid_argument", "[client][lo
   CHECK(async.error() == Errc::invalid_argument);
 }
 
-TEST_CASE("LocalTokenBucket defaults to the system clock", "[client][local_bucket]") {
+TEST_CASE("LocalTokenBucket defaults to the system clock", "[limiters][local_bucket]") {
   auto made = LocalTokenBucket::create(BucketParams::perPeriod(5, 3600 * kSecond));
   REQUIRE(made.ok());
   CHECK(take(**made, 5) == AcquireAnswer{true, 0, 0});
@@ -380,7 +380,7 @@ TEST_CASE("LocalTokenBucket defaults to the system clock", "[client][local_bucke
 
 // Catch2 assertions are not thread-safe: threads only count; the main thread asserts.
 TEST_CASE("LocalTokenBucket grants exactly the capacity to racing threads on a frozen clock",
-          "[client][local_bucket]") {
+          "[limiters][local_bucket]") {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 2000;
   constexpr std::int64_t kCapacity = 5000;
@@ -419,7 +419,7 @@ TEST_CASE("LocalTokenBucket grants exactly the capacity to racing threads on a f
 }
 
 TEST_CASE("LocalTokenBucket never grants more than it accrues while the clock moves",
-          "[client][local_bucket]") {
+          "[limiters][local_bucket]") {
   constexpr int kThreads = 8;
   constexpr int kPerThread = 5000;
   constexpr std::int64_t kInitial = 100;
@@ -454,7 +454,7 @@ TEST_CASE("LocalTokenBucket never grants more than it accrues while the clock mo
 }
 
 TEST_CASE("LocalTokenBucket completes tryAcquireAsync without running it inline",
-          "[client][local_bucket]") {
+          "[limiters][local_bucket]") {
   auto clock = std::make_shared<ManualClock>(0);
   LocalTokenBucket bucket(BucketParams::perPeriod(10, kSecond), clock);
 

@@ -1,0 +1,115 @@
+// DedupTable: what one partition remembers of the requests that changed it, so that a request sent
+// again with the same id gets its original answer instead of running twice (issue 9; the
+// completion records of RIFL, "Implementing Linearizability at Large Scale and Low Latency").
+//
+// Ids: a client (a thin Client, or a node's router) draws a random 64-bit id when it starts and
+// numbers its requests 1, 2, ...; with each request it sends `doneBelow`, the lowest number it
+// still awaits an answer for. A record lives until
+//   - the client's `doneBelow` passes it: the client has the answer and never sends it again; or
+//   - the client sends nothing to the partition for the idle window (NodeOptions::dedupWindow),
+//     which outlasts any request's deadline, so no retry of it can still arrive.
+// A client holds at most kMaxRecordsPerClient records per partition; past that its new requests
+// are refused until its doneBelow moves.
+// A request below the client's `doneBelow` is a stale copy (a frame delayed past its answer) and
+// is refused without running.
+// Only requests that changed the entry are recorded: one that failed or changed nothing may run
+// again harmlessly.
+// Records reach the backups with each replicated update and new owners with the snapshot, so a
+// retry finds them on whichever member is primary by then.
+//
+// Thread safety: NOT thread-safe; it belongs to its PartitionStore's executor (invariant 1).
+// A record's ReplicationOutcome is the one atomic: the network thread completes it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include <absl/container/btree_map.h>
+#include <absl/container/flat_hash_map.h>
+
+namespace ingrid {
+
+// One request's identity, as the client sent it.
+struct RequestId {
+  std::uint64_t client = 0;     // the client's random id; 0: the request carries no id
+  std::uint64_t seq = 0;        // its number at that client (from 1)
+  std::uint64_t doneBelow = 0;  // every number below it is answered at that client
+  bool valid() const noexcept { return client != 0 && seq != 0; }
+};
+
+// Whether a recorded request's update reached every backup. A copy of the request that arrives
+// while it is pending is not answered yet: the update may still be lost to a failover, and the
+// answer would then be a grant that no surviving copy holds.
+struct ReplicationOutcome {
+  enum : std::uint8_t { kPending = 0, kAcknowledged = 1, kFailed = 2 };
+  std::atomic<std::uint8_t> state{kPending};
+};
+
+class DedupTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Records one client may hold in one partition. A new request of a client at the bound (its
+  // doneBelow not moving) is refused, not run (kFull): evicting a record instead could let a
+  // retry of a request still in flight run twice.
+  static constexpr std::size_t kMaxRecordsPerClient = 1u << 16;
+
+  struct Lookup {
+    enum Kind : std::uint8_t {
+      kNew,        // never seen here: run it
+      kAnswered,   // ran here (or on a former primary): `result` is its answer
+      kPending,    // ran, and its update is still being replicated: answer later
+      kFailed,     // ran, and a backup never confirmed its update: the outcome is indeterminate
+      kForgotten,  // below the client's doneBelow: a stale copy, answered long ago
+      kFull,       // new, and the client already holds kMaxRecordsPerClient records here
+    };
+    Kind kind = kNew;
+    const std::string* result = nullptr;  // kAnswered; valid until the table changes
+  };
+
+  // Looks `id` up; first drops the client's records below id.doneBelow, and counts the client as
+  // active at `now`.
+  Lookup find(const RequestId& id, Clock::time_point now);
+
+  // Records that `id` ran and answered `result`. `outcome`, if set, is its update's replication
+  // (nullptr: nothing to wait for).
+  void record(const RequestId& id, std::string result,
+              std::shared_ptr<const ReplicationOutcome> outcome, Clock::time_point now);
+
+  // Drops the records of clients that sent nothing for `window`. Returns the records dropped.
+  std::size_t expireIdle(Clock::time_point now, Clock::duration window);
+
+  void clear() noexcept;
+  std::size_t records() const noexcept { return records_; }
+  std::size_t clients() const noexcept { return clients_.size(); }
+
+  // Every record, for a snapshot: fn(client, doneBelow, seq, result).
+  template <class Fn>
+  void forEach(Fn&& fn) const {
+    for (const auto& [client, c] : clients_) {
+      for (const auto& [seq, r] : c.records) fn(client, c.doneBelow, seq, r.result);
+    }
+  }
+
+ private:
+  struct Record {
+    std::string result;
+    std::shared_ptr<const ReplicationOutcome> outcome;  // nullptr once known to be acknowledged
+  };
+  struct ClientRecords {
+    std::uint64_t doneBelow = 0;
+    Clock::time_point lastUsed;
+    absl::btree_map<std::uint64_t, Record> records;
+  };
+  // Raises c's doneBelow to `mark`, dropping the records below it.
+  void advance(ClientRecords& c, std::uint64_t mark) noexcept;
+
+  absl::flat_hash_map<std::uint64_t, ClientRecords> clients_;
+  std::size_t records_ = 0;
+};
+
+}  // namespace ingrid

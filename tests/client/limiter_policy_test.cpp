@@ -1,0 +1,135 @@
+// LimiterPolicy (dry-run, fail-open, fail-closed) alone, and through RateLimiter: over a node with
+// a frozen clock for decided answers, and over an invoker whose cluster cannot answer.
+#include <ingrid/client/limiter_policy.h>
+
+#include <catch2/catch.hpp>
+
+#include <asio/async_result.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+#include <asio/use_future.hpp>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+
+#include <ingrid/client/rate_limiter.h>
+#include <ingrid/cluster/node.h>
+#include <ingrid/grid/clock.h>
+
+namespace ingrid {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST_CASE("LimiterPolicy: each outcome as the options say, each counted once",
+          "[client][limiter_policy]") {
+  const Result<AcquireAnswer> granted = AcquireAnswer{true, 4, 0};
+  const Result<AcquireAnswer> denied = AcquireAnswer{false, 0, 250};
+  const Result<AcquireAnswer> timeout = Error(Errc::timeout, "no answer in 5 s");
+  const Result<AcquireAnswer> badUse = Error(Errc::invalid_argument, "capacity must be > 0");
+
+  LimiterPolicy plain;
+  CHECK(*plain.apply(granted) == AcquireAnswer{true, 4, 0});
+  CHECK(*plain.apply(denied) == AcquireAnswer{false, 0, 250});
+  CHECK(plain.apply(timeout).error() == Errc::timeout);
+  CHECK(plain.counts() == LimiterCounts{1, 1, 0, 0, 0, 1});
+
+  LimiterPolicy shadow({.dryRun = true});
+  CHECK(*shadow.apply(denied) == AcquireAnswer{true, 0, 250});  // granted, with its wait
+  CHECK(*shadow.apply(Result<ReserveAnswer>(ReserveAnswer{false, 900, 0})) ==
+        ReserveAnswer{true, 900, 0});
+  CHECK(shadow.counts() == LimiterCounts{0, 0, 2, 0, 0, 0});
+
+  LimiterPolicy open({.onUnavailable = OnUnavailable::kGrant});
+  CHECK(*open.apply(timeout) == AcquireAnswer{true, 0, 0});
+  CHECK(*open.apply(Result<ReserveAnswer>(Error(Errc::unreachable, "x"))) ==
+        ReserveAnswer{true, 0, 0});
+  CHECK(open.apply(badUse).error() == Errc::invalid_argument);  // bad use is never hidden
+  CHECK(open.counts() == LimiterCounts{0, 0, 0, 2, 0, 1});
+
+  LimiterPolicy closed({.onUnavailable = OnUnavailable::kDeny});
+  CHECK(*closed.apply(Result<AcquireAnswer>(Error(Errc::no_quorum, "x"))) ==
+        AcquireAnswer{false, 0, 0});
+  CHECK(closed.counts() == LimiterCounts{0, 0, 0, 0, 1, 0});
+
+  for (Errc c :
+       {Errc::timeout, Errc::shutting_down, Errc::not_running, Errc::overloaded, Errc::not_owner,
+        Errc::unavailable, Errc::unreachable, Errc::indeterminate, Errc::no_quorum}) {
+    CHECK(cannotAnswer(Error(c, "")));
+  }
+  for (Errc c : {Errc::invalid_key, Errc::unknown_processor, Errc::invalid_argument,
+                 Errc::processor_failed, Errc::would_deadlock, Errc::malformed_message}) {
+    CHECK_FALSE(cannotAnswer(Error(c, "")));
+  }
+}
+
+// An invoker whose cluster never answers in time: every call fails with Errc::timeout.
+struct SilentCluster {
+  template <class P>
+  Result<typename P::Result> invoke(const std::string&, const P&) {
+    return Error(Errc::timeout, "no answer before the deadline");
+  }
+  template <class P, class CompletionToken>
+  auto invokeAsync(std::string, const P&, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(Result<typename P::Result>)>(
+        [](auto handler) {
+          auto ex = asio::get_associated_executor(handler, asio::system_executor());
+          asio::post(ex, [handler = std::move(handler)]() mutable {
+            std::move(handler)(Error(Errc::timeout, "no answer before the deadline"));
+          });
+        },
+        token);
+  }
+};
+
+TEST_CASE("RateLimiter: fail-open and fail-closed when the cluster cannot answer",
+          "[client][limiter_policy]") {
+  SilentCluster silent;
+  const BucketParams p = BucketParams::perPeriod(5, kNanosPerSecond);
+  RateLimiter<SilentCluster> open(silent, "k", p, {.onUnavailable = OnUnavailable::kGrant});
+  CHECK(*open.tryAcquire(1) == AcquireAnswer{true, 0, 0});
+  auto f = open.tryAcquireAsync(1, asio::use_future);
+  REQUIRE(f.wait_for(30s) == std::future_status::ready);
+  CHECK(*f.get() == AcquireAnswer{true, 0, 0});
+  auto reserve = open.acquireAsync(1, 1s, asio::use_future);
+  REQUIRE(reserve.wait_for(30s) == std::future_status::ready);
+  CHECK(*reserve.get() == ReserveAnswer{true, 0, 0});
+  CHECK(open.counts().failedOpen == 3);
+
+  RateLimiter<SilentCluster> closed(silent, "k", p, {.onUnavailable = OnUnavailable::kDeny});
+  CHECK(*closed.tryAcquire(1) == AcquireAnswer{false, 0, 0});
+  CHECK(*closed.acquire(1, 1s) == ReserveAnswer{false, 0, 0});
+  CHECK(closed.counts() == LimiterCounts{0, 0, 0, 0, 2, 0});
+  // Bad use is reported whatever the option.
+  CHECK(closed.tryAcquire(0).error() == Errc::invalid_argument);
+  CHECK(closed.counts().errors == 1);
+
+  RateLimiter<SilentCluster> strict(silent, "k", p);
+  CHECK(strict.tryAcquire(1).error() == Errc::timeout);
+  CHECK(strict.counts().errors == 1);
+}
+
+TEST_CASE("RateLimiter: dry-run reports denials as grants and never waits",
+          "[client][limiter_policy]") {
+  auto clock = std::make_shared<ManualClock>(1'790'000'000 * kNanosPerSecond);
+  Node node(NodeOptions{.partitions = 8, .workerThreads = 1, .clock = clock});
+  REQUIRE(node.start().ok());
+  RateLimiter<Node> shadow(node, "shadow", BucketParams::perPeriod(2, kNanosPerSecond),
+                           {.dryRun = true});
+  CHECK(*shadow.tryAcquire(2) == AcquireAnswer{true, 0, 0});
+  CHECK(*shadow.tryAcquire(1) == AcquireAnswer{true, 0, 500'000'000});  // would wait 500 ms
+  auto f = shadow.tryAcquireAsync(1, asio::use_future);
+  REQUIRE(f.wait_for(30s) == std::future_status::ready);
+  CHECK(*f.get() == AcquireAnswer{true, 0, 500'000'000});
+  // A reservation granted with an hour's delay is not waited for in dry-run.
+  auto r = shadow.acquireAsync(2, 3600s, asio::use_future);
+  REQUIRE(r.wait_for(30s) == std::future_status::ready);
+  CHECK(*r.get() == ReserveAnswer{true, 1'000'000'000, 0});
+  CHECK(*shadow.acquire(1, 0s) == ReserveAnswer{true, 1'500'000'000, 0});
+  CHECK(shadow.counts() == LimiterCounts{2, 0, 3, 0, 0, 0});
+}
+
+}  // namespace
+}  // namespace ingrid
