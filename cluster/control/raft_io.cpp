@@ -478,8 +478,11 @@ struct RaftIo::Impl {
     } catch (const std::exception&) {
       return RAFT_NOMEM;  // an address or buffer too long to encode; raft treats it as not sent
     }
-    asio::post(s.ctx_, [req, alive = std::weak_ptr<bool>(s.alive_)] {
-      if (!alive.expired() && req->cb != nullptr) req->cb(req, 0);
+    // A send without a callback (leadership transfer's TimeoutNow) is not awaited: raft may free
+    // its request at any time, so nothing is posted that would read it.
+    if (cb == nullptr) return 0;
+    asio::post(s.ctx_, [req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+      if (!alive.expired()) cb(req, 0);
     });
     return 0;
   }
@@ -487,8 +490,9 @@ struct RaftIo::Impl {
                     raft_io_append_cb cb) {
     RaftIo& s = self(io);
     req->cb = cb;  // raft keeps its own log in memory; nothing reads the entries back
-    asio::post(s.ctx_, [req, alive = std::weak_ptr<bool>(s.alive_)] {
-      if (!alive.expired() && req->cb != nullptr) req->cb(req, 0);
+    if (cb == nullptr) return 0;
+    asio::post(s.ctx_, [req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+      if (!alive.expired()) cb(req, 0);
     });
     return 0;
   }
@@ -501,8 +505,9 @@ struct RaftIo::Impl {
     freeSnapshot(s.snapshot_);
     s.snapshot_ = copy;
     req->cb = cb;
-    asio::post(s.ctx_, [req, alive = std::weak_ptr<bool>(s.alive_)] {
-      if (!alive.expired() && req->cb != nullptr) req->cb(req, 0);
+    if (cb == nullptr) return 0;
+    asio::post(s.ctx_, [req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+      if (!alive.expired()) cb(req, 0);
     });
     return 0;
   }
