@@ -156,8 +156,12 @@ struct InvokeReply {
 // is the epoch of update seq-1 on the primary. A backup applies it only as the next update after
 // one of `prevEpoch`, so two replicas holding an update of the same (epoch, seq) hold the same
 // updates up to it; one that holds another update at seq (a deposed primary's) takes a snapshot.
+//
+// kBarrier changes no entry (its key is empty): a promoted primary sends it before answering a
+// request it learnt from a former primary, so that every backup is known to hold that request's
+// update (every update before it) before the answer goes out.
 struct ReplicateBody {
-  enum Kind : std::uint8_t { kPut = 1, kRemove = 2 };
+  enum Kind : std::uint8_t { kPut = 1, kRemove = 2, kBarrier = 3 };
   std::uint32_t partition = 0;
   std::uint64_t seq = 0;
   std::uint64_t epoch = 0;

@@ -123,6 +123,11 @@ class Node {
   std::uint64_t TEST_partitionSeq(PartitionId p);
   // Processors executed on this node so far (as primary).
   std::uint64_t TEST_executed() const noexcept;
+  // Answers this node, as a promoted primary, confirmed by a barrier through its backups before
+  // giving them (requests that ran on a former primary; issue 9).
+  std::uint64_t TEST_barriers() const noexcept;
+  // Copies of a request that arrived while its update was replicating, answered when it resolved.
+  std::uint64_t TEST_parkedCopies() const noexcept;
   // Stops like a crash: no leave, no drain; connections just close. For failure tests.
   void TEST_crash();
 

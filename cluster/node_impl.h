@@ -69,6 +69,8 @@ class NodeImpl final : public ConnectionHandler,
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
   std::uint64_t TEST_partitionSeq(PartitionId p);
   std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
+  std::uint64_t TEST_barriers() const noexcept { return barriers_.load(); }
+  std::uint64_t TEST_parkedCopies() const noexcept { return parkedCopies_.load(); }
 
   // ConnectionHandler (network thread).
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
@@ -116,11 +118,21 @@ class NodeImpl final : public ConnectionHandler,
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
                std::string_view args, const RequestId& id,
                std::chrono::steady_clock::time_point deadline, RawCompletion done);
-  // The answer to a request the dedup table has seen (`seen.kind` is not kNew or kAnswered).
+  // Why this member may not change p now (no valid lease, too few members), or nothing.
+  std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
+  // The header of p's next replicated update (p's worker): the sequence number and epochs.
+  std::shared_ptr<ReplicateBody> nextUpdate(PartitionId p, const Topology& topo);
+  // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
+  // once a barrier through the backups confirms that each holds its update (issue 9).
+  void confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                        const RequestId& id, std::string answer,
+                        std::chrono::steady_clock::time_point deadline, RawCompletion done);
+  // The answer to a request the dedup table has seen (`seen.kind` is not kNew, kAnswered or
+  // kInherited).
   static Error dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen);
   // Sends `update` of p to every backup of p in `topo` (the topology it ran under), trying until
   // `deadline`. With `track`, returns the replication's outcome for a dedup record (null in
-  // kPrimarySync: nothing to wait for).
+  // kPrimarySync: nothing to wait for), marked as a barrier's if `update` is one.
   std::shared_ptr<const ReplicationOutcome> replicate(
       PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
       Result<std::string> result, std::chrono::steady_clock::time_point deadline,
@@ -277,6 +289,8 @@ class NodeImpl final : public ConnectionHandler,
   std::atomic<bool> crashed_{false};
   std::atomic<std::int64_t> inflight_{0};
   std::atomic<std::uint64_t> executed_{0};
+  std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
+  std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
   // Until when (steady clock, its ticks) this member holds its primary lease.
   std::atomic<std::int64_t> leaseUntil_{0};
   std::atomic<MemberId> selfId_{0};

@@ -99,6 +99,15 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
       done(std::string(*seen.result));  // ran before: its answer, and it does not run again
       return;
     }
+    if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
+      // A copy of a request whose update is still replicating: answered once that resolves.
+      parkedCopies_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (seen.kind == DedupTable::Lookup::kInherited) {
+      confirmInherited(p, store, topo, id, std::string(*seen.result), deadline, std::move(done));
+      return;
+    }
     if (seen.kind != DedupTable::Lookup::kNew) {
       done(dedupAnswer(p, id, seen));
       return;
@@ -122,37 +131,18 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     done(std::move(result));  // a failed processor changes nothing (invariant 4)
     return;
   }
-  if (!holdsLease()) {  // invariant 13: no write without a valid primary lease
-    done(Error(Errc::unavailable, "member " + std::to_string(self) +
-                                      " holds no valid primary lease (no renewal from "
-                                      "the control plane's leader within " +
-                                      std::to_string(leaseDuration().count()) +
-                                      " ms): the write to " + partitionName(p) +
-                                      " is refused, nothing changed"));
-    return;
-  }
-  if (topo->members.size() < options_.minMembers) {  // split-brain protection: no write
-    done(Error(Errc::no_quorum,
-               "member " + std::to_string(self) + " sees " + std::to_string(topo->members.size()) +
-                   " member(s), fewer than minMembers " + std::to_string(options_.minMembers) +
-                   ": the write to " + partitionName(p) + " is refused"));
+  if (std::optional<Error> refused = writeRefusal(p, *topo)) {
+    done(std::move(*refused));
     return;
   }
   store.apply(key, entry);
-  const std::uint64_t prevEpoch = rep.lastEpoch;
-  ++rep.seq;
-  rep.lastEpoch = topo->epoch(p);
+  std::shared_ptr<ReplicateBody> update = nextUpdate(p, *topo);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     done(std::move(result));
     return;
   }
-  auto update = std::make_shared<ReplicateBody>();
-  update->prevEpoch = prevEpoch;
-  update->epoch = rep.lastEpoch;
-  update->partition = p;
-  update->seq = rep.seq;
   update->key = std::string(key);
   if (const std::optional<EntryView> stored = store.find(key, now)) {
     update->kind = ReplicateBody::kPut;
@@ -174,6 +164,76 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
     return;
   }
   replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done));
+}
+
+std::optional<Error> NodeImpl::writeRefusal(PartitionId p, const Topology& topo) const {
+  const MemberId self = memberId();
+  if (!holdsLease()) {  // invariant 13: no write without a valid primary lease
+    return Error(Errc::unavailable, "member " + std::to_string(self) +
+                                        " holds no valid primary lease (no renewal from "
+                                        "the control plane's leader within " +
+                                        std::to_string(leaseDuration().count()) +
+                                        " ms): the write to " + partitionName(p) +
+                                        " is refused, nothing changed");
+  }
+  if (topo.members.size() < options_.minMembers) {  // split-brain protection: no write
+    return Error(Errc::no_quorum,
+                 "member " + std::to_string(self) + " sees " + std::to_string(topo.members.size()) +
+                     " member(s), fewer than minMembers " + std::to_string(options_.minMembers) +
+                     ": the write to " + partitionName(p) + " is refused");
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<ReplicateBody> NodeImpl::nextUpdate(PartitionId p, const Topology& topo) {
+  Replica& rep = replicas_[p];
+  auto update = std::make_shared<ReplicateBody>();
+  update->prevEpoch = rep.lastEpoch;
+  ++rep.seq;
+  rep.lastEpoch = topo.epoch(p);
+  update->epoch = rep.lastEpoch;
+  update->partition = p;
+  update->seq = rep.seq;
+  return update;
+}
+
+void NodeImpl::confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                                const RequestId& id, std::string answer,
+                                std::chrono::steady_clock::time_point deadline,
+                                RawCompletion done) {
+  const auto steadyNow = std::chrono::steady_clock::now();
+  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kPrimarySync) {
+    // No other owner to wait for (or a mode that never waits for one).
+    store.dedup().record(id, answer, nullptr, steadyNow);
+    done(std::move(answer));
+    return;
+  }
+  const std::string request = "request " + std::to_string(id.seq) + " of client " +
+                              std::to_string(id.client) + " ran on a former primary of " +
+                              partitionName(p);
+  if (steadyNow >= deadline) {
+    done(Error(Errc::unavailable, request + "; the deadline passed before its answer could be "
+                                            "confirmed by every owner: ask again"));
+    return;
+  }
+  if (std::optional<Error> refused = writeRefusal(p, *topo)) {
+    done(Error(refused->code(), request + "; confirming it: " + refused->detail()));
+    return;
+  }
+  // A barrier through every backup: once each acknowledges it, each holds every update before it,
+  // the request's among them. Copies that arrive meanwhile find the record pending.
+  std::shared_ptr<ReplicateBody> barrier = nextUpdate(p, *topo);
+  barrier->kind = ReplicateBody::kBarrier;
+  barrier->client = id.client;
+  barrier->requestSeq = id.seq;
+  barrier->doneBelow = id.doneBelow;
+  barrier->result = answer;
+  deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
+  barriers_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const ReplicationOutcome> outcome =
+      replicate(p, std::move(barrier), topo, Result<std::string>(answer), deadline, std::move(done),
+                /*track=*/true);
+  store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
 }
 
 Error NodeImpl::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
@@ -216,6 +276,7 @@ std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
     acks->done = std::move(done);
     if (track) {
       acks->outcome = std::make_shared<ReplicationOutcome>();
+      acks->outcome->barrier = update->kind == ReplicateBody::kBarrier;
       outcome = acks->outcome;
     }
   }
@@ -285,10 +346,22 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
       acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
     }
     if (--acks->pending != 0) return;
-    if (acks->outcome) {
-      acks->outcome->state.store(
-          acks->failures.empty() ? ReplicationOutcome::kAcknowledged : ReplicationOutcome::kFailed,
-          std::memory_order_release);
+    if (acks->outcome) {  // answers the copies of the request parked on it, too
+      if (acks->failures.empty()) {
+        acks->outcome->resolve(ReplicationOutcome::kAcknowledged,
+                               acks->result.ok() ? *acks->result : std::string(), Error());
+      } else if (acks->outcome->barrier) {
+        acks->outcome->resolve(
+            ReplicationOutcome::kFailed, {},
+            Error(Errc::unavailable, "confirming a request of a former primary of partition " +
+                                         std::to_string(p) + " failed (" + acks->failures +
+                                         "): ask again"));
+      } else {
+        acks->outcome->resolve(
+            ReplicationOutcome::kFailed, {},
+            Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
+                                           ", but " + acks->failures));
+      }
     }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (!acks->done) return;

@@ -35,6 +35,12 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
         throw std::out_of_range(which + " is for partition " + std::to_string(u.partition) +
                                 "; this member has " + std::to_string(options_.partitions));
       }
+      if (u.kind == ReplicateBody::kBarrier) {
+        if (!u.key.empty() || !u.value.empty()) {
+          throw std::invalid_argument(which + " is a barrier with a key or a value");
+        }
+        continue;
+      }
       if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
         throw std::invalid_argument(which + " has unknown kind " + std::to_string(u.kind));
       }
@@ -124,11 +130,15 @@ Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const
   }
   if (u.kind == ReplicateBody::kPut) {
     store.put(u.key, u.value, u.expiresAt);
-  } else {
+  } else if (u.kind == ReplicateBody::kRemove) {
     store.erase(u.key);
-  }
+  }  // a barrier changes no entry
   const RequestId id{u.client, u.requestSeq, u.doneBelow};
-  if (id.valid()) store.dedup().record(id, u.result, nullptr, std::chrono::steady_clock::now());
+  if (id.valid()) {
+    // Held here; whether the other owners hold it is for a future primary to establish.
+    store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
+                         std::chrono::steady_clock::now());
+  }
   rep.seq = u.seq;
   rep.lastEpoch = u.epoch;
   return {};
@@ -211,8 +221,8 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
       for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
       const auto now = std::chrono::steady_clock::now();
       for (auto& c : rep.stagingCompletions) {
-        store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result), nullptr,
-                             now);
+        store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
+                             ReplicationOutcome::inherited(), now);
       }
       rep.staging = {};
       rep.stagingCompletions = {};

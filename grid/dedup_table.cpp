@@ -4,6 +4,72 @@
 
 namespace ingrid {
 
+namespace {
+const ReplicationOutcome kInheritedOutcome{ReplicationOutcome::kInherited};
+}  // namespace
+
+ReplicationOutcome::Parked* ReplicationOutcome::closed() noexcept {
+  static Parked mark;
+  return &mark;
+}
+
+ReplicationOutcome::~ReplicationOutcome() {
+  Parked* p = parked_.load(std::memory_order_acquire);
+  if (p == nullptr || p == closed()) return;
+  resolve(kFailed, {},
+          Error(Errc::shutting_down,
+                "the node stopped before the request's update "
+                "was confirmed by every backup"));
+}
+
+bool ReplicationOutcome::park(Waiter& w) const {
+  if (parkedCount_.fetch_add(1, std::memory_order_relaxed) >= kMaxParked) {
+    parkedCount_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
+  auto* node = new Parked{std::move(w), nullptr};
+  Parked* head = parked_.load(std::memory_order_acquire);
+  do {
+    if (head == closed()) {  // resolved meanwhile: the caller answers from the state
+      w = std::move(node->waiter);
+      delete node;
+      parkedCount_.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    node->next = head;
+  } while (!parked_.compare_exchange_weak(head, node, std::memory_order_acq_rel,
+                                          std::memory_order_acquire));
+  return true;
+}
+
+void ReplicationOutcome::resolve(std::uint8_t s, const std::string& answer, const Error& failure) {
+  state.store(s, std::memory_order_release);
+  Parked* head = parked_.exchange(closed(), std::memory_order_acq_rel);
+  if (head == closed()) return;
+  Parked* inOrder = nullptr;  // the list is newest first
+  while (head != nullptr) {
+    Parked* next = head->next;
+    head->next = inOrder;
+    inOrder = head;
+    head = next;
+  }
+  while (inOrder != nullptr) {
+    Parked* next = inOrder->next;
+    if (s == kAcknowledged) {
+      inOrder->waiter(std::string(answer));
+    } else {
+      inOrder->waiter(failure);
+    }
+    delete inOrder;
+    inOrder = next;
+  }
+}
+
+std::shared_ptr<const ReplicationOutcome> ReplicationOutcome::inherited() noexcept {
+  return std::shared_ptr<const ReplicationOutcome>(std::shared_ptr<const void>(),
+                                                   &kInheritedOutcome);
+}
+
 void DedupTable::advance(ClientRecords& c, std::uint64_t mark) noexcept {
   if (mark <= c.doneBelow) return;  // a mark from a reordered, older request: nothing new
   c.doneBelow = mark;
@@ -18,23 +84,30 @@ DedupTable::Lookup DedupTable::find(const RequestId& id, Clock::time_point now) 
   ClientRecords& c = it->second;
   c.lastUsed = now;
   advance(c, id.doneBelow);
-  if (id.seq < c.doneBelow) return {Lookup::kForgotten, nullptr};
+  if (id.seq < c.doneBelow) return {Lookup::kForgotten, nullptr, nullptr};
   const auto r = c.records.find(id.seq);
   if (r == c.records.end()) {
-    return c.records.size() >= kMaxRecordsPerClient ? Lookup{Lookup::kFull, nullptr} : Lookup{};
+    return c.records.size() >= kMaxRecordsPerClient ? Lookup{Lookup::kFull, nullptr, nullptr}
+                                                    : Lookup{};
   }
   Record& record = r->second;
   if (record.outcome) {
     switch (record.outcome->state.load(std::memory_order_acquire)) {
       case ReplicationOutcome::kPending:
-        return {Lookup::kPending, nullptr};
+        return {Lookup::kPending, nullptr, record.outcome};
       case ReplicationOutcome::kFailed:
-        return {Lookup::kFailed, nullptr};
+        if (record.outcome->barrier) {  // the request's answer stands; its barrier did not
+          record.outcome = ReplicationOutcome::inherited();
+          return {Lookup::kInherited, &record.result, nullptr};
+        }
+        return {Lookup::kFailed, nullptr, nullptr};
+      case ReplicationOutcome::kInherited:
+        return {Lookup::kInherited, &record.result, nullptr};
       default:
         record.outcome.reset();  // acknowledged for good: no need to look again
     }
   }
-  return {Lookup::kAnswered, &record.result};
+  return {Lookup::kAnswered, &record.result, nullptr};
 }
 
 void DedupTable::record(const RequestId& id, std::string result,

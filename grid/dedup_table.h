@@ -31,6 +31,10 @@
 #include <absl/container/btree_map.h>
 #include <absl/container/flat_hash_map.h>
 
+#include <ingrid/grid/error.h>
+#include <ingrid/grid/result.h>
+#include <ingrid/grid/unique_function.h>
+
 namespace ingrid {
 
 // One request's identity, as the client sent it.
@@ -44,9 +48,51 @@ struct RequestId {
 // Whether a recorded request's update reached every backup. A copy of the request that arrives
 // while it is pending is not answered yet: the update may still be lost to a failover, and the
 // answer would then be a grant that no surviving copy holds.
+//
+// kInherited marks a record that came from a former primary (with a replicated update or a
+// snapshot): this member holds it, but nothing says every other owner of the partition does. A
+// primary answers it only after a barrier through its backups (issue 9): answering at once could
+// hand out a grant that a second failover, to an owner that lacks the update, loses.
+//
+// A copy that arrives while the outcome is pending is parked on it (park()) and answered when the
+// replication resolves (resolve()), instead of being refused and sent again every few
+// milliseconds by its router.
 struct ReplicationOutcome {
-  enum : std::uint8_t { kPending = 0, kAcknowledged = 1, kFailed = 2 };
+  enum : std::uint8_t { kPending = 0, kAcknowledged = 1, kFailed = 2, kInherited = 3 };
+  using Waiter = UniqueFunction<void(Result<std::string>)>;
+  // Copies parked on one outcome at most; more are refused as before (`unavailable`).
+  static constexpr std::uint32_t kMaxParked = 16;
+
+  ReplicationOutcome() = default;
+  explicit ReplicationOutcome(std::uint8_t s) : state(s) {}
+  ReplicationOutcome(const ReplicationOutcome&) = delete;
+  ReplicationOutcome& operator=(const ReplicationOutcome&) = delete;
+  // Copies still parked (the replication never resolved: the node stopped) get shutting_down.
+  ~ReplicationOutcome();
+
   std::atomic<std::uint8_t> state{kPending};
+  // The replication of a barrier (not of the request's own update): if it fails, the record is
+  // inherited again, and the next copy of the request tries another barrier.
+  bool barrier = false;
+
+  // Any thread: parks `w` until resolve(); true if parked (`w` moved from). False, `w` untouched,
+  // once resolved or with kMaxParked copies parked.
+  bool park(Waiter& w) const;
+  // Once, by whoever completes the replication: sets `state` to `s` and answers the parked copies,
+  // in the order they arrived, with `answer` (kAcknowledged) or `failure`.
+  void resolve(std::uint8_t s, const std::string& answer, const Error& failure);
+
+  // The one shared kInherited outcome (no control block: copying it counts nothing).
+  static std::shared_ptr<const ReplicationOutcome> inherited() noexcept;
+
+ private:
+  struct Parked {
+    Waiter waiter;
+    Parked* next = nullptr;
+  };
+  static Parked* closed() noexcept;  // the list's mark once resolved
+  mutable std::atomic<Parked*> parked_{nullptr};
+  mutable std::atomic<std::uint32_t> parkedCount_{0};
 };
 
 class DedupTable {
@@ -61,14 +107,17 @@ class DedupTable {
   struct Lookup {
     enum Kind : std::uint8_t {
       kNew,        // never seen here: run it
-      kAnswered,   // ran here (or on a former primary): `result` is its answer
+      kAnswered,   // ran, and every owner holds its update: `result` is its answer
+      kInherited,  // ran on a former primary: `result` is its answer, once every owner holds it
       kPending,    // ran, and its update is still being replicated: answer later
       kFailed,     // ran, and a backup never confirmed its update: the outcome is indeterminate
       kForgotten,  // below the client's doneBelow: a stale copy, answered long ago
       kFull,       // new, and the client already holds kMaxRecordsPerClient records here
     };
     Kind kind = kNew;
-    const std::string* result = nullptr;  // kAnswered; valid until the table changes
+    const std::string* result = nullptr;  // kAnswered, kInherited; valid until the table changes
+    // kPending: the replication to wait for (park a copy on it); valid while the record lives.
+    std::shared_ptr<const ReplicationOutcome> outcome;
   };
 
   // Looks `id` up; first drops the client's records below id.doneBelow, and counts the client as
@@ -76,7 +125,8 @@ class DedupTable {
   Lookup find(const RequestId& id, Clock::time_point now);
 
   // Records that `id` ran and answered `result`. `outcome`, if set, is its update's replication
-  // (nullptr: nothing to wait for).
+  // (nullptr: nothing to wait for; ReplicationOutcome::inherited(): learnt from a former primary).
+  // Replaces a record of the same id.
   void record(const RequestId& id, std::string result,
               std::shared_ptr<const ReplicationOutcome> outcome, Clock::time_point now);
 

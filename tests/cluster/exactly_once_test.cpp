@@ -11,10 +11,13 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ingrid/client/client.h>
 #include <ingrid/cluster/frame_faults.h>
 #include <ingrid/cluster/node.h>
+#include <ingrid/grid/hash.h>
+#include <ingrid/grid/partition_table.h>
 #include <ingrid/processors/counter.h>
 
 #include "support/test_cluster.h"
@@ -64,6 +67,118 @@ TEST_CASE("A dropped reply: the client sends the request again with its id, and 
   auto now = client.invoke("once", GetCounter{});
   REQUIRE(now.ok());
   CHECK(*now == 6);
+}
+
+TEST_CASE("A copy of a request still replicating waits for its answer instead of being refused",
+          "[exactly-once]") {
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/4);
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.frameFaults = faults;
+  TestCluster cluster(o);
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(3));
+  Client client(clientOf(cluster));  // an attempt unanswered for 200 ms is sent again
+  REQUIRE(client.start());
+  auto first = client.invoke("parked", Increment{1});
+  REQUIRE(first.ok());
+  // Replication and its acknowledgement take 400 ms, over the client's 200 ms attempt timeout
+  // (and under the primary's 500 ms replication attempt): the client sends copies meanwhile, and
+  // the primary holds them until the update is confirmed.
+  faults->add({.types = {MessageType::kReplicate},
+               .delayMin = std::chrono::milliseconds(200),
+               .delayMax = std::chrono::milliseconds(200)});
+  auto answer = client.invoke("parked", Increment{5});
+  faults->clear();
+  INFO((answer ? std::string("answered") : answer.error().message()));
+  REQUIRE(answer.ok());
+  CHECK(*answer == 6);
+  std::uint64_t parked = 0;
+  for (Node* n : cluster.live()) parked += n->TEST_parkedCopies();
+  CHECK(parked >= 1);
+  auto now = client.invoke("parked", GetCounter{});
+  REQUIRE(now.ok());
+  CHECK(*now == 6);  // ran once
+}
+
+TEST_CASE(
+    "A promoted primary answers a request of its former primary only once every backup holds it",
+    "[exactly-once][failover]") {
+  // Two backups: the primary P runs the request, its update reaches the first backup B1 but not
+  // the second, B2, and P is cut off before answering. The client's retry reaches B1, now the
+  // primary, which holds the answer. Answering at once would leave B2 without the update; then B1
+  // dies, B2 becomes the primary, and the acknowledged increment is gone.
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/5);
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.frameFaults = faults;
+  o.backups = 2;
+  o.voters = 5;  // two crashes leave a majority of the voters
+  o.heartbeatInterval = 50ms;
+  o.failureTimeout = 1000ms;
+  TestCluster cluster(o);
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(5));
+  Client client(clientOf(cluster));
+  REQUIRE(client.start());
+
+  const std::string key = "barrier";
+  const TopologyPtr topo = cluster.at(0).topology();
+  const PartitionId p = partitionOf(key, topo->table.partitionCount());
+  const std::vector<MemberId> owners = topo->table.owners(p);
+  REQUIRE(owners.size() == 3);
+  std::size_t primary = 0, first = 0, second = 0;
+  for (std::size_t i = 0; i < 5; ++i) {
+    const MemberId id = cluster.at(i).memberId();
+    if (id == owners[0]) primary = i;
+    if (id == owners[1]) first = i;
+    if (id == owners[2]) second = i;
+  }
+  auto ipOf = [&](std::size_t i) { return "127.0.0." + std::to_string(i + 2); };
+
+  auto warm = client.invoke(key, Increment{1});
+  REQUIRE(warm.ok());
+  REQUIRE(*warm == 1);
+  const std::uint64_t seqBefore = cluster.at(first).TEST_partitionSeq(p);
+
+  // P's updates to B2 are lost; B1 gets them.
+  faults->add(
+      {.from = ipOf(primary), .to = ipOf(second), .types = {MessageType::kReplicate}, .drop = 1.0});
+  auto pending = client.invokeAsync(key, Increment{5}, asio::use_future);
+  REQUIRE(eventually([&] { return cluster.at(first).TEST_partitionSeq(p) > seqBefore; }, 15s));
+  REQUIRE(faults->counts().dropped >= 1);
+  CHECK(cluster.at(second).TEST_partitionSeq(p) == seqBefore);
+  // B1's snapshots to B2 are lost for now: B2 cannot resync from B1 when B1 takes over.
+  const int toSecond = faults->add(
+      {.from = ipOf(first), .to = ipOf(second), .types = {MessageType::kSnapshot}, .drop = 1.0});
+  // P is cut off (a crash would wait for P's request to end): the others declare it failed, B1
+  // takes over, and the client's retry reaches it.
+  faults->add({.from = ipOf(primary), .cut = true});
+  faults->add({.to = ipOf(primary), .cut = true});
+  REQUIRE(eventually(
+      [&] {
+        return cluster.at(first).TEST_barriers() >= 1 ||
+               pending.wait_for(0s) == std::future_status::ready;
+      },
+      20s));
+  // B1 holds the answer, but B2 lacks the update: the answer waits for B2.
+  CHECK(pending.wait_for(0s) != std::future_status::ready);
+  CHECK(cluster.at(second).TEST_partitionSeq(p) == seqBefore);
+  faults->remove(toSecond);  // B2 resyncs, and acknowledges the barrier
+
+  REQUIRE(pending.wait_for(20s) == std::future_status::ready);
+  auto answer = pending.get();
+  INFO((answer ? std::string("answered") : answer.error().message()));
+  REQUIRE(answer.ok());
+  CHECK(*answer == 6);  // the answer P gave: it ran once
+  CHECK(cluster.at(second).TEST_partitionSeq(p) > seqBefore);
+
+  // B1 dies too: B2, the primary now, holds the acknowledged increment.
+  cluster.crash(first);
+  auto now = client.invoke(key, GetCounter{});  // served once B2 has taken over
+  INFO((now ? std::string("read") : now.error().message()));
+  REQUIRE(now.ok());
+  CHECK(*now == 6);
+  CHECK(cluster.at(second).topology()->table.primary(p) == owners[2]);
+  faults->clear();  // P hears that it was removed, and its stranded request ends
 }
 
 namespace {

@@ -3,14 +3,19 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 using namespace std::chrono_literals;
 using ingrid::DedupTable;
+using ingrid::Error;
 using ingrid::ReplicationOutcome;
 using ingrid::RequestId;
+using ingrid::Result;
 using Kind = DedupTable::Lookup::Kind;
 
 namespace {
@@ -71,6 +76,101 @@ TEST_CASE("A request whose update is still replicating is not answered until it 
   CHECK(t.find({7, 2, 1}, t0).kind == Kind::kFailed);
   // Once known to be acknowledged, the record no longer holds the replication's state.
   CHECK(acked.use_count() == 1);
+}
+
+TEST_CASE("A record learnt from a former primary is inherited until a barrier confirms it",
+          "[dedup]") {
+  DedupTable t;
+  t.record({7, 1, 1}, "granted", ReplicationOutcome::inherited(), t0);
+  const auto inherited = t.find({7, 1, 1}, t0);
+  REQUIRE(inherited.kind == Kind::kInherited);
+  CHECK(*inherited.result == "granted");  // the answer is known; whether every owner holds it not
+  CHECK(t.find({7, 1, 1}, t0).kind == Kind::kInherited);  // and stays so until replaced
+  // The promoted primary replaces it with its barrier's outcome: pending, then answered.
+  auto barrier = std::make_shared<ReplicationOutcome>();
+  t.record({7, 1, 1}, "granted", barrier, t0);
+  CHECK(t.records() == 1);
+  CHECK(t.find({7, 1, 1}, t0).kind == Kind::kPending);
+  barrier->state.store(ReplicationOutcome::kAcknowledged);
+  const auto answered = t.find({7, 1, 1}, t0);
+  REQUIRE(answered.kind == Kind::kAnswered);
+  CHECK(*answered.result == "granted");
+  // A barrier that fails leaves the record inherited (the request's answer stands), not failed.
+  t.record({7, 2, 1}, "granted too", ReplicationOutcome::inherited(), t0);
+  auto failedBarrier = std::make_shared<ReplicationOutcome>();
+  failedBarrier->barrier = true;
+  t.record({7, 2, 1}, "granted too", failedBarrier, t0);
+  failedBarrier->state.store(ReplicationOutcome::kFailed);
+  CHECK(t.find({7, 2, 1}, t0).kind == Kind::kInherited);
+  // The shared inherited outcome has no control block: records copy it without counting.
+  CHECK(ReplicationOutcome::inherited().use_count() == 0);
+  CHECK(ReplicationOutcome::inherited()->state.load() == ReplicationOutcome::kInherited);
+}
+
+TEST_CASE("Copies parked on a pending replication are answered once, in order, when it resolves",
+          "[dedup]") {
+  using Waiter = ReplicationOutcome::Waiter;
+  std::vector<std::string> answers;
+  auto collect = [&answers](Result<std::string> r) {
+    answers.push_back(r ? *r : "error: " + r.error().message());
+  };
+  SECTION("acknowledged: each parked copy gets the answer") {
+    ReplicationOutcome o;
+    for (int i = 0; i < 3; ++i) {
+      Waiter w = collect;
+      REQUIRE(o.park(w));
+    }
+    CHECK(answers.empty());
+    o.resolve(ReplicationOutcome::kAcknowledged, "granted", Error());
+    CHECK(answers == std::vector<std::string>{"granted", "granted", "granted"});
+    Waiter late = collect;
+    CHECK_FALSE(o.park(late));  // resolved: the caller answers from the state
+    CHECK(static_cast<bool>(late));
+    CHECK(o.state.load() == ReplicationOutcome::kAcknowledged);
+  }
+  SECTION("failed: each parked copy gets the failure") {
+    ReplicationOutcome o;
+    Waiter w = collect;
+    REQUIRE(o.park(w));
+    o.resolve(ReplicationOutcome::kFailed, {}, Error(ingrid::Errc::indeterminate, "backup silent"));
+    REQUIRE(answers.size() == 1);
+    CHECK_THAT(answers[0], Catch::Contains("backup silent"));
+  }
+  SECTION("at most kMaxParked copies wait; the rest are refused at once") {
+    ReplicationOutcome o;
+    for (std::uint32_t i = 0; i < ReplicationOutcome::kMaxParked; ++i) {
+      Waiter w = collect;
+      REQUIRE(o.park(w));
+    }
+    Waiter extra = collect;
+    CHECK_FALSE(o.park(extra));
+    o.resolve(ReplicationOutcome::kAcknowledged, "ok", Error());
+    CHECK(answers.size() == ReplicationOutcome::kMaxParked);
+  }
+  SECTION("never resolved (the node stopped): parked copies hear shutting_down") {
+    {
+      ReplicationOutcome o;
+      Waiter w = collect;
+      REQUIRE(o.park(w));
+    }
+    REQUIRE(answers.size() == 1);
+    CHECK_THAT(answers[0], Catch::Contains("stopped"));
+  }
+}
+
+TEST_CASE("Parking races with resolving: every copy is answered exactly once", "[dedup]") {
+  for (int round = 0; round < 50; ++round) {
+    ReplicationOutcome o;
+    std::atomic<int> calls{0};
+    int refused = 0;
+    std::thread resolver([&o] { o.resolve(ReplicationOutcome::kAcknowledged, "x", Error()); });
+    for (std::uint32_t i = 0; i < ReplicationOutcome::kMaxParked; ++i) {
+      ReplicationOutcome::Waiter w = [&calls](Result<std::string>) { calls.fetch_add(1); };
+      if (!o.park(w)) ++refused;
+    }
+    resolver.join();
+    CHECK(calls.load() + refused == static_cast<int>(ReplicationOutcome::kMaxParked));
+  }
 }
 
 TEST_CASE("A client silent for the window loses its records; an active one keeps them", "[dedup]") {
