@@ -12,6 +12,7 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 namespace ingrid {
 namespace detail {
@@ -53,6 +54,8 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
   registry.add<ConcurrencyExtend>();
   registry.add<CompositeBucketAcquire>();
   registry.add<CompositeBucketBatchAcquire>();
+  registry.add<WarmupAcquire>();
+  registry.add<WarmupBatchAcquire>();
   return registry;
 }
 

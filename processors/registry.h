@@ -58,7 +58,7 @@ class ProcessorRegistry {
   ProcessorRegistry() = default;
   // The built-in processors: token bucket acquire and batch acquire, increment, get counter,
   // get entry, and the limiters (GCRA, fixed window, sliding log and window, leaky meter and
-  // shaper) with their batch forms.
+  // shaper, concurrency leases, the composite bucket, warm-up) with their batch forms.
   static ProcessorRegistry withBuiltins();
 
   // Registers P. Returns false (and changes nothing) if a processor of that name is registered.

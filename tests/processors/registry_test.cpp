@@ -34,7 +34,9 @@ TEST_CASE("The built-in registry holds the built-in processors by stable name",
                                                      "ingrid.TokenBucketAcquire",
                                                      "ingrid.TokenBucketBatchAcquire",
                                                      "ingrid.TokenBucketBatchReserve",
-                                                     "ingrid.TokenBucketReserve"});
+                                                     "ingrid.TokenBucketReserve",
+                                                     "ingrid.WarmupAcquire",
+                                                     "ingrid.WarmupBatchAcquire"});
   CHECK(registry.find("nope") == nullptr);
 }
 
