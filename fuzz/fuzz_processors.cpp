@@ -7,9 +7,9 @@
 // processor; for the built-in processors, an answer decodes as the processor's Result and keeps
 // the documented invariants (docs/token-bucket.md: tokens within [0, capacity], a denial waits,
 // a grant does not; a counter stores what it answers; reads change nothing; and for each limiter
-// of docs/gcra.md, fixed-window.md, sliding-window.md, leaky-bucket.md and concurrency.md its
-// answer's ranges, and that it writes only on a grant (a release or extension: only for a live
-// lease), with the expiry its state implies).
+// of docs/gcra.md, fixed-window.md, sliding-window.md, leaky-bucket.md, concurrency.md and
+// warm-up.md its answer's ranges, and that it writes only on a grant (a release or extension: only
+// for a live lease), with the expiry its state implies).
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -33,6 +33,7 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 #include "fuzz_support.h"
 #include "processor_input.h"
@@ -197,6 +198,17 @@ void checkLimiterAnswer(const ShaperAnswer& a, const LeakyShaperParams& p, std::
   }
 }
 
+// docs/warm-up.md: a grant waits at most maxWait and costs at least a nanosecond; a refusal
+// waits longer than maxWait (or never); the stored permits stay within [0, maxPermits].
+void checkLimiterAnswer(const WarmupAnswer& a, const WarmupParams& p, std::int64_t) {
+  if (a.stored < 0 || a.stored > p.maxPermits()) fail("warm-up: stored permits out of range");
+  if (a.cost <= 0) fail("warm-up: a request costs nothing");
+  if (a.granted ? a.delay < 0 || a.delay > p.maxWait || a.cost == kNever
+                : a.delay <= p.maxWait && a.delay != kNever) {
+    fail("warm-up: a grant waits past maxWait, or a refusal does not");
+  }
+}
+
 // A limiter of limiter_support.h: one answer per quantity, each in range; the entry is written
 // exactly when a quantity > 0 was granted, with a state that decodes, is valid, and expires
 // when its algorithm says.
@@ -252,6 +264,9 @@ void checkRun(const SlidingWindowAcquire& p, const Run& run) {
 void checkRun(const SlidingWindowBatchAcquire& p, const Run& run) {
   checkLimiter<SlidingWindow>(p, run);
 }
+
+void checkRun(const WarmupAcquire& p, const Run& run) { checkLimiter<Warmup>(p, run); }
+void checkRun(const WarmupBatchAcquire& p, const Run& run) { checkLimiter<Warmup>(p, run); }
 
 void checkRun(const ConcurrencyAcquire& p, const Run& run) { checkLimiter<Concurrency>(p, run); }
 void checkRun(const ConcurrencyBatchAcquire& p, const Run& run) {
@@ -367,6 +382,8 @@ std::vector<Registered> registered() {
       {ConcurrencyBatchAcquire::kName, &check<ConcurrencyBatchAcquire>},
       {ConcurrencyRelease::kName, &check<ConcurrencyRelease>},
       {ConcurrencyExtend::kName, &check<ConcurrencyExtend>},
+      {WarmupAcquire::kName, &check<WarmupAcquire>},
+      {WarmupBatchAcquire::kName, &check<WarmupBatchAcquire>},
   };
   const ProcessorRegistry registry = ProcessorRegistry::withBuiltins();
   std::vector<Registered> out;

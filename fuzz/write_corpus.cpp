@@ -36,6 +36,7 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 #include "message_table.h"
 #include "processor_input.h"
@@ -427,6 +428,14 @@ std::map<std::string_view, std::vector<ProcessorSeed>> processorSeeds() {
       {GcraBatchThrottle::kName,
        {{"gcra_batch_throttle", encode(std::int64_t{kNow}),
          encode(GcraBatchThrottle{GcraParams{4, 5, kNanosPerSecond}, {1, 0, 6, 2}})}}},
+      {WarmupAcquire::kName,
+       {{"warmup_acquire", encode(WarmupState{19, 0, kNow + 290 * kMs}),
+         encode(WarmupAcquire{WarmupParams{10, kNanosPerSecond, 2 * kNanosPerSecond, 3, 0}, 1})}}},
+      {WarmupBatchAcquire::kName,
+       {{"warmup_batch_acquire", encode(WarmupState{8, 500'000'000, kNow - kNanosPerSecond}),
+         encode(WarmupBatchAcquire{
+             WarmupParams{10, kNanosPerSecond, 2 * kNanosPerSecond, 3, kNanosPerSecond},
+             {1, 10, 3}})}}},
   };
 }
 
