@@ -25,6 +25,7 @@
 
 #include <ingrid/client/batcher.h>
 #include <ingrid/client/client.h>
+#include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
 #include <ingrid/processors/gcra.h>
@@ -33,6 +34,7 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 #include "closed_loop.h"
 #include "report.h"
@@ -67,7 +69,8 @@ Common options:
 
 Limiter options (acquire, load):
   --limiter NAME         token-bucket, gcra, fixed-window, sliding-log, sliding-window,
-                         leaky-meter, leaky-shaper or concurrency. Default: token-bucket
+                         leaky-meter, leaky-shaper, concurrency or composite.
+                         Default: token-bucket
   --capacity N           the limit: bucket capacity (token-bucket, leaky-meter), burst (gcra),
                          units per window (fixed-window, sliding-log: at most 4096,
                          sliding-window), queue size (leaky-shaper), units held at once
@@ -80,6 +83,22 @@ Limiter options (acquire, load):
   --max-wait-ms N        reserve instead (token-bucket only; docs/token-bucket.md
                          "Reservations"): take the units now if they exist within N ms,
                          and print the delay before they are the caller's
+  --warmup-ms N          warm-up (token-bucket only; docs/warm-up.md, Guava's
+                         SmoothWarmingUp): pace the units at --refill per --period-ms, up
+                         to --cold-factor times slower after an idle period, coming down
+                         to that rate over N ms of use. No burst: --capacity is unused.
+                         With --max-wait-ms, go if the turn comes within it
+  --cold-factor N        how much slower a cold permit is, 1 to 1000 (with --warmup-ms).
+                         Default: 3
+  --band CAPACITY/PERIOD_MS
+                         a bandwidth of the composite bucket (--limiter composite;
+                         docs/composite-bucket.md): CAPACITY units refilled over PERIOD_MS.
+                         Repeat for up to 8; a request takes from all or none. Default:
+                         one band, --capacity per --period-ms
+  --config-version N     the composite bucket's configuration version: a higher one
+                         replaces the stored configuration. Default: 0
+  --replacement RULE     as-is, proportional or reset: what a newer configuration does
+                         with the tokens already there (composite). Default: proportional
 
 Load options:
   --keys N               distinct bucket keys, each request picks one uniformly at
@@ -135,11 +154,12 @@ enum class Limiter {
   kSlidingWindow,
   kLeakyMeter,
   kLeakyShaper,
-  kConcurrency
+  kConcurrency,
+  kComposite
 };
 constexpr const char* kLimiterNames[] = {"token-bucket", "gcra",           "fixed-window",
                                          "sliding-log",  "sliding-window", "leaky-meter",
-                                         "leaky-shaper", "concurrency"};
+                                         "leaky-shaper", "concurrency",    "composite"};
 
 // --limiter, and the options that apply only to some limiters refused for the others.
 Limiter limiterOf(const Args& a) {
@@ -157,8 +177,32 @@ Limiter limiterOf(const Args& a) {
   if (a.options.count("max-wait-ms") && limiter != Limiter::kTokenBucket) {
     fail("--max-wait-ms applies only to --limiter token-bucket, not " + name);
   }
+  for (const char* option : {"warmup-ms", "cold-factor"}) {
+    if (a.options.count(option) && limiter != Limiter::kTokenBucket) {
+      fail("--" + std::string(option) + " applies only to --limiter token-bucket, not " + name);
+    }
+  }
+  if (a.options.count("cold-factor") && !a.options.count("warmup-ms")) {
+    fail("--cold-factor applies only with --warmup-ms");
+  }
+  if (a.options.count("initial") && a.options.count("warmup-ms")) {
+    fail("--initial does not apply with --warmup-ms (a warm-up limiter has no burst)");
+  }
+  for (const char* option : {"band", "config-version", "replacement"}) {
+    if (a.options.count(option) && limiter != Limiter::kComposite) {
+      fail("--" + std::string(option) + " applies only to --limiter composite, not " + name);
+    }
+  }
+  if (a.options.count("band")) {
+    for (const char* option : {"capacity", "period-ms", "refill"}) {
+      if (a.options.count(option)) {
+        fail("--" + std::string(option) + " does not apply with --band (each band names its own)");
+      }
+    }
+  }
   const bool hasRate = limiter == Limiter::kTokenBucket || limiter == Limiter::kGcra ||
-                       limiter == Limiter::kLeakyMeter || limiter == Limiter::kLeakyShaper;
+                       limiter == Limiter::kLeakyMeter || limiter == Limiter::kLeakyShaper ||
+                       limiter == Limiter::kComposite;
   if (a.options.count("refill") && !hasRate) {
     fail("--refill does not apply to --limiter " + name +
          (limiter == Limiter::kConcurrency ? " (its lease time to live is --period-ms)"
@@ -189,6 +233,57 @@ ingrid::BucketParams bucketOf(const Args& a) {
   return checked(p);
 }
 
+// --warmup-ms and --cold-factor on the bucket's rate, with --max-wait-ms (default 0).
+ingrid::WarmupParams warmupOf(const Args& a) {
+  ingrid::WarmupParams p;
+  p.permits = rateOf(a);
+  p.period = periodOf(a);
+  p.warmup = number(a, "warmup-ms", 0, 1, INT64_MAX / 1'000'000) * 1'000'000;
+  p.coldFactor = number(a, "cold-factor", 3, 1, ingrid::WarmupParams::kMaxColdFactor);
+  p.maxWait = number(a, "max-wait-ms", 0, 0, INT64_MAX / 1'000'000) * 1'000'000;
+  return checked(p);
+}
+
+// Every --band CAPACITY/PERIOD_MS (or --capacity per --period-ms, refilled by --refill), with
+// --config-version and --replacement.
+ingrid::CompositeParams compositeOf(const Args& a) {
+  ingrid::CompositeParams p;
+  auto it = a.options.find("band");
+  if (it == a.options.end()) {
+    p.bandwidths.push_back(ingrid::BucketParams{capacityOf(a), rateOf(a), periodOf(a), {}});
+  } else {
+    if (it->second.size() > ingrid::CompositeParams::kMaxBandwidths) {
+      fail("--band: at most " + std::to_string(ingrid::CompositeParams::kMaxBandwidths) +
+           " bands, got " + std::to_string(it->second.size()));
+    }
+    for (const std::string& band : it->second) {
+      const auto slash = band.find('/');
+      if (slash == std::string::npos) {
+        fail("--band takes CAPACITY/PERIOD_MS, got '" + band + "'");
+      }
+      const std::string what = "--band " + band + ": ";
+      const std::int64_t capacity =
+          wholeNumber(band.substr(0, slash), what + "CAPACITY", 1, INT64_MAX);
+      const ingrid::Nanos period =
+          wholeNumber(band.substr(slash + 1), what + "PERIOD_MS", 1, INT64_MAX / 1'000'000) *
+          1'000'000;
+      p.bandwidths.push_back(ingrid::BucketParams::perPeriod(capacity, period));
+    }
+  }
+  p.version = number(a, "config-version", 0, 0, INT64_MAX);
+  const std::string rule = a.get("replacement", "proportional");
+  if (rule == "as-is") {
+    p.replacement = ingrid::Replacement::kAsIs;
+  } else if (rule == "proportional") {
+    p.replacement = ingrid::Replacement::kProportional;
+  } else if (rule == "reset") {
+    p.replacement = ingrid::Replacement::kReset;
+  } else {
+    fail("--replacement takes as-is, proportional or reset, got '" + rule + "'");
+  }
+  return checked(p);
+}
+
 // Calls f with the request for `units` on the limiter --limiter names; returns what f returns.
 template <class F>
 int withRequest(const Args& a, std::int64_t units, F&& f) {
@@ -196,6 +291,7 @@ int withRequest(const Args& a, std::int64_t units, F&& f) {
   const ingrid::Nanos period = periodOf(a);
   switch (limiterOf(a)) {
     case Limiter::kTokenBucket:
+      if (a.options.count("warmup-ms")) return f(ingrid::WarmupAcquire{warmupOf(a), units});
       if (a.options.count("max-wait-ms")) {
         const ingrid::Nanos maxWait =
             number(a, "max-wait-ms", 0, 0, INT64_MAX / 1'000'000) * 1'000'000;
@@ -222,6 +318,8 @@ int withRequest(const Args& a, std::int64_t units, F&& f) {
     case Limiter::kConcurrency:
       return f(
           ingrid::ConcurrencyAcquire{checked(ingrid::ConcurrencyParams{capacity, period}), units});
+    case Limiter::kComposite:
+      return f(ingrid::CompositeBucketAcquire{compositeOf(a), units});
   }
   fail("unknown limiter");
 }
@@ -237,6 +335,8 @@ bool isGranted(const ingrid::LimitAnswer& r) { return r.granted; }
 bool isGranted(const ingrid::ShaperAnswer& r) { return r.granted; }
 bool isGranted(const ingrid::LeaseAnswer& r) { return r.granted; }
 bool isGranted(const ingrid::ReserveAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::WarmupAnswer& r) { return r.granted; }
+bool isGranted(const ingrid::CompositeAnswer& r) { return r.granted; }
 
 // The answer's fields, `granted yes|no` first.
 std::string describe(const ingrid::AcquireAnswer& r) {
@@ -264,6 +364,16 @@ std::string describe(const ingrid::ShaperAnswer& r) {
 std::string describe(const ingrid::ReserveAnswer& r) {
   return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
          ", remaining " + std::to_string(r.remaining);
+}
+std::string describe(const ingrid::WarmupAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
+         ", cost " + duration(r.cost) + ", stored " + std::to_string(r.stored);
+}
+std::string describe(const ingrid::CompositeAnswer& r) {
+  return "granted " + std::string(r.granted ? "yes" : "no") + ", remaining " +
+         std::to_string(r.remaining) + ", wait " +
+         (r.waitNanos == ingrid::kNever ? "never (more than a capacity)" : duration(r.waitNanos)) +
+         ", version " + std::to_string(r.version);
 }
 std::string describe(const ingrid::LeaseAnswer& r) {
   std::string text = "granted " + std::string(r.granted ? "yes" : "no") + ", lease " +
@@ -437,11 +547,18 @@ int leaseCommand(const Args& a, bool isRelease) {
 }
 
 // Prints `value` read as `limiter`'s stored state; exit status 1 if it is not one.
-int describeState(Limiter limiter, const std::string& value) {
+// `warmup`: a token bucket with --warmup-ms, whose state is a warm-up limiter's.
+int describeState(Limiter limiter, bool warmup, const std::string& value) {
   auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
   try {
     switch (limiter) {
       case Limiter::kTokenBucket: {
+        if (warmup) {
+          const auto s = ingrid::decode<ingrid::WarmupState>(value);
+          std::printf("warm-up: %lld stored permits, remainder %lld, next free at %lld ns\n",
+                      ll(s.stored), ll(s.remainder), ll(s.nextFree));
+          return 0;
+        }
         const auto s = ingrid::decode<ingrid::BucketState>(value);
         std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",
                     ll(s.tokens), ll(s.remainder), ll(s.lastRefill));
@@ -490,6 +607,16 @@ int describeState(Limiter limiter, const std::string& value) {
         }
         return 0;
       }
+      case Limiter::kComposite: {
+        const auto s = ingrid::decode<ingrid::CompositeState>(value);
+        std::printf("composite: version %lld, %zu band(s)\n", ll(s.version), s.bands.size());
+        for (const auto& b : s.bands) {
+          std::printf("  capacity %lld per %lld ns: %lld tokens, refilled up to %lld ns\n",
+                      ll(b.config.capacity), ll(b.config.refillPeriod), ll(b.level.tokens),
+                      ll(b.level.lastRefill));
+        }
+        return 0;
+      }
     }
   } catch (const std::exception& e) {
     std::printf("not a %s: %s (%zu bytes of state)\n", kLimiterNames[static_cast<int>(limiter)],
@@ -521,7 +648,9 @@ int inspect(const Args& a) {
   std::printf("expires %s\n", r->expiresAt == ingrid::kNever
                                   ? "never"
                                   : ("at " + std::to_string(r->expiresAt) + " ns").c_str());
-  if (a.options.count("limiter")) return describeState(limiterOf(a), r->value);
+  if (a.options.count("limiter")) {
+    return describeState(limiterOf(a), a.options.count("warmup-ms") != 0, r->value);
+  }
   try {  // a token bucket?
     const auto s = ingrid::decode<ingrid::BucketState>(r->value);
     std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",
@@ -604,10 +733,12 @@ int main(int argc, char** argv) {
     }
   }
   for (const auto& [name, values] : a.options) {
-    static const char* known[] = {"seed",        "timeout-ms", "limiter",  "capacity",
-                                  "refill",      "period-ms",  "initial",  "keys",
-                                  "concurrency", "seconds",    "batching", "client-secret-file",
-                                  "tls-ca",      "tls-cert",   "tls-key",  "max-wait-ms"};
+    static const char* known[] = {"seed",        "timeout-ms",  "limiter",  "capacity",
+                                  "refill",      "period-ms",   "initial",  "keys",
+                                  "concurrency", "seconds",     "batching", "client-secret-file",
+                                  "tls-ca",      "tls-cert",    "tls-key",  "max-wait-ms",
+                                  "warmup-ms",   "cold-factor", "band",     "config-version",
+                                  "replacement"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return name == k; })) {
       fail("unknown option --" + name + " (see --help)");

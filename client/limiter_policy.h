@@ -8,12 +8,15 @@
 //     no member reachable, the partition unavailable or without quorum, an indeterminate write,
 //     the client stopping): report the error (default), grant (fail-open) or deny (fail-closed).
 //     Bad use (an invalid argument or key, an unknown processor) is always reported.
+// And one option of the limiter itself, warm-up (docs/warm-up.md), which RateLimiter reads.
 //
 // Thread safety: apply() and counts() are safe from any thread at once (relaxed atomic counters).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include <ingrid/grid/error.h>
 #include <ingrid/grid/result.h>
@@ -27,11 +30,25 @@ enum class OnUnavailable : std::uint8_t {
   kDeny,         // fail-closed: denied (waitNanos 0: unknown, remaining 0)
 };
 
+// Guava's SmoothWarmingUp on a token bucket's rate (docs/warm-up.md).
+struct WarmupOption {
+  // Guava's warmupPeriod: how long a cold limiter used at full speed takes to reach the stable
+  // rate. REQUIRES: > 0.
+  std::chrono::nanoseconds period{0};
+  // A cold permit costs coldFactor stable intervals. REQUIRES: 1..1000. Default: 3 (Guava's).
+  std::int64_t coldFactor = 3;
+};
+
 struct LimiterOptions {
   // Never deny: report denials as grants (see above). Default: false.
   bool dryRun = false;
   // What a call the cluster could not answer returns. Default: kReportError.
   OnUnavailable onUnavailable = OnUnavailable::kReportError;
+  // Warm-up: the limiter paces permits at the bucket's refill rate (refillTokens per
+  // refillPeriod), slower after an idle period, instead of granting from a bucket: a
+  // WarmupAcquire on the key, not a TokenBucketAcquire (a warm-up limiter has no burst, so the
+  // bucket's capacity and initialTokens are unused). Default: none.
+  std::optional<WarmupOption> warmup = std::nullopt;
 };
 
 // What a facade answered, each call counted once.

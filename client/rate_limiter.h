@@ -10,11 +10,14 @@
 //                                 limiters/local_token_bucket.h).
 // Each has tryAcquire(n) (blocking) and tryAcquireAsync(n, token) (completion signature
 // void(Result<AcquireAnswer>)). A denial is an answer (granted == false, waitNanos), not an
-// error. RateLimiter also reserves (Guava's acquire with a timeout, docs/token-bucket.md
-// "Reservations"): acquire(n, maxWait) and acquireAsync(n, maxWait, token) take n tokens now if
-// they will exist within maxWait, and return or complete once they are the caller's. Bad use is
-// refused before anything is sent: tokens <= 0 and unusable BucketParams are
-// Errc::invalid_argument, an empty or oversize key Errc::invalid_key, all naming the problem.
+// error. With LimiterOptions::warmup, RateLimiter paces permits with a warm-up instead
+// (WarmupAcquire on the bucket's refill rate, docs/warm-up.md), answering in the same types
+// (remaining is then 0: a warm-up limiter holds no burst). RateLimiter also reserves (Guava's
+// acquire with a timeout, docs/token-bucket.md "Reservations"): acquire(n, maxWait) and
+// acquireAsync(n, maxWait, token) take n tokens now if they will exist within maxWait, and return
+// or complete once they are the caller's. Bad use is refused before anything is sent: tokens <= 0
+// and unusable BucketParams are Errc::invalid_argument, an empty or oversize key Errc::invalid_key,
+// all naming the problem.
 //
 // Thread safety: every member is safe from any thread; the invoker must outlive the limiter and
 // every pending acquireAsync.
@@ -44,6 +47,7 @@
 #include <ingrid/grid/result.h>
 #include <ingrid/limiters/complete_now.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 namespace ingrid {
 
@@ -73,10 +77,34 @@ inline std::optional<Error> checkReserve(const std::string& key, const BucketPar
   return std::nullopt;
 }
 
+// checkReserve, and usable warm-up parameters.
+inline std::optional<Error> checkWarmup(const std::string& key, const BucketParams& bucket,
+                                        const WarmupParams& params, std::int64_t tokens,
+                                        std::chrono::nanoseconds maxWait) {
+  if (auto bad = checkReserve(key, bucket, tokens, maxWait)) return bad;
+  if (auto reason = params.invalidReason()) {
+    return Error(Errc::invalid_argument, "warm-up '" + key + "': " + *reason);
+  }
+  return std::nullopt;
+}
+
+// A warm-up answer in the token bucket's answer types.
+inline Result<AcquireAnswer> asAcquire(Result<AcquireAnswer> r) { return r; }
+inline Result<AcquireAnswer> asAcquire(Result<WarmupAnswer> r) {
+  if (!r) return std::move(r).error();
+  return AcquireAnswer{r->granted, 0, r->granted ? 0 : r->delay};
+}
+inline Result<ReserveAnswer> asReserve(Result<ReserveAnswer> r) { return r; }
+inline Result<ReserveAnswer> asReserve(Result<WarmupAnswer> r) {
+  if (!r) return std::move(r).error();
+  return ReserveAnswer{r->granted, r->delay, 0};
+}
+
 template <class Invoker>
 class RateLimiter {
  public:
-  // `options`: dry-run and fail-open / fail-closed (client/limiter_policy.h). Default: neither.
+  // `options`: dry-run, fail-open / fail-closed and warm-up (client/limiter_policy.h). Default:
+  // none of them.
   RateLimiter(Invoker& invoker, std::string key, BucketParams params, LimiterOptions options = {})
       : invoker_(invoker),
         key_(std::move(key)),
@@ -84,6 +112,12 @@ class RateLimiter {
         policy_(std::make_shared<LimiterPolicy>(options)) {}
 
   Result<AcquireAnswer> tryAcquire(std::int64_t tokens = 1) {
+    if (auto w = warmupParams(std::chrono::nanoseconds(0))) {
+      if (auto bad = checkWarmup(key_, params_, *w, tokens, std::chrono::nanoseconds(0))) {
+        return policy_->apply(Result<AcquireAnswer>(std::move(*bad)));
+      }
+      return policy_->apply(asAcquire(invoker_.invoke(key_, WarmupAcquire{*w, tokens})));
+    }
     if (auto bad = checkAcquire(key_, params_, tokens)) {
       return policy_->apply(Result<AcquireAnswer>(std::move(*bad)));
     }
@@ -92,40 +126,23 @@ class RateLimiter {
 
   template <class CompletionToken>
   auto tryAcquireAsync(std::int64_t tokens, CompletionToken&& token) {
-    using Signature = void(Result<AcquireAnswer>);
-    return asio::async_initiate<CompletionToken, Signature>(
-        [](auto handler, Invoker* invoker, std::shared_ptr<LimiterPolicy> policy,
-           std::optional<Error> bad, std::string key, TokenBucketAcquire request) {
-          auto ex = asio::get_associated_executor(handler, asio::system_executor());
-          if (bad) {
-            auto posting = asio::make_work_guard(ex);
-            asio::post(ex, [handler = std::move(handler),
-                            r = policy->apply(Result<AcquireAnswer>(std::move(*bad)))]() mutable {
-              std::move(handler)(std::move(r));
-            });
-            return;
-          }
-          // Bound to the handler's executor: the invoker runs it there (DESIGN invariant 9).
-          invoker->invokeAsync(std::move(key), request,
-                               asio::bind_executor(ex, [handler = std::move(handler),
-                                                        policy](Result<AcquireAnswer> r) mutable {
-                                 std::move(handler)(policy->apply(std::move(r)));
-                               }));
-        },
-        token, &invoker_, policy_, checkAcquire(key_, params_, tokens), key_,
-        TokenBucketAcquire{params_, tokens});
+    if (auto w = warmupParams(std::chrono::nanoseconds(0))) {
+      return initiateAcquire(WarmupAcquire{*w, tokens},
+                             checkWarmup(key_, params_, *w, tokens, std::chrono::nanoseconds(0)),
+                             std::forward<CompletionToken>(token));
+    }
+    return initiateAcquire(TokenBucketAcquire{params_, tokens}, checkAcquire(key_, params_, tokens),
+                           std::forward<CompletionToken>(token));
   }
 
-  // Reserves `tokens` if they will exist within `maxWait` (TokenBucketReserve) and, when granted,
-  // sleeps this thread for the answer's delay before returning it: on return the tokens are the
-  // caller's. A refusal returns at once (granted == false, delay: the wait it would have needed);
-  // in dry-run it returns at once as a grant. For plain threads: never call it where sleeping
-  // stalls others (an executor's thread).
+  // Reserves `tokens` if they will exist within `maxWait` (TokenBucketReserve; with warm-up, a
+  // WarmupAcquire whose turn comes within maxWait) and, when granted, sleeps this thread for the
+  // answer's delay before returning it: on return the tokens are the caller's. A refusal returns
+  // at once (granted == false, delay: the wait it would have needed); in dry-run it returns at
+  // once as a grant. For plain threads: never call it where sleeping stalls others (an
+  // executor's thread).
   Result<ReserveAnswer> acquire(std::int64_t tokens, std::chrono::nanoseconds maxWait) {
-    if (auto bad = checkReserve(key_, params_, tokens, maxWait)) {
-      return policy_->apply(Result<ReserveAnswer>(std::move(*bad)));
-    }
-    auto r = invoker_.invoke(key_, TokenBucketReserve{params_, tokens, maxWait.count()});
+    Result<ReserveAnswer> r = reserve(tokens, maxWait);
     if (!options().dryRun && mustWait(r))
       std::this_thread::sleep_for(std::chrono::nanoseconds(r->delay));
     return policy_->apply(std::move(r));
@@ -140,10 +157,77 @@ class RateLimiter {
   template <class CompletionToken>
   auto acquireAsync(std::int64_t tokens, std::chrono::nanoseconds maxWait,
                     CompletionToken&& token) {
+    if (auto w = warmupParams(maxWait)) {
+      return initiateReserve(WarmupAcquire{*w, tokens},
+                             checkWarmup(key_, params_, *w, tokens, maxWait),
+                             std::forward<CompletionToken>(token));
+    }
+    return initiateReserve(TokenBucketReserve{params_, tokens, maxWait.count()},
+                           checkReserve(key_, params_, tokens, maxWait),
+                           std::forward<CompletionToken>(token));
+  }
+
+  const std::string& key() const noexcept { return key_; }
+  const BucketParams& params() const noexcept { return params_; }
+  const LimiterOptions& options() const noexcept { return policy_->options(); }
+  // What this limiter has answered so far (client/limiter_policy.h).
+  LimiterCounts counts() const noexcept { return policy_->counts(); }
+
+ private:
+  // A reservation the cluster granted with a delay: the caller waits (unless in dry-run).
+  static bool mustWait(const Result<ReserveAnswer>& r) { return r && r->granted && r->delay > 0; }
+
+  // The warm-up request's parameters, if this limiter has the option.
+  std::optional<WarmupParams> warmupParams(std::chrono::nanoseconds maxWait) const {
+    const auto& w = options().warmup;
+    if (!w) return std::nullopt;
+    return WarmupParams::of(params_, w->period.count(), w->coldFactor, maxWait.count());
+  }
+
+  // The reservation's answer, before the policy: an Error for bad use.
+  Result<ReserveAnswer> reserve(std::int64_t tokens, std::chrono::nanoseconds maxWait) {
+    if (auto w = warmupParams(maxWait)) {
+      if (auto bad = checkWarmup(key_, params_, *w, tokens, maxWait)) return std::move(*bad);
+      return asReserve(invoker_.invoke(key_, WarmupAcquire{*w, tokens}));
+    }
+    if (auto bad = checkReserve(key_, params_, tokens, maxWait)) return std::move(*bad);
+    return invoker_.invoke(key_, TokenBucketReserve{params_, tokens, maxWait.count()});
+  }
+
+  // tryAcquireAsync for `request` (TokenBucketAcquire or WarmupAcquire), refused with `bad`.
+  template <class Request, class CompletionToken>
+  auto initiateAcquire(Request req, std::optional<Error> refusal, CompletionToken&& token) {
+    using Signature = void(Result<AcquireAnswer>);
+    return asio::async_initiate<CompletionToken, Signature>(
+        [](auto handler, Invoker* invoker, std::shared_ptr<LimiterPolicy> policy,
+           std::optional<Error> bad, std::string key, Request request) {
+          auto ex = asio::get_associated_executor(handler, asio::system_executor());
+          if (bad) {
+            auto posting = asio::make_work_guard(ex);
+            asio::post(ex, [handler = std::move(handler),
+                            r = policy->apply(Result<AcquireAnswer>(std::move(*bad)))]() mutable {
+              std::move(handler)(std::move(r));
+            });
+            return;
+          }
+          // Bound to the handler's executor: the invoker runs it there (DESIGN invariant 9).
+          invoker->invokeAsync(
+              std::move(key), request,
+              asio::bind_executor(ex, [handler = std::move(handler),
+                                       policy](Result<typename Request::Result> r) mutable {
+                std::move(handler)(policy->apply(asAcquire(std::move(r))));
+              }));
+        },
+        token, &invoker_, policy_, std::move(refusal), key_, std::move(req));
+  }
+
+  // acquireAsync for `request` (TokenBucketReserve or WarmupAcquire), refused with `bad`.
+  template <class Request, class CompletionToken>
+  auto initiateReserve(Request req, std::optional<Error> refusal, CompletionToken&& token) {
     using Signature = void(Result<ReserveAnswer>);
     return asio::async_initiate<CompletionToken, Signature>(
         [](auto handler, Invoker* invoker, std::shared_ptr<LimiterPolicy> policy,
-           std::optional<Error> bad, std::string key, TokenBucketReserve request) {
+           std::optional<Error> bad, std::string key, Request request) {
           auto ex = asio::get_associated_executor(handler, asio::system_executor());
           auto work = asio::make_work_guard(ex);
           auto deliver = [handler = std::move(handler), work = std::move(work),
@@ -162,7 +246,8 @@ class RateLimiter {
           invoker->invokeAsync(
               std::move(key), request,
               [deliver = std::move(deliver), target = ex,
-               dryRun = policy->options().dryRun](Result<ReserveAnswer> r) mutable {
+               dryRun = policy->options().dryRun](Result<typename Request::Result> answer) mutable {
+                Result<ReserveAnswer> r = asReserve(std::move(answer));
                 if (dryRun || !mustWait(r)) {
                   deliver(std::move(r));
                   return;
@@ -180,19 +265,8 @@ class RateLimiter {
                                       std::error_code) mutable { deliver(std::move(r)); });
               });
         },
-        token, &invoker_, policy_, checkReserve(key_, params_, tokens, maxWait), key_,
-        TokenBucketReserve{params_, tokens, maxWait.count()});
+        token, &invoker_, policy_, std::move(refusal), key_, std::move(req));
   }
-
-  const std::string& key() const noexcept { return key_; }
-  const BucketParams& params() const noexcept { return params_; }
-  const LimiterOptions& options() const noexcept { return policy_->options(); }
-  // What this limiter has answered so far (client/limiter_policy.h).
-  LimiterCounts counts() const noexcept { return policy_->counts(); }
-
- private:
-  // A reservation the cluster granted with a delay: the caller waits (unless in dry-run).
-  static bool mustWait(const Result<ReserveAnswer>& r) { return r && r->granted && r->delay > 0; }
 
   Invoker& invoker_;
   std::string key_;

@@ -93,6 +93,8 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
          "granted yes, delay 0 us, limit 5, remaining 2, retry after 0 us, reset after ",
          "granted no, delay 0 us, limit 5, remaining 2, retry after ",
          "leaky shaper: theoretical arrival time "},
+        {"composite", "granted yes, remaining 2, wait 0 us, version 0",
+         "granted no, remaining 2, wait ", "composite: version 0, 1 band(s)"},
     };
     for (const Case& c : cases) {
       INFO("--limiter " << c.limiter);
@@ -160,6 +162,64 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     CHECK(granted->waitForLine("granted yes, delay 7", 30s));
     CHECK(exitOf(*granted) == 0);
   }
+  SECTION("--limiter composite: several --band, all or nothing, a newer configuration") {
+    // 5 an hour and 2 an hour: the second band decides.
+    const std::vector<std::string> bands = {"--limiter", "composite", "--band", "5/3600000",
+                                            "--band",    "2/3600000", "--seed", seed};
+    auto with = [&](std::vector<std::string> args, std::vector<std::string> more = {}) {
+      args.insert(args.end(), bands.begin(), bands.end());
+      args.insert(args.end(), more.begin(), more.end());
+      return run(std::move(args));
+    };
+    auto two = with({"acquire", "cli-composite", "2"});
+    CHECK(two->waitForLine("granted yes, remaining 0, wait 0 us, version 0", 30s));
+    CHECK(exitOf(*two) == 0);
+    // The 2-an-hour band is empty: a token in 30 minutes; the 5-an-hour band keeps its 3.
+    auto one = with({"acquire", "cli-composite", "1"});
+    CHECK(one->waitForLine("granted no, remaining 0, wait 1799", 30s));
+    CHECK(exitOf(*one) == 1);
+    auto inspect = run({"inspect", "cli-composite", "--limiter", "composite", "--seed", seed});
+    CHECK(inspect->waitForLine("composite: version 0, 2 band(s)", 30s));
+    CHECK(inspect->waitForLine("  capacity 5 per 3600000000000 ns: 3 tokens", 30s));
+    CHECK(exitOf(*inspect) == 0);
+    // Version 1 replaces the configuration, resetting the bands to full.
+    auto replaced =
+        run({"acquire", "cli-composite", "1", "--limiter", "composite", "--band", "10/3600000",
+             "--config-version", "1", "--replacement", "reset", "--seed", seed});
+    CHECK(replaced->waitForLine("granted yes, remaining 9, wait 0 us, version 1", 30s));
+    CHECK(exitOf(*replaced) == 0);
+    auto load = with({"load", "--seconds", "1", "--concurrency", "4", "--batching", "on"});
+    auto line = load->waitForLine("load: composite", 60s);
+    REQUIRE(line);
+    CHECK_THAT(*line, Catch::Contains("granted"));
+    CHECK(exitOf(*load) == 0);
+  }
+  SECTION("acquire --warmup-ms paces a cold bucket (docs/warm-up.md)") {
+    // 10 an hour, 2 hours of warm-up: the worked example of docs/warm-up.md, 3600 times slower,
+    // so that no permit cools between the runs.
+    const std::vector<std::string> warm = {"--capacity",  "10",      "--period-ms", "3600000",
+                                           "--warmup-ms", "7200000", "--seed",      seed};
+    auto with = [&](std::vector<std::string> args) {
+      args.insert(args.end(), warm.begin(), warm.end());
+      return run(std::move(args));
+    };
+    auto first = with({"acquire", "cli-warm", "1"});
+    CHECK(first->waitForLine("granted yes, delay 0 us, cost 1044000000 us, stored 19", 30s));
+    CHECK(exitOf(*first) == 0);
+    auto second = with({"acquire", "cli-warm", "1"});
+    CHECK(second->waitForLine("granted no, delay 104", 30s));
+    CHECK(exitOf(*second) == 1);
+    auto reserved = with({"acquire", "cli-warm", "1", "--max-wait-ms", "3600000"});
+    CHECK(reserved->waitForLine("granted yes, delay 104", 30s));
+    CHECK(exitOf(*reserved) == 0);
+    auto inspect = run(
+        {"inspect", "cli-warm", "--limiter", "token-bucket", "--warmup-ms", "1", "--seed", seed});
+    CHECK(inspect->waitForLine("warm-up: 18 stored permits", 30s));
+    CHECK(exitOf(*inspect) == 0);
+    auto load = with({"load", "--seconds", "1", "--concurrency", "4", "--cold-factor", "5"});
+    CHECK(load->waitForLine("load: token-bucket", 60s));
+    CHECK(exitOf(*load) == 0);
+  }
   SECTION("load runs any limiter, batched or not") {
     for (const std::string limiter : {"gcra", "leaky-shaper"}) {
       auto cli =
@@ -207,7 +267,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     refused("status extra --seed " + seed, "status takes no arguments, got 'extra'");
     refused("acquire cli-strict 1 --limiter leaky --seed " + seed,
             "--limiter must be one of token-bucket, gcra, fixed-window, sliding-log, "
-            "sliding-window, leaky-meter, leaky-shaper, concurrency, got 'leaky'");
+            "sliding-window, leaky-meter, leaky-shaper, concurrency, composite, got 'leaky'");
     refused("acquire cli-strict 1 --limiter gcra --initial 3 --seed " + seed,
             "--initial applies only to --limiter token-bucket, not gcra");
     refused("acquire cli-strict 1 --limiter fixed-window --refill 3 --seed " + seed,
@@ -219,6 +279,24 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
             "the limiter's options are invalid: limit must be in [1, 4096], got 4097");
     refused("acquire cli-strict 1 --limiter gcra --max-wait-ms 5 --seed " + seed,
             "--max-wait-ms applies only to --limiter token-bucket, not gcra");
+    refused("acquire cli-strict 1 --limiter gcra --warmup-ms 5 --seed " + seed,
+            "--warmup-ms applies only to --limiter token-bucket, not gcra");
+    refused("acquire cli-strict 1 --cold-factor 5 --seed " + seed,
+            "--cold-factor applies only with --warmup-ms");
+    refused("acquire cli-strict 1 --warmup-ms 5 --cold-factor 0 --seed " + seed,
+            "--cold-factor must be a whole number from 1 to 1000, got '0'");
+    refused("acquire cli-strict 1 --warmup-ms 5 --initial 3 --seed " + seed,
+            "--initial does not apply with --warmup-ms (a warm-up limiter has no burst)");
+    refused("acquire cli-strict 1 --limiter gcra --band 5/1000 --seed " + seed,
+            "--band applies only to --limiter composite, not gcra");
+    refused("acquire cli-strict 1 --limiter composite --band 5 --seed " + seed,
+            "--band takes CAPACITY/PERIOD_MS, got '5'");
+    refused("acquire cli-strict 1 --limiter composite --band 5/0 --seed " + seed,
+            "--band 5/0: PERIOD_MS must be a whole number from 1 to");
+    refused("acquire cli-strict 1 --limiter composite --band 5/10 --capacity 3 --seed " + seed,
+            "--capacity does not apply with --band (each band names its own)");
+    refused("acquire cli-strict 1 --limiter composite --replacement keep --seed " + seed,
+            "--replacement takes as-is, proportional or reset, got 'keep'");
     refused("release cli-strict x1 --seed " + seed, "release's LEASE must be a whole number");
     refused("extend cli-strict 5 --limiter gcra --seed " + seed,
             "extend applies only to --limiter concurrency");

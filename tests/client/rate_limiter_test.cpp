@@ -115,5 +115,43 @@ TEST_CASE("RateLimiter::acquireAsync completes after the delay, on the handler's
   }
 }
 
+TEST_CASE("RateLimiter with warm-up paces a cold limiter, in the token bucket's answer types",
+          "[client][rate_limiter][warmup]") {
+  FrozenNode n;
+  // docs/warm-up.md's example: 10 per second, 2 s of warm-up, cold factor 3.
+  const LimiterOptions warm{.warmup = WarmupOption{2s, 3}};
+  RateLimiter<Node> limiter(n.node, "warmup:facade", kTenPerSecond, warm);
+  auto first = limiter.tryAcquire(1);
+  REQUIRE(first.ok());
+  CHECK(*first == AcquireAnswer{true, 0, 0});
+  // The first permit cost 290 ms: the next waits for it (no burst, even with capacity 10).
+  auto second = limiter.tryAcquire(1);
+  REQUIRE(second.ok());
+  CHECK(*second == AcquireAnswer{false, 0, 290 * kMs});
+  auto async = limiter.tryAcquireAsync(1, asio::use_future);
+  REQUIRE(async.wait_for(30s) == std::future_status::ready);
+  CHECK(async.get().value() == AcquireAnswer{false, 0, 290 * kMs});
+  // A reservation goes in its turn: 290 ms, and costs 270 ms for the next one.
+  auto reserved = limiter.acquireAsync(1, 1s, asio::use_future);
+  REQUIRE(reserved.wait_for(30s) == std::future_status::ready);
+  CHECK(reserved.get().value() == ReserveAnswer{true, 290 * kMs, 0});
+  auto refused = limiter.acquire(1, 500ms);
+  REQUIRE(refused.ok());
+  CHECK(*refused == ReserveAnswer{false, 560 * kMs, 0});
+  CHECK(limiter.counts() == LimiterCounts{2, 3, 0, 0, 0, 0});
+
+  // Bad warm-up options are refused before anything is sent.
+  RateLimiter<Node> bad(n.node, "warmup:bad", kTenPerSecond,
+                        LimiterOptions{.warmup = WarmupOption{2s, 0}});
+  auto e = bad.tryAcquire(1);
+  REQUIRE_FALSE(e.ok());
+  CHECK(e.error() == Errc::invalid_argument);
+  CHECK_THAT(e.error().detail(),
+             Catch::Contains("warm-up 'warmup:bad': coldFactor must be in [1, 1000], got 0"));
+  auto eAsync = bad.acquireAsync(1, 1s, asio::use_future);
+  REQUIRE(eAsync.wait_for(30s) == std::future_status::ready);
+  CHECK_FALSE(eAsync.get().ok());
+}
+
 }  // namespace
 }  // namespace ingrid
