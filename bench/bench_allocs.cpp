@@ -32,8 +32,8 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/client.h>
-#include <ingrid/cluster/node.h>
+#include <ingrid/client.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 #if defined(__GNUC__) && !defined(__clang__)

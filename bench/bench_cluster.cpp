@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "closed_loop.h"

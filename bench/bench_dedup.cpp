@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <ingrid/grid/dedup_table.h>
+#include "grid/dedup_table.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "closed_loop.h"

@@ -56,8 +56,8 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
-#include <ingrid/client/client.h>
+#include <ingrid/batcher.h>
+#include <ingrid/client.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include "closed_loop.h"

@@ -1,4 +1,4 @@
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 
 #include <algorithm>
 #include <atomic>
@@ -18,11 +18,11 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
-#include <ingrid/cluster/call_router.h>
-#include <ingrid/cluster/member_auth.h>
-#include <ingrid/cluster/messages.h>
-#include <ingrid/cluster/tls.h>
-#include <ingrid/cluster/transport.h>
+#include "cluster/transport/call_router.h"
+#include "cluster/transport/member_auth.h"
+#include "cluster/transport/messages.h"
+#include "cluster/transport/tls.h"
+#include "cluster/transport/transport.h"
 
 namespace ingrid {
 namespace {

@@ -23,8 +23,8 @@
 #include <system_error>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
-#include <ingrid/client/client.h>
+#include <ingrid/batcher.h>
+#include <ingrid/client.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
@@ -35,6 +35,8 @@
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 #include <ingrid/processors/warmup.h>
+
+#include "cluster/transport/messages.h"
 
 #include "closed_loop.h"
 #include "report.h"

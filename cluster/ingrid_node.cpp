@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 namespace {
 

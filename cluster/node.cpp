@@ -1,8 +1,8 @@
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 #include <future>
 
-#include <ingrid/cluster/node_impl.h>
+#include "cluster/node_impl.h"
 
 namespace ingrid {
 
@@ -74,5 +74,11 @@ std::uint64_t NodeImpl::TEST_partitionSeq(PartitionId p) {
   workers_->post(p, [this, p, &got](PartitionStore&) { got.set_value(replicas_[p].seq); });
   return answer.get();
 }
+
+}  // namespace ingrid
+
+namespace ingrid {
+
+bool Node::onPartitionWorker() noexcept { return PartitionWorkers::onAnyWorkerThread(); }
 
 }  // namespace ingrid

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include <ingrid/cluster/node_impl.h>
+#include "cluster/node_impl.h"
 
 namespace ingrid {
 

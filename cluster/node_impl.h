@@ -23,19 +23,20 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
-#include <ingrid/cluster/call_router.h>
-#include <ingrid/cluster/control/control_plane.h>
-#include <ingrid/cluster/coordinator.h>
-#include <ingrid/cluster/invoke_async.h>
-#include <ingrid/cluster/messages.h>
-#include <ingrid/cluster/node_options.h>
-#include <ingrid/cluster/partition_workers.h>
-#include <ingrid/cluster/peer.h>
-#include <ingrid/cluster/topology.h>
-#include <ingrid/cluster/transport.h>
-#include <ingrid/grid/result.h>
-#include <ingrid/grid/unique_function.h>
+#include <ingrid/invoke_async.h>
+#include <ingrid/node_options.h>
 #include <ingrid/processors/registry.h>
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+#include "cluster/control/control_plane.h"
+#include "cluster/control/coordinator.h"
+#include "cluster/shard/partition_workers.h"
+#include "cluster/transport/call_router.h"
+#include "cluster/transport/messages.h"
+#include "cluster/transport/peer.h"
+#include "cluster/transport/transport.h"
 
 namespace ingrid {
 

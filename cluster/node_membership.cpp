@@ -9,9 +9,9 @@
 #include <set>
 #include <tuple>
 
-#include <ingrid/cluster/member_auth.h>
-#include <ingrid/cluster/node_impl.h>
-#include <ingrid/cluster/tls.h>
+#include "cluster/node_impl.h"
+#include "cluster/transport/member_auth.h"
+#include "cluster/transport/tls.h"
 
 namespace ingrid {
 namespace {

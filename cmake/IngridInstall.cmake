@@ -1,5 +1,5 @@
 # Install + export: a consumer does find_package(ingrid) and links ingrid::ingrid (or a module,
-# ingrid::grid / ingrid::processors / ingrid::limiters / ingrid::cluster). Headers install to include/ingrid/MODULE/.
+# ingrid::grid / ingrid::processors / ingrid::limiters / ingrid::cluster). Public headers install to include/ingrid/.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -11,11 +11,9 @@ install(TARGETS ingrid_grid ingrid_processors ingrid_limiters ingrid_wire ingrid
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-foreach(module grid processors limiters cluster client)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${module}/
-          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ingrid/${module}
-          FILES_MATCHING PATTERN "*.h")
-endforeach()
+# Only the public headers (include/ingrid/); internal ones stay in the source tree.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ingrid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        FILES_MATCHING PATTERN "*.h")
 
 install(EXPORT ingridTargets NAMESPACE ingrid:: DESTINATION ${INGRID_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ingridConfig.cmake.in

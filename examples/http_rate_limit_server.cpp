@@ -22,8 +22,8 @@
 #include <istream>
 #include <string>
 
-#include <ingrid/client/rate_limiter.h>
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
+#include <ingrid/rate_limiter.h>
 
 using asio::ip::tcp;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 int main(int argc, char** argv) {

@@ -12,9 +12,9 @@
 #include <future>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
-#include <ingrid/client/client.h>
-#include <ingrid/client/rate_limiter.h>
+#include <ingrid/batcher.h>
+#include <ingrid/client.h>
+#include <ingrid/rate_limiter.h>
 
 int main(int argc, char** argv) {
   ingrid::ClientOptions options;

@@ -1,9 +1,9 @@
-// fuzz_frame_header: decodeHeader (cluster/frame.h) over a stream of frames, as a connection reads
-// them (Connection::parseFrames): a header, its body skipped, the next header, until the bytes
-// run out or a header is refused.
-// Properties: a refused header is refused with protocol_error or malformed_message and a detail;
-// an accepted one holds only valid fields, encodes back to exactly its 32 bytes, and is refused
-// as malformed_message by a limit one byte below its body length.
+// fuzz_frame_header: decodeHeader (cluster/transport/frame.h) over a stream of frames, as a
+// connection reads them (Connection::parseFrames): a header, its body skipped, the next header,
+// until the bytes run out or a header is refused. Properties: a refused header is refused with
+// protocol_error or malformed_message and a detail; an accepted one holds only valid fields,
+// encodes back to exactly its 32 bytes, and is refused as malformed_message by a limit one byte
+// below its body length.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -11,8 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include <ingrid/cluster/frame.h>
-#include <ingrid/grid/error.h>
+#include <ingrid/error.h>
+
+#include "cluster/transport/frame.h"
 
 #include "fuzz_support.h"
 

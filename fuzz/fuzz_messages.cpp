@@ -1,5 +1,6 @@
-// fuzz_messages: the message body decoders (cluster/messages.h through processors/codec.h).
-// Input: one byte choosing a body type from kMessageBodies (message_table.h), then the body.
+// fuzz_messages: the message body decoders (cluster/transport/messages.h through
+// include/ingrid/processors/codec.h). Input: one byte choosing a body type from kMessageBodies
+// (message_table.h), then the body.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

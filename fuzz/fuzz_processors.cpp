@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include <ingrid/grid/entry.h>
-#include <ingrid/grid/error.h>
+#include <ingrid/entry.h>
+#include <ingrid/error.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>

@@ -16,8 +16,9 @@
 
 #include <asio/io_context.hpp>
 
-#include <ingrid/cluster/control/raft_io.h>
-#include <ingrid/grid/error.h>
+#include <ingrid/error.h>
+
+#include "cluster/control/raft_io.h"
 
 #include "fuzz_support.h"
 

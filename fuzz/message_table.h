@@ -1,8 +1,8 @@
-// The bodies fuzz_messages decodes: every struct of cluster/messages.h, the error reply's body,
-// and the results of the built-in processors (a client decodes those from InvokeReply::result,
-// and a node decodes a stored BucketState from Replicate and Snapshot values). The first input
-// byte picks one (an index into kMessageBodies, modulo its size); the rest is the body.
-// The corpus generator encodes one real body of each under the same index.
+// The bodies fuzz_messages decodes: every struct of cluster/transport/messages.h, the error reply's
+// body, and the results of the built-in processors (a client decodes those from
+// InvokeReply::result, and a node decodes a stored BucketState from Replicate and Snapshot values).
+// The first input byte picks one (an index into kMessageBodies, modulo its size); the rest is the
+// body. The corpus generator encodes one real body of each under the same index.
 #pragma once
 
 #include <cstddef>
@@ -13,8 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include <ingrid/cluster/frame.h>
-#include <ingrid/cluster/messages.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
@@ -25,6 +23,9 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+
+#include "cluster/transport/frame.h"
+#include "cluster/transport/messages.h"
 
 #include "fuzz_support.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include <ingrid/grid/clock.h>
+#include <ingrid/clock.h>
 
 #include "fuzz_support.h"
 

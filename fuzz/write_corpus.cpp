@@ -19,11 +19,7 @@
 
 #include <asio/io_context.hpp>
 
-#include <ingrid/cluster/control/raft_io.h>
-#include <ingrid/cluster/frame.h>
-#include <ingrid/cluster/messages.h>
-#include <ingrid/cluster/topology.h>
-#include <ingrid/grid/partition_table.h>
+#include <ingrid/partition_table.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
@@ -37,6 +33,11 @@
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
 #include <ingrid/processors/warmup.h>
+#include <ingrid/topology.h>
+
+#include "cluster/control/raft_io.h"
+#include "cluster/transport/frame.h"
+#include "cluster/transport/messages.h"
 
 #include "message_table.h"
 #include "processor_input.h"

@@ -1,4 +1,4 @@
-#include <ingrid/grid/clock.h>
+#include <ingrid/clock.h>
 
 #include <chrono>
 

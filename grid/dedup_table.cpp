@@ -1,4 +1,4 @@
-#include <ingrid/grid/dedup_table.h>
+#include "grid/dedup_table.h"
 
 #include <utility>
 

@@ -31,9 +31,9 @@
 #include <absl/container/btree_map.h>
 #include <absl/container/flat_hash_map.h>
 
-#include <ingrid/grid/error.h>
-#include <ingrid/grid/result.h>
-#include <ingrid/grid/unique_function.h>
+#include <ingrid/error.h>
+#include <ingrid/result.h>
+#include <ingrid/unique_function.h>
 
 namespace ingrid {
 

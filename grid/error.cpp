@@ -1,4 +1,4 @@
-#include <ingrid/grid/error.h>
+#include <ingrid/error.h>
 
 namespace ingrid {
 namespace {

@@ -1,4 +1,4 @@
-#include <ingrid/grid/hash.h>
+#include <ingrid/hash.h>
 
 #include <cassert>
 #include <string>

@@ -1,4 +1,4 @@
-#include <ingrid/grid/partition_store.h>
+#include "grid/partition_store.h"
 
 #include <cassert>
 #include <cstring>

@@ -25,9 +25,10 @@
 
 #include <absl/container/flat_hash_set.h>
 
-#include <ingrid/grid/dedup_table.h>
-#include <ingrid/grid/entry.h>
-#include <ingrid/grid/hash.h>
+#include <ingrid/entry.h>
+#include <ingrid/hash.h>
+
+#include "grid/dedup_table.h"
 
 namespace ingrid {
 

@@ -1,4 +1,4 @@
-#include <ingrid/grid/partition_table.h>
+#include <ingrid/partition_table.h>
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include <ingrid/limiters/local_token_bucket.h>
+#include <ingrid/local_token_bucket.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include <ingrid/grid/entry.h>
+#include <ingrid/entry.h>
 
 // The CAS must be one instruction (cmpxchg16b), not a libatomic call that may take a lock. GCC and
 // Clang define this macro when they can inline __sync builtins on 16 bytes: with -mcx16 on x86-64.

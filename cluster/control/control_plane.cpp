@@ -1,4 +1,4 @@
-#include <ingrid/cluster/control/control_plane.h>
+#include "cluster/control/control_plane.h"
 
 extern "C" {
 #include <raft.h>  // a C header without its own extern "C"
@@ -12,7 +12,7 @@ extern "C" {
 
 #include <asio/post.hpp>
 
-#include <ingrid/cluster/messages.h>
+#include "cluster/transport/messages.h"
 
 namespace ingrid {
 namespace {

@@ -34,10 +34,11 @@
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 
-#include <ingrid/cluster/control/raft_io.h>
-#include <ingrid/cluster/topology.h>
-#include <ingrid/grid/result.h>
-#include <ingrid/grid/unique_function.h>
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+#include "cluster/control/raft_io.h"
 
 struct raft;
 struct raft_fsm;

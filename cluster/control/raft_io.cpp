@@ -1,4 +1,4 @@
-#include <ingrid/cluster/control/raft_io.h>
+#include "cluster/control/raft_io.h"
 
 #include <chrono>
 #include <cstring>

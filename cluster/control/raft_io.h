@@ -45,7 +45,7 @@ extern "C" {
 #include <raft.h>  // a C header without its own extern "C"
 }
 
-#include <ingrid/grid/result.h>
+#include <ingrid/result.h>
 
 namespace ingrid {
 

@@ -1,4 +1,4 @@
-#include <ingrid/client/batcher.h>
+#include <ingrid/batcher.h>
 
 #include <catch2/catch.hpp>
 
@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
-#include <ingrid/grid/clock.h>
+#include <ingrid/clock.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 using namespace ingrid;

@@ -1,14 +1,16 @@
 // Client authentication (NodeOptions::clientSecret, ClientOptions::clientSecret): members serve
 // a thin client only once it proved the client secret; one with none or another is refused with
 // an error that names the reason, at once (not at a deadline), and the members serve on.
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 
 #include <catch2/catch.hpp>
 
 #include <string>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/counter.h>
+
+#include "cluster/transport/messages.h"
 
 #include "support/test_cluster.h"
 

@@ -1,4 +1,4 @@
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 
 #include <catch2/catch.hpp>
 
@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
-#include <ingrid/client/rate_limiter.h>
-#include <ingrid/cluster/node.h>
+#include <ingrid/batcher.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/rate_limiter.h>
 
 #include "support/test_cluster.h"
 

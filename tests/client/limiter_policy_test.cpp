@@ -1,6 +1,6 @@
 // LimiterPolicy (dry-run, fail-open, fail-closed) alone, and through RateLimiter: over a node with
 // a frozen clock for decided answers, and over an invoker whose cluster cannot answer.
-#include <ingrid/client/limiter_policy.h>
+#include <ingrid/limiter_policy.h>
 
 #include <catch2/catch.hpp>
 
@@ -14,9 +14,9 @@
 #include <memory>
 #include <string>
 
-#include <ingrid/client/rate_limiter.h>
-#include <ingrid/cluster/node.h>
-#include <ingrid/grid/clock.h>
+#include <ingrid/clock.h>
+#include <ingrid/node.h>
+#include <ingrid/rate_limiter.h>
 
 namespace ingrid {
 namespace {

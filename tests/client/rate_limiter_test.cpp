@@ -1,7 +1,7 @@
 // RateLimiter's reservations: acquire(n, maxWait) and acquireAsync through a Node with a frozen
 // clock, so that every delay is exact. The waits are real (a timer or a sleep of the delay):
 // the tests check that nothing completes before its delay, never an upper bound.
-#include <ingrid/client/rate_limiter.h>
+#include <ingrid/rate_limiter.h>
 
 #include <catch2/catch.hpp>
 
@@ -15,8 +15,8 @@
 #include <optional>
 #include <thread>
 
-#include <ingrid/cluster/node.h>
-#include <ingrid/grid/clock.h>
+#include <ingrid/clock.h>
+#include <ingrid/node.h>
 
 namespace ingrid {
 namespace {

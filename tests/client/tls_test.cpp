@@ -2,7 +2,7 @@
 // certificates, and a thin client that verifies theirs; a peer without TLS, or with a
 // certificate the cluster's CA did not sign, is refused with an error that names the reason.
 // The certificates are made at run time (support/test_certs.h); no key is in the repository.
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 
 #include <catch2/catch.hpp>
 
@@ -12,11 +12,12 @@
 
 #include <asio/io_context.hpp>
 
-#include <ingrid/cluster/messages.h>
-#include <ingrid/cluster/node.h>
-#include <ingrid/cluster/tls.h>
-#include <ingrid/cluster/transport.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/counter.h>
+
+#include "cluster/transport/messages.h"
+#include "cluster/transport/tls.h"
+#include "cluster/transport/transport.h"
 
 #include "support/test_certs.h"
 #include "support/test_cluster.h"

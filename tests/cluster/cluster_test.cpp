@@ -1,4 +1,4 @@
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,7 @@
 // Exactly-once retries (issue 9): a request that went unanswered is sent again with the same id,
 // and the partition's dedup table (grid/dedup_table.h) answers the copy with the original result.
-// Faults come from FrameFaults (cluster/frame_faults.h) between in-process members on 127.0.0.2-4.
+// Faults come from FrameFaults (cluster/transport/frame_faults.h) between in-process members on
+// 127.0.0.2-4.
 #include <catch2/catch.hpp>
 
 #include <asio/io_context.hpp>
@@ -13,12 +14,13 @@
 #include <string>
 #include <vector>
 
-#include <ingrid/client/client.h>
-#include <ingrid/cluster/frame_faults.h>
-#include <ingrid/cluster/node.h>
-#include <ingrid/grid/hash.h>
-#include <ingrid/grid/partition_table.h>
+#include <ingrid/client.h>
+#include <ingrid/hash.h>
+#include <ingrid/node.h>
+#include <ingrid/partition_table.h>
 #include <ingrid/processors/counter.h>
+
+#include "cluster/transport/frame_faults.h"
 
 #include "support/test_cluster.h"
 

@@ -2,7 +2,7 @@
 // every node at once, with client-side batching on and off, each key grants exactly what the
 // limiter allows; and a scripted sequence run through the nodes answers exactly what the same
 // sequence answers on a local entry.
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 #include <catch2/catch.hpp>
 
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
+#include <ingrid/batcher.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>

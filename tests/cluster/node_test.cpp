@@ -1,4 +1,4 @@
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 #include <catch2/catch.hpp>
 
@@ -18,6 +18,8 @@
 
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/token_bucket.h>
+
+#include "cluster/shard/partition_workers.h"
 
 using namespace ingrid;
 using namespace std::chrono_literals;

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/batcher.h>
-#include <ingrid/cluster/node.h>
+#include <ingrid/batcher.h>
+#include <ingrid/node.h>
 
 #include "processors/limiter_store.h"
 #include "support/test_cluster.h"

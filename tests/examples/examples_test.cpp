@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include <ingrid/cluster/transport.h>
+#include "cluster/transport/transport.h"
 
 #include "support/child_process.h"
 

@@ -1,5 +1,5 @@
 // DedupTable (grid/dedup_table.h): the answers a partition keeps for exactly-once retries.
-#include <ingrid/grid/dedup_table.h>
+#include "grid/dedup_table.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include <ingrid/grid/entry.h>
+#include <ingrid/entry.h>
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include <ingrid/grid/hash.h>
+#include <ingrid/hash.h>
 
 #include <catch2/catch.hpp>
 

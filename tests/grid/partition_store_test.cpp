@@ -1,4 +1,4 @@
-#include <ingrid/grid/partition_store.h>
+#include "grid/partition_store.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,4 +1,4 @@
-#include <ingrid/limiters/local_token_bucket.h>
+#include <ingrid/local_token_bucket.h>
 
 #include <algorithm>
 #include <atomic>

@@ -12,7 +12,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <ingrid/grid/entry.h>
+#include <ingrid/entry.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/entry_processor.h>
 #include <ingrid/processors/limit_answer.h>

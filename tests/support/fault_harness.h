@@ -35,7 +35,9 @@
 #include <utility>
 #include <vector>
 
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
+
+#include "cluster/transport/messages.h"
 
 extern char** environ;
 

@@ -28,8 +28,8 @@
 #include <utility>
 #include <vector>
 
-#include <ingrid/client/client.h>
-#include <ingrid/grid/error.h>
+#include <ingrid/client.h>
+#include <ingrid/error.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/token_bucket.h>

@@ -16,7 +16,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
-#include <ingrid/cluster/tls.h>
+#include "cluster/transport/tls.h"
 
 namespace ingrid::testing {
 

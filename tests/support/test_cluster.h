@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 namespace ingrid::testing {
 

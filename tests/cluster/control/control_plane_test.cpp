@@ -1,4 +1,4 @@
-#include <ingrid/cluster/control/control_plane.h>
+#include "cluster/control/control_plane.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,10 +1,10 @@
 // In-process faults (issue 7): frames between embedded members dropped, duplicated, delayed and
-// reordered by FrameFaults (cluster/frame_faults.h), one way or both. The injector itself first;
-// then three members on 127.0.0.2-4 under the grant audit: no token granted twice, every
+// reordered by FrameFaults (cluster/transport/frame_faults.h), one way or both. The injector itself
+// first; then three members on 127.0.0.2-4 under the grant audit: no token granted twice, every
 // acknowledged grant in the final state, no caller past its deadline, and once the faults are
 // lifted the members settle on one topology with every replica complete. Run them alone with
 // `fault_tests "[inprocess]"`.
-#include <ingrid/cluster/frame_faults.h>
+#include "cluster/transport/frame_faults.h"
 
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 
 #include "support/grant_audit.h"
 #include "support/test_cluster.h"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 
 #include "support/grant_audit.h"
 

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include <ingrid/client/client.h>
+#include <ingrid/client.h>
 #include <ingrid/processors/counter.h>
 
 #include "support/grant_audit.h"

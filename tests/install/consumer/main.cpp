@@ -1,5 +1,5 @@
 // A program outside the ingrid tree, built against the installed package.
-#include <ingrid/cluster/node.h>
+#include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
 #include <iostream>

@@ -1,0 +1,606 @@
+#include "cluster/control/coordinator.h"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <utility>
+
+#include "cluster/transport/messages.h"
+
+namespace ingrid {
+
+void Coordinator::start() {
+  const TopologyPtr cur = host_.currentTopology();
+  std::shared_ptr<Topology> next;
+  if (cur->members.empty()) {
+    next = host_.firstTopology();  // a new cluster: this member alone
+  } else {
+    next = std::make_shared<Topology>(*cur);
+    next->version = cur->version + 1;
+  }
+  busy_ = true;
+  std::weak_ptr<int> life = life_;
+  // Committing its own topology proves this leader has applied everything before it: plans are
+  // made from the latest committed view only.
+  host_.proposeTopology(next, [this, life](Result<bool> r) {
+    if (life.expired()) return;
+    if (!r) {
+      host_.runAfter(std::chrono::milliseconds(100), [this, life] {
+        if (!life.expired()) start();
+      });
+      return;
+    }
+    busy_ = false;
+    replan_ = false;  // failures reported meanwhile are queued as their own changes
+    const TopologyPtr now = host_.currentTopology();
+    std::vector<MemberId> ids = now->memberIds();
+    const PartitionTable ideal =
+        PartitionTable::balanced(now->table.partitionCount(), ids, now->backups);
+    if (!now->syncing.empty() || !(now->table == ideal)) {
+      // The previous leader left a change unfinished: aim for the members committed now.
+      queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, now->members});
+    }
+    pump();
+  });
+}
+
+void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
+                              UniqueFunction<void(Result<MemberId>)> reply) {
+  // A member's address joining with another incarnation proves that member dead: remove it now,
+  // so that a change stalled on it (a snapshot it was sending) is re-planned, not waited for.
+  // No lease wait for it: the new process listens at the old one's address, so the old process
+  // (its listener gone, which only its end closes) serves no one any more.
+  for (const auto& m : host_.currentTopology()->members) {
+    if (m.address == address && m.incarnation != incarnation) {
+      revoked_.insert(m.id);
+      failMember(m.id);
+    }
+  }
+  queue_.push_back(Change{Kind::kJoin, 0, std::move(address), incarnation, std::move(reply), {}});
+  pump();
+}
+
+void Coordinator::requestLeave(MemberId id) {
+  queue_.push_back(Change{Kind::kLeave, id, {}, 0, {}, {}});
+  pump();
+}
+
+void Coordinator::memberFailed(MemberId id) {
+  if (id == host_.selfId() || failed_.count(id) != 0 || !revoked_.insert(id).second) return;
+  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+      leaseExpired(id) - std::chrono::steady_clock::now());
+  if (wait.count() <= 0) {
+    failMember(id);
+    return;
+  }
+  std::weak_ptr<int> life = life_;
+  host_.runAfter(wait, [this, life, id] {
+    if (!life.expired()) failMember(id);
+  });
+}
+
+Coordinator::SteadyTime Coordinator::leaseExpired(MemberId id) const {
+  SteadyTime from = leaderSince_;
+  if (auto it = lastGrant_.find(id); it != lastGrant_.end()) from = std::max(from, it->second);
+  return from + host_.leaseWait();
+}
+
+void Coordinator::remember(const TopologyPtr& t) {
+  seen_.emplace(t->version, t);
+  while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
+}
+
+std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) const {
+  const MemberInfo* m = t.member(ask.id);
+  if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0 ||
+      failed_.count(ask.id) != 0) {
+    return "no lease for member " + std::to_string(ask.id) +
+           ": it is not a live member at topology v" + std::to_string(t.version) +
+           " (revoked, removed, or another incarnation)";
+  }
+  const std::string stale = "no lease for member " + std::to_string(ask.id) +
+                            ": it has installed topology v" + std::to_string(ask.version) + ", ";
+  if (auto it = leaseFloor_.find(ask.id); it != leaseFloor_.end() && ask.version < it->second) {
+    return stale + "and is about to lose a primary at v" + std::to_string(it->second);
+  }
+  if (ask.version < t.primariesChangedAt()) {
+    // Primaries moved since its version: it may still believe itself the primary of one it lost.
+    // Judged precisely when this leader saw that version (a member a few ms behind is not
+    // refused), and refused when it did not.
+    auto it = seen_.find(ask.version);
+    if (it == seen_.end() || it->second->table.partitionCount() != t.table.partitionCount()) {
+      return stale + "older than v" + std::to_string(t.primariesChangedAt()) +
+             ", which moves primaries";
+    }
+    const Topology& old = *it->second;
+    for (PartitionId p = 0; p < t.table.partitionCount(); ++p) {
+      if (old.table.primary(p) == ask.id &&
+          (t.table.primary(p) != ask.id || t.epoch(p) != old.epoch(p))) {
+        return stale + "where it is the primary of partition " + std::to_string(p) +
+               ", which it is not (or not in the same epoch) at v" + std::to_string(t.version);
+      }
+    }
+  }
+  return {};
+}
+
+void Coordinator::requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
+                               UniqueFunction<void(Result<bool>)> reply) {
+  LeaseAsk ask{id, incarnation, version, std::move(reply)};
+  const TopologyPtr t = host_.currentTopology();
+  remember(t);
+  if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
+    ask.reply(Error(Errc::unavailable, std::move(why)));
+    return;
+  }
+  leaseQueue_.push_back(std::move(ask));
+  runBarrier();
+}
+
+void Coordinator::runBarrier() {
+  if (barrierInFlight_ || leaseQueue_.empty()) return;
+  barrierInFlight_ = true;
+  // Every request in this batch arrived before the barrier was proposed: its commit proves this
+  // member led after each request was sent.
+  auto batch = std::make_shared<std::vector<LeaseAsk>>(std::move(leaseQueue_));
+  leaseQueue_.clear();
+  std::weak_ptr<int> life = life_;
+  host_.barrier([this, life, batch](Result<bool> r) {
+    if (life.expired()) return;  // leadership lost: the askers time out and ask the next leader
+    barrierInFlight_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    const TopologyPtr t = host_.currentTopology();
+    remember(t);
+    for (LeaseAsk& ask : *batch) {
+      // Judged again: a revocation, a floor or a topology may have come while the barrier ran.
+      if (!r) {
+        ask.reply(r.error());
+      } else if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
+        ask.reply(Error(Errc::unavailable, std::move(why)));
+      } else {
+        lastGrant_[ask.id] = now;
+        ask.reply(true);
+      }
+    }
+    runBarrier();
+  });
+}
+
+void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable) {
+  const auto now = std::chrono::steady_clock::now();
+  if (unreachable.empty()) {
+    unreachable_.erase(reporter);
+    return;
+  }
+  unreachable_[reporter] = {std::set<MemberId>(unreachable.begin(), unreachable.end()), now};
+  // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
+  // leader's own failure detection judges it).
+  const auto fresh = [&](const auto& kv) { return now - kv.second.second < host_.leaseWait(); };
+  const TopologyPtr t = host_.currentTopology();
+  // Only members this leader hears from: one it does not hear is judged by its own failure
+  // detection (and a crashed member that only some have reported yet must not look better
+  // connected than the live members that reported it).
+  std::vector<MemberId> live;
+  for (const MemberInfo& m : t->members) {
+    if (failed_.count(m.id) == 0 && revoked_.count(m.id) == 0 &&
+        (m.id == host_.selfId() || host_.hearsFrom(m.id))) {
+      live.push_back(m.id);
+    }
+  }
+  auto cut = [&](MemberId a, MemberId b) {
+    for (MemberId x : {a, b}) {
+      auto it = unreachable_.find(x);
+      if (it != unreachable_.end() && fresh(*it) && it->second.first.count(x == a ? b : a) != 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  // Greedy clique around the leader: members with fewer cut links first, then smaller ids. Exact
+  // for the cases that matter (one cut link, a bridge, one member cut from several); a heuristic
+  // beyond.
+  std::map<MemberId, std::size_t> cuts;
+  for (MemberId a : live) {
+    for (MemberId b : live) {
+      if (a != b && cut(a, b)) ++cuts[a];
+    }
+  }
+  if (cuts.empty()) return;
+  std::vector<MemberId> order = live;
+  std::sort(order.begin(), order.end(), [&](MemberId a, MemberId b) {
+    return std::make_pair(cuts[a], a) < std::make_pair(cuts[b], b);
+  });
+  std::vector<MemberId> keep{host_.selfId()};
+  std::vector<MemberId> drop;
+  for (MemberId m : order) {
+    if (m == host_.selfId()) continue;
+    const bool fits = std::none_of(keep.begin(), keep.end(), [&](MemberId k) { return cut(k, m); });
+    (fits ? keep : drop).push_back(m);
+  }
+  for (MemberId m : drop) {
+    // The partitions m holds the only complete replica of would restart empty.
+    std::vector<PartitionId> sole;
+    for (PartitionId p : t->table.partitionsOf(m)) {
+      if (t->syncingReplica(p, m) != nullptr) continue;
+      bool another = false;
+      for (MemberId o : t->table.owners(p)) {
+        // Another complete replica counts only on a member this leader hears now: one that
+        // merely has not been declared failed yet may be dead.
+        if (o != m && t->syncingReplica(p, o) == nullptr && failed_.count(o) == 0 &&
+            revoked_.count(o) == 0 && std::find(drop.begin(), drop.end(), o) == drop.end() &&
+            std::find(live.begin(), live.end(), o) != live.end()) {
+          another = true;
+        }
+      }
+      if (!another) sole.push_back(p);
+    }
+    if (!sole.empty()) {
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
+                << " cannot reach all of the others (a partial partition), but holds the only "
+                   "complete replica of "
+                << sole.size() << " partition(s) (first: " << sole.front()
+                << "); kept until the link heals\n";
+      continue;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
+              << " cannot reach all of the others (a partial partition); removing it\n";
+    memberFailed(m);
+  }
+}
+
+void Coordinator::failMember(MemberId id) {
+  if (id == host_.selfId() || !failed_.insert(id).second) return;
+  if (busy_ && leaseWait_ && leaseWait_->members.count(id) != 0) {
+    // A topology waits for this member's lease, and lists it: it is failed now (dead, for a
+    // restart at its address; or its lease ran out), so plan the change again without it.
+    *leaseWait_->cancelled = true;
+    leaseWait_.reset();
+    std::vector<MemberInfo> aim =
+        target_ ? std::move(target_->members) : host_.currentTopology()->members;
+    target_.reset();
+    busy_ = false;
+    syncing_ = false;
+    replan_ = false;
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+  }
+  if (busy_) {
+    replan_ = true;
+    if (syncing_) migrating();  // waiting for syncs that may never come: re-plan now
+    // Otherwise an install round is in flight; migrating() or the end of the change sees it.
+  }
+  queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}});
+  pump();
+}
+
+void Coordinator::pump() {
+  while (!busy_ && !queue_.empty()) {
+    Change change = std::move(queue_.front());
+    queue_.pop_front();
+    run(std::move(change));
+  }
+}
+
+void Coordinator::run(Change change) {
+  const TopologyPtr cur = host_.currentTopology();
+  std::vector<MemberInfo> after;
+  MemberId nextId = cur->nextMemberId;
+  switch (change.kind) {
+    case Kind::kJoin: {
+      // (A member at this address with another incarnation was declared failed by requestJoin,
+      // and is filtered out below.)
+      for (const auto& m : cur->members) {
+        if (m.address == change.address && m.incarnation == change.incarnation) {
+          if (change.reply) change.reply(m.id);  // a retried join: already admitted
+          return;
+        }
+      }
+      after = cur->members;
+      change.id = nextId++;
+      after.push_back(MemberInfo{change.id, change.address, change.incarnation});
+      if (change.reply) change.reply(change.id);
+      break;
+    }
+    case Kind::kLeave:
+    case Kind::kFail:
+      if (!cur->hasMember(change.id)) return;  // not a member (any more)
+      after = cur->members;
+      std::erase_if(after, [&](const MemberInfo& m) { return m.id == change.id; });
+      break;
+    case Kind::kReplan:
+      after = std::move(change.members);
+      break;
+  }
+  // A member declared failed is never part of a plan.
+  std::erase_if(after, [&](const MemberInfo& m) { return failed_.count(m.id) != 0; });
+  if (after.empty()) return;  // the last member leaves: nothing to hand over to
+  migrate(std::move(after), nextId);
+}
+
+void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
+  const TopologyPtr cur = host_.currentTopology();
+  const std::uint32_t partitions = cur->table.partitionCount();
+  std::vector<MemberId> ids;
+  for (const auto& m : after) ids.push_back(m.id);
+  const PartitionTable ideal = PartitionTable::balanced(partitions, ids, cur->backups);
+  auto failed = [this](MemberId m) { return failed_.count(m) != 0; };
+  auto contains = [](const std::vector<MemberId>& v, MemberId m) {
+    return std::find(v.begin(), v.end(), m) != v.end();
+  };
+
+  // T1 members: the current ones that have not failed, plus any joining.
+  std::vector<MemberInfo> t1Members;
+  for (const auto& m : cur->members) {
+    if (!failed(m.id)) t1Members.push_back(m);
+  }
+  for (const auto& m : after) {
+    if (!cur->hasMember(m.id)) t1Members.push_back(m);
+  }
+  std::sort(t1Members.begin(), t1Members.end(),
+            [](const MemberInfo& a, const MemberInfo& b) { return a.id < b.id; });
+
+  // Re-planning this coordinator's own change keeps the snapshots already under way.
+  const std::uint64_t t1Version = cur->version + 1;
+  const bool ownPlan = cur->version == t1Version_;
+  // After a stall, snapshots under way are not trusted to finish: they all start again.
+  const bool restart = std::exchange(restartSnapshots_, false);
+  // A replica the installed topology lists as syncing is complete if it reported so during
+  // this coordinator's own change (the topology's list only shrinks with T2).
+  auto complete = [&](PartitionId p, MemberId m) {
+    if (!cur->table.isOwner(p, m)) return false;
+    const SyncingReplica* r = cur->syncingReplica(p, m);
+    return r == nullptr || (ownPlan && synced_.count({p, m}) != 0);
+  };
+  std::vector<std::vector<MemberId>> owners(partitions);
+  std::vector<SyncingReplica> syncing;
+  awaiting_.clear();
+  for (PartitionId p = 0; p < partitions; ++p) {
+    const std::vector<MemberId>& was = cur->table.owners(p);
+    std::vector<MemberId>& o = owners[p];
+    // Complete surviving replicas first (the first is the primary), then resyncing ones (they
+    // hold every acknowledged update: see SyncingReplica), then incomplete ones that remain owners.
+    auto resyncing = [&](MemberId m) {
+      const SyncingReplica* r = cur->syncingReplica(p, m);
+      return r != nullptr && r->resync && !complete(p, m);
+    };
+    for (MemberId m : was) {
+      if (!failed(m) && complete(p, m)) o.push_back(m);
+    }
+    for (MemberId m : was) {
+      if (!failed(m) && resyncing(m)) o.push_back(m);
+    }
+    for (MemberId m : was) {
+      if (!failed(m) && !complete(p, m) && !resyncing(m) && ideal.isOwner(p, m)) o.push_back(m);
+    }
+    if (!o.empty() && !complete(p, o.front()) && !resyncing(o.front())) {
+      // Policy (docs/ARCHITECTURE.md): the partition goes on from a replica that was still
+      // receiving its first snapshot: it holds the whole snapshot and every later update if the
+      // snapshot was in, else nothing (acknowledged updates are then lost).
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
+                << " has no complete replica left; member " << o.front()
+                << ", which was receiving its first snapshot, takes over with what it holds (all "
+                   "or nothing)\n";
+    }
+    if (o.empty()) {  // every replica failed: the partition starts again, empty
+      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
+                << " has no complete replica left (every owner failed: " << was.size()
+                << "); it restarts empty on its new owners, and what it held is lost\n";
+      o = ideal.owners(p);
+      for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
+        syncing.push_back(SyncingReplica{p, o[i], t1Version});
+        awaiting_[{p, o[i]}] = t1Version;
+      }
+      continue;
+    }
+    // The primary failed: a backup took over, and every other owner resyncs from it (it may
+    // hold updates the old primary replicated to some backups only).
+    const bool promoted = was.empty() || o.front() != was.front();
+    for (MemberId m : ideal.owners(p)) {
+      if (!contains(o, m)) o.push_back(m);
+    }
+    for (std::size_t i = 1; i < o.size(); ++i) {
+      const MemberId m = o[i];
+      const SyncingReplica* before = cur->syncingReplica(p, m);
+      if (complete(p, m) && !promoted) continue;
+      const std::uint64_t since =
+          before && ownPlan && !promoted && !restart ? before->since : t1Version;
+      // Was complete (or resyncing from complete) in the installed topology.
+      const bool resync = complete(p, m) || (before != nullptr && before->resync);
+      syncing.push_back(SyncingReplica{p, m, since, resync});
+      if (ideal.isOwner(p, m)) awaiting_[{p, m}] = since;
+    }
+  }
+  synced_.clear();
+  auto t1 = std::make_shared<Topology>();
+  t1->version = t1Version;
+  t1->members = std::move(t1Members);
+  t1->table = PartitionTable(partitions, std::move(owners));
+  t1->backups = cur->backups;
+  t1->nextMemberId = nextId;
+  t1->syncing = std::move(syncing);
+
+  target_ = std::make_shared<Topology>();
+  target_->version = t1->version + 1;  // (re-numbered if T1 is re-planned)
+  target_->members = std::move(after);
+  target_->table = ideal;
+  target_->backups = cur->backups;
+  target_->nextMemberId = nextId;
+  t1Version_ = t1->version;
+  busy_ = true;
+  syncing_ = false;
+  install(std::move(t1), [this] { migrating(); });
+}
+
+void Coordinator::migrating() {
+  if (replan_) {  // a member failed since this change was planned: plan again from here
+    replan_ = false;
+    syncing_ = false;
+    busy_ = false;
+    std::vector<MemberInfo> aim = std::move(target_->members);
+    target_.reset();
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    pump();
+    return;
+  }
+  syncing_ = true;
+  if (awaiting_.empty()) {
+    finishMigration();
+    return;
+  }
+  watchStall(t1Version_, syncsDone_);
+}
+
+void Coordinator::watchStall(std::uint64_t version, std::uint64_t progress) {
+  std::weak_ptr<int> life = life_;
+  const std::chrono::milliseconds stall = host_.migrationStallTimeout();
+  host_.runAfter(stall, [this, life, version, progress, stall] {
+    if (life.expired() || !busy_ || !syncing_ || t1Version_ != version) return;  // moved on
+    if (syncsDone_ != progress) {  // progress: watch the next stretch
+      watchStall(version, syncsDone_);
+      return;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): the migration planned at v"
+              << version << " finished no sync in " << stall.count() << " ms (" << awaiting_.size()
+              << " awaited); planning it again, restarting its snapshots\n";
+    restartSnapshots_ = true;
+    replan_ = true;
+    migrating();
+  });
+}
+
+void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t version) {
+  if (!busy_) return;
+  auto it = awaiting_.find({partition, member});
+  if (it == awaiting_.end()) {
+    // Not awaited (a resyncing owner that is not an ideal one), yet complete: a re-plan that
+    // makes it an ideal owner must count it as complete, for nothing will report it again.
+    const TopologyPtr cur = host_.currentTopology();
+    const SyncingReplica* r = cur->syncingReplica(partition, member);
+    if (r != nullptr && version >= r->since) synced_.insert({partition, member});
+    return;
+  }
+  if (version < it->second) return;  // about an older snapshot
+  awaiting_.erase(it);
+  ++syncsDone_;
+  synced_.insert({partition, member});
+  if (syncing_ && awaiting_.empty()) finishMigration();
+}
+
+void Coordinator::finishMigration() {
+  syncing_ = false;
+  auto t2 = std::move(target_);
+  install(std::move(t2), [this] {
+    busy_ = false;
+    replan_ = false;  // a failure during T2's install is queued as its own change
+    pump();
+  });
+}
+
+std::vector<MemberInfo> Coordinator::othersIn(const Topology& next) const {
+  const TopologyPtr cur = host_.currentTopology();
+  std::vector<MemberInfo> out;
+  auto add = [&](const MemberInfo& m) {
+    if (m.id == host_.selfId() || failed_.count(m.id) != 0) return;
+    for (const auto& o : out) {
+      if (o.id == m.id) return;
+    }
+    out.push_back(m);
+  };
+  for (const auto& m : next.members) add(m);
+  for (const auto& m : cur->members) add(m);
+  return out;
+}
+
+void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {
+  const TopologyPtr cur = host_.currentTopology();
+  const std::vector<MemberInfo> targets = othersIn(*next);
+  next->term = host_.controlTerm();
+  next->leader = host_.selfId();
+  // Members that stop being the primary of some partition: no lease renewal for them until they
+  // have installed `next` (else one whose fence ran out before it learned of `next` could write).
+  std::set<MemberId> losing;
+  if (cur->table.partitionCount() == next->table.partitionCount()) {
+    for (PartitionId p = 0; p < next->table.partitionCount(); ++p) {
+      const MemberId was = cur->table.primary(p);
+      if (was != 0 && was != next->table.primary(p)) losing.insert(was);
+    }
+  }
+  for (MemberId m : losing) {
+    std::uint64_t& floor = leaseFloor_[m];
+    floor = std::max(floor, next->version);
+  }
+  // Phase 1: every member fences what it is about to lose and drains it. A member that does
+  // not answer (gone, paused) does not block the change past the Prepare's deadline; but if it
+  // loses a primary, `next` waits until its last lease has surely expired.
+  struct Round {
+    std::size_t pending;
+    std::set<MemberId> unfenced;
+  };
+  auto round = std::make_shared<Round>(Round{targets.size() + 1, {}});
+  auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
+  std::weak_ptr<int> life = life_;
+  auto arrive = [this, life, round, next, thenPtr](MemberId unfenced) {
+    if (life.expired()) return;
+    if (unfenced != 0) round->unfenced.insert(unfenced);
+    if (--round->pending != 0) return;
+    // A member declared failed meanwhile needs no wait: failMember runs only once its lease has
+    // run out, or once it is proven dead (its address rejoined as a new incarnation).
+    std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
+    SteadyTime proposeAt{};
+    for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leaseExpired(m));
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+        proposeAt - std::chrono::steady_clock::now());
+    if (wait.count() <= 0) {
+      propose(next, std::move(*thenPtr));
+      return;
+    }
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): topology v" << next->version
+              << " waits " << wait.count() << " ms for the lease of a primary that did not fence\n";
+    auto cancelled = std::make_shared<bool>(false);
+    leaseWait_ = LeaseWait{round->unfenced, cancelled};
+    host_.runAfter(wait, [this, life, next, thenPtr, cancelled] {
+      if (life.expired() || *cancelled) return;
+      leaseWait_.reset();
+      propose(next, std::move(*thenPtr));
+    });
+  };
+  const std::string body = encode(TopologyBody{*next});
+  for (const MemberInfo& m : targets) {
+    const MemberId id = losing.count(m.id) != 0 ? m.id : 0;
+    host_.sendToMember(m, MessageType::kTopologyPrepare, body,
+                       [arrive, id](Result<Frame> r) mutable { arrive(r.ok() ? 0 : id); });
+  }
+  host_.prepareLocally(*next, [arrive]() mutable { arrive(0); });
+}
+
+void Coordinator::propose(std::shared_ptr<Topology> next, UniqueFunction<void()> then) {
+  std::weak_ptr<int> life = life_;
+  auto thenPtr = std::make_shared<UniqueFunction<void()>>(std::move(then));
+  host_.proposeTopology(std::move(next), [this, life, thenPtr](Result<bool> r) {
+    if (life.expired()) return;
+    if (!r) {
+      proposalFailed(r.error());
+      return;
+    }
+    (*thenPtr)();
+  });
+}
+
+void Coordinator::proposalFailed(const Error& why) {
+  std::cerr << "ingrid: member " << host_.selfId() << " (leader): " << why.message()
+            << "; planning again\n";
+  // Plan again from what is committed, aiming where the failed change aimed.
+  std::vector<MemberInfo> aim =
+      target_ ? std::move(target_->members) : host_.currentTopology()->members;
+  target_.reset();
+  busy_ = false;
+  syncing_ = false;
+  replan_ = false;
+  std::weak_ptr<int> life = life_;
+  host_.runAfter(std::chrono::milliseconds(100), [this, life, aim = std::move(aim)]() mutable {
+    if (life.expired()) return;
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    pump();
+  });
+}
+
+}  // namespace ingrid

@@ -1,0 +1,215 @@
+// Coordinator: the control plane leader's planner. Admits and removes members, and moves
+// partitions without loss (DESIGN invariants 5, 7 and 12). It exists on the member that leads the
+// control plane (Raft) and only while it does; every topology it plans is committed through the
+// Raft log (CoordinatorHost::proposeTopology), so a deposed or paused leader can install nothing.
+//
+// On election it first commits its takeover topology (the committed one, numbered anew and
+// stamped with its term and id), which proves its view is the latest; then it re-plans any change
+// its predecessor left unfinished.
+//
+// One membership change at a time, in two topologies:
+//   T1 = the current owners of every partition, plus its new owners (by rendezvous over the new
+//        member list) as extra backups. Primaries send each new owner a snapshot while
+//        replicating every new update to it, and report kSynced when it has everything.
+//   T2 = the new owners only, installed once every new owner is synced.
+// A member declared failed (silent past the failure timeout) is removed the same way, except that
+// T1 already drops it: of each partition it owned, the first complete surviving owner becomes
+// the primary, and every other owner resyncs from that primary. A failure during a change
+// re-plans the change from the topology installed now (its syncing replicas carried over).
+//
+// Before proposing a topology, the coordinator asks every member to fence the partitions it is
+// about to stop being primary of and drain their in-flight replication (kTopologyPrepare, carrying
+// the topology with this leader's term; a member refuses one from an older term). A fence is
+// released when the topology it was set for (or a newer one) is installed, or after a bound.
+// A member that is about to lose a primary gets no lease renewal until it has installed that
+// topology (leaseFloor_; and Topology::primariesChangedAt() once committed). If its Prepare fails
+// (paused, cut off), the topology is proposed only once its last lease has surely expired: so the
+// old primary has stopped writing before the new one starts, whether or not it saw the Prepare.
+//
+// Thread safety: network thread only. Callbacks it leaves behind check that it still exists.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+#include "cluster/transport/connection.h"
+#include "cluster/transport/frame.h"
+
+namespace ingrid {
+
+// What the coordinator needs from its node.
+class CoordinatorHost {
+ public:
+  virtual MemberId selfId() const = 0;
+  virtual TopologyPtr currentTopology() const = 0;
+  // Sends a request to a member (which may not be in the current topology yet, or any more);
+  // `done` runs once on the network thread.
+  virtual void sendToMember(const MemberInfo& member, MessageType type, std::string body,
+                            Connection::ResponseHandler done) = 0;
+  // The coordinator's own node takes part in Prepare like any member.
+  virtual void prepareLocally(const Topology& next, UniqueFunction<void()> done) = 0;
+  // Commits `next` through the control plane's log; `done` runs on the network thread once it is
+  // committed and installed here, or with the Error that kept it out.
+  virtual void proposeTopology(std::shared_ptr<Topology> next,
+                               UniqueFunction<void(Result<bool>)> done) = 0;
+  // The control plane's current term (stamped on Prepare).
+  virtual std::uint64_t controlTerm() const = 0;
+  // The topology a new cluster starts with: this member alone (when nothing was committed yet).
+  virtual std::shared_ptr<Topology> firstTopology() const = 0;
+  // Runs `fn` on the network thread after `delay`.
+  virtual void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) = 0;
+  // Commits a Raft barrier in this leader's term; `done` on the network thread.
+  virtual void barrier(UniqueFunction<void(Result<bool>)> done) = 0;
+  // How long after a lease grant the member's lease has surely expired here (its duration
+  // stretched by the clock-drift bound, plus a margin).
+  virtual std::chrono::milliseconds leaseWait() const = 0;
+  // Whether this member heard from member `id` within the last few heartbeats.
+  virtual bool hearsFrom(MemberId id) const = 0;
+  // A migration with no finished sync for this long is planned again (NodeOptions).
+  virtual std::chrono::milliseconds migrationStallTimeout() const = 0;
+
+ protected:
+  ~CoordinatorHost() = default;
+};
+
+class Coordinator {
+ public:
+  explicit Coordinator(CoordinatorHost& host) : host_(host) {}
+
+  // This member was just elected: commit the takeover topology, then finish what the previous
+  // leader left (a migration under way). Joins and leaves queue meanwhile.
+  void start();
+
+  // Queues the admission of a node listening at `address`; `reply` gets its member id once the
+  // change starts. The same address with the same incarnation is a retried join (the same id
+  // again); with another incarnation it is that member restarted: the old member is removed as
+  // failed and the node admitted afresh.
+  void requestJoin(std::string address, std::uint64_t incarnation,
+                   UniqueFunction<void(Result<MemberId>)> reply);
+  // Queues the graceful removal of a member.
+  void requestLeave(MemberId id);
+  // Removes a member that stopped answering, without its help (it may be dead). Idempotent. Its
+  // lease is revoked at once (no more grants), and the removal (promoting its backups) waits
+  // until its last lease has surely expired (DESIGN invariant 13).
+  void memberFailed(MemberId id);
+  // A member asks for its primary lease, having installed topology `version`. Granted (reply
+  // true) once a barrier committed after the request proves this member still leads, if the asker
+  // is a member with that incarnation, not revoked, and has installed every topology that moved a
+  // primary away from it; otherwise an Error. Requests are batched: one barrier in flight at a
+  // time.
+  void requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
+                    UniqueFunction<void(Result<bool>)> reply);
+  // Member `reporter` has not heard from `unreachable` for the failure timeout (sent with its
+  // lease requests). When two members that this leader hears from cannot reach each other, the
+  // leader keeps the largest group of members that all reach each other and the leader (ties:
+  // the one keeping smaller ids) and removes the others as failed, lease wait included: a primary
+  // never waits forever on a backup it cannot reach. A member that holds the only complete replica
+  // of a partition is not removed this way (that would lose acknowledged writes): the cut link
+  // then stays until it heals, and is logged.
+  void reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable);
+  // A primary reports that `member` holds a complete replica of `partition`.
+  void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
+  // No change running or queued.
+  bool idle() const noexcept { return !busy_ && queue_.empty(); }
+
+ private:
+  enum class Kind { kJoin, kLeave, kFail, kReplan };
+  struct Change {
+    Kind kind = Kind::kJoin;
+    MemberId id = 0;
+    std::string address;
+    std::uint64_t incarnation = 0;
+    UniqueFunction<void(Result<MemberId>)> reply;
+    std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
+  };
+
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  struct LeaseAsk {
+    MemberId id = 0;
+    std::uint64_t incarnation = 0;
+    std::uint64_t version = 0;
+    UniqueFunction<void(Result<bool>)> reply;
+  };
+  // Why `ask` gets no lease now, or an empty string.
+  std::string leaseRefusal(const LeaseAsk& ask, const Topology& t) const;
+  // Keeps `t` among the recent topologies that lease requests are judged against.
+  void remember(const TopologyPtr& t);
+  void failMember(MemberId id);  // memberFailed, once the lease has run out
+  void runBarrier();
+  // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired.
+  SteadyTime leaseExpired(MemberId id) const;
+
+  void pump();
+  void run(Change change);
+  // Installs T1 (from the current topology towards `after`), then T2 once every new owner is
+  // synced.
+  void migrate(std::vector<MemberInfo> after, MemberId nextId);
+  // T1 is installed: wait for syncs, or re-plan if a member failed meanwhile.
+  void migrating();
+  // While the migration planned as T1 `version` waits for syncs: re-plan it, restarting its
+  // snapshots, if no awaited sync finished within the stall timeout.
+  void watchStall(std::uint64_t version, std::uint64_t progress);
+  void finishMigration();
+  // Prepare (fence and drain on every member), then commit `next` through the log, then `then`.
+  void install(std::shared_ptr<Topology> next, UniqueFunction<void()> then);
+  void propose(std::shared_ptr<Topology> next, UniqueFunction<void()> then);
+  // A proposal failed while this member still leads: plan again from what is committed.
+  void proposalFailed(const Error& why);
+  // Every member of the current or the next topology except this node.
+  std::vector<MemberInfo> othersIn(const Topology& next) const;
+
+  CoordinatorHost& host_;
+  // Callbacks left with the host (Prepare replies, proposals, timers) hold a weak reference and
+  // do nothing once this coordinator is gone (it is destroyed when leadership is lost).
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+  std::deque<Change> queue_;
+  bool busy_ = false;
+  // The change in progress: T2 to install once every (partition, new owner) pair is synced.
+  std::shared_ptr<Topology> target_;
+  std::uint64_t t1Version_ = 0;
+  // (partition, member) -> the topology version whose snapshot will count.
+  std::map<std::pair<PartitionId, MemberId>, std::uint64_t> awaiting_;
+  bool syncing_ = false;
+  std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
+  std::set<MemberId> failed_;  // declared failed: never asked anything again
+  // Leases. An earlier leader may have granted one until just before this one was elected, so
+  // nobody's lease is known expired before leaderSince_ + leaseWait().
+  const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
+  std::map<MemberId, SteadyTime> lastGrant_;
+  std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
+  // A member about to lose a primary: no grant until it has installed this version (set when the
+  // Prepare goes out; kept, since versions only grow).
+  std::map<MemberId, std::uint64_t> leaseFloor_;
+  // A topology held back until the leases of members whose Prepare failed have expired; failing
+  // one of them cancels it (the change is planned again without that member).
+  struct LeaseWait {
+    std::set<MemberId> members;
+    std::shared_ptr<bool> cancelled;
+  };
+  std::optional<LeaseWait> leaseWait_;
+  // Recent committed topologies by version (the last kSeenTopologies this leader saw).
+  static constexpr std::size_t kSeenTopologies = 64;
+  std::map<std::uint64_t, TopologyPtr> seen_;
+  // The latest reachability report of each member: whom it cannot reach, and when it said so.
+  std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
+  std::vector<LeaseAsk> leaseQueue_;
+  bool barrierInFlight_ = false;
+  bool replan_ = false;            // a member failed during the change in progress
+  std::uint64_t syncsDone_ = 0;    // awaited syncs finished (progress, for the stall watch)
+  bool restartSnapshots_ = false;  // the next plan gives every syncing replica a new `since`
+};
+
+}  // namespace ingrid

@@ -1,0 +1,562 @@
+// The invoke path: admission, routing to the primary (locally or in one round trip), execution
+// on the partition's worker, synchronous replication to the backups, redirects and retries.
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <utility>
+
+#include "cluster/node_impl.h"
+
+namespace ingrid {
+namespace {
+
+std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
+
+// A replication batch leaves once its updates hold about this many bytes (or at kMaxUpdates).
+constexpr std::size_t kMaxBatchBytes = 1u << 20;
+
+// The order of updates in a batch: by partition, then sequence.
+bool updateOrder(const std::shared_ptr<const ReplicateBody>& a,
+                 const std::shared_ptr<const ReplicateBody>& b) {
+  return a->partition != b->partition ? a->partition < b->partition : a->seq < b->seq;
+}
+
+}  // namespace
+
+void NodeImpl::finishInvocation() noexcept {
+  if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
+}
+
+void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::string args,
+                         RawCompletion done) {
+  // Count first, then check the state: stop() flips the state and then waits for the count.
+  inflight_.fetch_add(1, std::memory_order_acq_rel);
+  const int state = state_.load(std::memory_order_acquire);
+  Error refused;
+  ErasedProcessorFn fn = nullptr;
+  if (state != kRunning) {
+    refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
+                    "cannot run processor '" + std::string(processor) + "'");
+  } else if (auto bad = keyError(key)) {
+    refused = std::move(*bad);
+  } else if ((fn = registry_.find(processor)) == nullptr) {
+    refused = Error(Errc::unknown_processor,
+                    "no processor named '" + std::string(processor) + "' is registered");
+  }
+  if (fn == nullptr) {
+    finishInvocation();
+    done(std::move(refused));
+    return;
+  }
+  router_.start(std::move(key), processor, std::move(args), std::move(done), options_.partitions,
+                options_.requestTimeout);
+}
+
+bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
+  if (primary != memberId()) return false;
+  const PartitionId p = call->partition;
+  workers_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
+    RoutedCall& c = *call;
+    // Registered: invokeRaw checked it, and the registry is immutable while running.
+    const ErasedProcessorFn fn = registry_.find(c.processor);
+    const RequestId id = router_.requestId(c);
+    execute(c.partition, store, c.key, fn, c.args, id, c.deadline,
+            [this, call = std::move(call)](Result<std::string> r) mutable {
+              if (!r && transport_ &&
+                  (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
+                const Error why = r.error();
+                router_.retryLater(std::move(call), why);
+              } else {
+                router_.finish(std::move(call), std::move(r));
+              }
+            });
+  });
+  return true;
+}
+
+void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view key,
+                       ErasedProcessorFn fn, std::string_view args, const RequestId& id,
+                       std::chrono::steady_clock::time_point deadline, RawCompletion done) {
+  Replica& rep = replicas_[p];
+  const TopologyPtr topo = topology();
+  const MemberId self = memberId();
+  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
+  // the partitions of an empty table (whose primary is 0 too).
+  if (self == 0 || topo->table.primary(p) != self) {
+    done(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
+                                    partitionName(p) + " at topology " +
+                                    std::to_string(topo->version)));
+    return;
+  }
+  if (rep.fenced) {
+    done(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
+    return;
+  }
+  const auto steadyNow = std::chrono::steady_clock::now();
+  if (id.valid()) {
+    const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
+    if (seen.kind == DedupTable::Lookup::kAnswered) {
+      done(std::string(*seen.result));  // ran before: its answer, and it does not run again
+      return;
+    }
+    if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
+      // A copy of a request whose update is still replicating: answered once that resolves.
+      parkedCopies_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    if (seen.kind == DedupTable::Lookup::kInherited) {
+      confirmInherited(p, store, topo, id, std::string(*seen.result), deadline, std::move(done));
+      return;
+    }
+    if (seen.kind != DedupTable::Lookup::kNew) {
+      done(dedupAnswer(p, id, seen));
+      return;
+    }
+  }
+  if (steadyNow >= deadline) {
+    const auto late =
+        std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - deadline).count();
+    done(Error(Errc::timeout, "the deadline passed " + std::to_string(late) +
+                                  " ms before the request started on " + partitionName(p) +
+                                  ": not run"));
+    return;
+  }
+  // No request outlives its dedup record: a retry of it can still find its answer.
+  deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
+  const Nanos now = clock_->now();
+  MutableEntry entry(key, store.find(key, now));
+  Result<std::string> result = fn(args, entry, now);
+  executed_.fetch_add(1, std::memory_order_relaxed);
+  if (!result.ok() || entry.change() == MutableEntry::Change::kNone) {
+    done(std::move(result));  // a failed processor changes nothing (invariant 4)
+    return;
+  }
+  if (std::optional<Error> refused = writeRefusal(p, *topo)) {
+    done(std::move(*refused));
+    return;
+  }
+  store.apply(key, entry);
+  std::shared_ptr<ReplicateBody> update = nextUpdate(p, *topo);
+  const std::vector<MemberId>& owners = topo->table.owners(p);
+  if (owners.size() <= 1) {
+    if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
+    done(std::move(result));
+    return;
+  }
+  update->key = std::string(key);
+  if (const std::optional<EntryView> stored = store.find(key, now)) {
+    update->kind = ReplicateBody::kPut;
+    update->value = std::string(stored->value);
+    update->expiresAt = stored->expiresAt;
+  } else {
+    update->kind = ReplicateBody::kRemove;
+  }
+  if (id.valid()) {
+    update->client = id.client;
+    update->requestSeq = id.seq;
+    update->doneBelow = id.doneBelow;
+    update->result = *result;
+    std::string answer = *result;
+    std::shared_ptr<const ReplicationOutcome> outcome =
+        replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done),
+                  /*track=*/true);
+    store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
+    return;
+  }
+  replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done));
+}
+
+std::optional<Error> NodeImpl::writeRefusal(PartitionId p, const Topology& topo) const {
+  const MemberId self = memberId();
+  if (!holdsLease()) {  // invariant 13: no write without a valid primary lease
+    return Error(Errc::unavailable, "member " + std::to_string(self) +
+                                        " holds no valid primary lease (no renewal from "
+                                        "the control plane's leader within " +
+                                        std::to_string(leaseDuration().count()) +
+                                        " ms): the write to " + partitionName(p) +
+                                        " is refused, nothing changed");
+  }
+  if (topo.members.size() < options_.minMembers) {  // split-brain protection: no write
+    return Error(Errc::no_quorum,
+                 "member " + std::to_string(self) + " sees " + std::to_string(topo.members.size()) +
+                     " member(s), fewer than minMembers " + std::to_string(options_.minMembers) +
+                     ": the write to " + partitionName(p) + " is refused");
+  }
+  return std::nullopt;
+}
+
+std::shared_ptr<ReplicateBody> NodeImpl::nextUpdate(PartitionId p, const Topology& topo) {
+  Replica& rep = replicas_[p];
+  auto update = std::make_shared<ReplicateBody>();
+  update->prevEpoch = rep.lastEpoch;
+  ++rep.seq;
+  rep.lastEpoch = topo.epoch(p);
+  update->epoch = rep.lastEpoch;
+  update->partition = p;
+  update->seq = rep.seq;
+  return update;
+}
+
+void NodeImpl::confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                                const RequestId& id, std::string answer,
+                                std::chrono::steady_clock::time_point deadline,
+                                RawCompletion done) {
+  const auto steadyNow = std::chrono::steady_clock::now();
+  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kPrimarySync) {
+    // No other owner to wait for (or a mode that never waits for one).
+    store.dedup().record(id, answer, nullptr, steadyNow);
+    done(std::move(answer));
+    return;
+  }
+  const std::string request = "request " + std::to_string(id.seq) + " of client " +
+                              std::to_string(id.client) + " ran on a former primary of " +
+                              partitionName(p);
+  if (steadyNow >= deadline) {
+    done(Error(Errc::unavailable, request + "; the deadline passed before its answer could be "
+                                            "confirmed by every owner: ask again"));
+    return;
+  }
+  if (std::optional<Error> refused = writeRefusal(p, *topo)) {
+    done(Error(refused->code(), request + "; confirming it: " + refused->detail()));
+    return;
+  }
+  // A barrier through every backup: once each acknowledges it, each holds every update before it,
+  // the request's among them. Copies that arrive meanwhile find the record pending.
+  std::shared_ptr<ReplicateBody> barrier = nextUpdate(p, *topo);
+  barrier->kind = ReplicateBody::kBarrier;
+  barrier->client = id.client;
+  barrier->requestSeq = id.seq;
+  barrier->doneBelow = id.doneBelow;
+  barrier->result = answer;
+  deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
+  barriers_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const ReplicationOutcome> outcome =
+      replicate(p, std::move(barrier), topo, Result<std::string>(answer), deadline, std::move(done),
+                /*track=*/true);
+  store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
+}
+
+Error NodeImpl::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
+  const std::string request = "request " + std::to_string(id.seq) + " of client " +
+                              std::to_string(id.client) + " on " + partitionName(p);
+  switch (seen.kind) {
+    case DedupTable::Lookup::kPending:
+      return Error(Errc::unavailable,
+                   request + " ran, and its update is still being replicated: ask again");
+    case DedupTable::Lookup::kFailed:
+      return Error(Errc::indeterminate,
+                   request + " ran on the primary, but a backup never confirmed its update");
+    case DedupTable::Lookup::kFull:
+      return Error(Errc::overloaded,
+                   request + ": the client already has " +
+                       std::to_string(DedupTable::kMaxRecordsPerClient) +
+                       " answered requests recorded here that it has not acknowledged "
+                       "(doneBelow " +
+                       std::to_string(id.doneBelow) + "): not run; retry once earlier calls end");
+    case DedupTable::Lookup::kForgotten:
+      return Error(Errc::invalid_argument, request + " is below the client's doneBelow (" +
+                                               std::to_string(id.doneBelow) +
+                                               "): a stale copy of an answered request, not run");
+    default:
+      return Error(Errc::processor_failed, request + ": no recorded answer");
+  }
+}
+
+std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
+    PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
+    Result<std::string> result, std::chrono::steady_clock::time_point deadline, RawCompletion done,
+    bool track) {
+  Replica& rep = replicas_[p];
+  auto acks = std::make_shared<Acks>(topo->table.owners(p).size() - 1, std::move(result));
+  std::shared_ptr<const ReplicationOutcome> outcome;
+  if (options_.replication == ReplicationMode::kPrimarySync) {
+    done(acks->result);  // answer first; a failover may lose this update (documented)
+    // (no outcome: a copy of the request gets the same answer at once)
+  } else {
+    acks->done = std::move(done);
+    if (track) {
+      acks->outcome = std::make_shared<ReplicationOutcome>();
+      acks->outcome->barrier = update->kind == ReplicateBody::kBarrier;
+      outcome = acks->outcome;
+    }
+  }
+  rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
+  auto send = [this, p, acks, update = std::move(update), topo = std::move(topo), deadline]() {
+    const std::vector<MemberId>& owners = topo->table.owners(p);
+    for (std::size_t i = 1; i < owners.size(); ++i) {
+      sendUpdate(p, owners[i], update, acks, deadline, topo, true);
+    }
+  };
+  if (netIo_.get_executor().running_in_this_thread()) {  // partitions on the network thread
+    send();
+  } else {
+    asio::post(netIo_, std::move(send));
+  }
+  return outcome;
+}
+
+void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
+                          std::shared_ptr<Acks> acks,
+                          std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
+                          bool first) {
+  auto arrive = [this, p, b, update, acks, deadline, first, topo](Result<Frame> r) mutable {
+    if (!r && r.error() == Errc::not_owner) {
+      // The backup names another primary, or a newer epoch: this member may have been deposed.
+      // Learn the backup's topology (installed if newer); the next attempt is judged by it.
+      if (const MemberInfo* info = topo->member(b)) catchUp(b, info->address);
+    }
+    if (!r) {
+      const TopologyPtr now = topology();
+      const bool stillPrimary = now->table.primary(p) == memberId();
+      if (stillPrimary && now->version > topo->version && !now->table.isOwner(p, b)) {
+        // A newer committed topology keeps this member the primary and no longer lists the
+        // backup (moved away, or declared failed): no copy anyone relies on waits for it.
+        r = Frame{};
+      } else if (!stillPrimary) {
+        // Deposed meanwhile (a newer committed topology names another primary): the refusal is
+        // not an acknowledgement, and waiting longer cannot make it one.
+        deadline = std::chrono::steady_clock::now();
+      }
+    }
+    if (!r) {
+      if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
+                    r.error() == Errc::not_running)) {
+        // The backup missed an update and asks for a fresh snapshot (or its link is down, and
+        // the snapshot goes once it is back).
+        workers_->post(p, [this, p, b](PartitionStore& store) {
+          const TopologyPtr t = topology();
+          if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
+            sendSnapshot(p, store, b, t->version);
+          }
+        });
+      }
+      if (std::chrono::steady_clock::now() < deadline && state_.load() != kStopped) {
+        // Sync replication waits for every live backup: try again until the backup answers,
+        // is declared failed (the topology drops it), or the deadline passes.
+        auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
+        // With the topology the update was made under: a newer one that drops the backup (or
+        // this primary) is judged against it when the attempt fails.
+        timer->async_wait(
+            [this, timer, p, b, update, acks, deadline, topo](std::error_code) mutable {
+              sendUpdate(p, b, std::move(update), std::move(acks), deadline, topo, false);
+            });
+        return;
+      }
+      if (!acks->failures.empty()) acks->failures += "; ";
+      acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
+    }
+    if (--acks->pending != 0) return;
+    if (acks->outcome) {  // answers the copies of the request parked on it, too
+      if (acks->failures.empty()) {
+        acks->outcome->resolve(ReplicationOutcome::kAcknowledged,
+                               acks->result.ok() ? *acks->result : std::string(), Error());
+      } else if (acks->outcome->barrier) {
+        acks->outcome->resolve(
+            ReplicationOutcome::kFailed, {},
+            Error(Errc::unavailable, "confirming a request of a former primary of partition " +
+                                         std::to_string(p) + " failed (" + acks->failures +
+                                         "): ask again"));
+      } else {
+        acks->outcome->resolve(
+            ReplicationOutcome::kFailed, {},
+            Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
+                                           ", but " + acks->failures));
+      }
+    }
+    replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    if (!acks->done) return;
+    // Released once called (the connection it holds must not outlive its answer).
+    RawCompletion done = std::exchange(acks->done, RawCompletion{});
+    if (acks->failures.empty()) {
+      done(std::move(acks->result));
+    } else {
+      done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
+                                          ", but " + acks->failures));
+    }
+    acks->failures = {};
+  };
+  const MemberInfo* info = topo->member(b);
+  std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
+  if (!peer) {
+    arrive(Error(Errc::unreachable, "no address known"));
+    return;
+  }
+  queueUpdate(b, std::move(peer), topo->version, std::move(update), deadline, std::move(arrive));
+}
+
+void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+                           std::shared_ptr<const ReplicateBody> update,
+                           std::chrono::steady_clock::time_point deadline,
+                           Connection::ResponseHandler arrive) {
+  assert(netIo_.get_executor().running_in_this_thread());
+  if (auto it = outgoingUpdates_.find(b);
+      it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
+    flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
+  }
+  const std::size_t bytes = update->key.size() + update->value.size() + update->result.size() + 96;
+  if (auto it = outgoingUpdates_.find(b); it != outgoingUpdates_.end() &&
+                                          !it->second.updates.empty() &&
+                                          it->second.bytes + bytes > kMaxBatchBytes) {
+    flushUpdates(b);  // this one would take the batch past its size: it starts the next batch
+  }
+  OutgoingUpdates& out = outgoingUpdates_[b];
+  out.peer = std::move(peer);
+  out.version = std::max(out.version, version);
+  out.latest = std::max(out.latest, deadline);
+  out.bytes += bytes;
+  out.updates.push_back(std::move(update));
+  out.arrivals.push_back(std::move(arrive));
+  if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
+    flushUpdates(b);
+  } else if (!out.flushPosted) {
+    // After what is queued on this thread now: the updates the rest of this pass makes join.
+    out.flushPosted = true;
+    asio::post(netIo_, [this, b] {
+      auto it = outgoingUpdates_.find(b);
+      if (it == outgoingUpdates_.end()) return;
+      it->second.flushPosted = false;
+      flushUpdates(b);
+    });
+  }
+}
+
+void NodeImpl::flushUpdates(MemberId b) {
+  assert(netIo_.get_executor().running_in_this_thread());
+  auto it = outgoingUpdates_.find(b);
+  if (it == outgoingUpdates_.end()) return;
+  OutgoingUpdates& out = it->second;
+  if (out.updates.empty()) return;
+  std::shared_ptr<Peer> peer = std::move(out.peer);
+  std::vector<std::shared_ptr<const ReplicateBody>> updates;
+  std::vector<Connection::ResponseHandler> arrivals;
+  updates.swap(out.updates);
+  arrivals.swap(out.arrivals);
+  const auto latest = std::exchange(out.latest, std::chrono::steady_clock::time_point::min());
+  const std::uint64_t version = std::exchange(out.version, 0);
+  out.bytes = 0;
+  // Nothing waits for b now: forget it (a departed member leaves no entry behind).
+  if (!out.flushPosted) outgoingUpdates_.erase(it);
+  // Each partition's updates in sequence order: a retried update may have been queued after later
+  // ones of its partition, which the backup would take for a gap (and resync).
+  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
+    std::vector<std::size_t> order(updates.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return updateOrder(updates[x], updates[y]);
+    });
+    std::vector<std::shared_ptr<const ReplicateBody>> sortedUpdates;
+    std::vector<Connection::ResponseHandler> sortedArrivals;
+    sortedUpdates.reserve(order.size());
+    sortedArrivals.reserve(order.size());
+    for (const std::size_t i : order) {
+      sortedUpdates.push_back(std::move(updates[i]));
+      sortedArrivals.push_back(std::move(arrivals[i]));
+    }
+    updates.swap(sortedUpdates);
+    arrivals.swap(sortedArrivals);
+  }
+  std::string body = encode(ReplicateBatchView{&updates});
+  // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
+  // paused process) is re-judged against the latest topology that often: once a committed topology
+  // drops it, the update is released at once instead of at the caller's deadline. An update whose
+  // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      latest - std::chrono::steady_clock::now());
+  peer->request(
+      MessageType::kReplicate, version, std::move(body),
+      std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+      [arrivals = std::move(arrivals), b](Result<Frame> r) mutable {
+        if (!r) {
+          for (auto& arrive : arrivals) arrive(r.error());
+          return;
+        }
+        ReplicateAck ack;
+        try {
+          decodeInto(r->body, ack);
+        } catch (const std::exception& e) {
+          const Error bad(Errc::malformed_message,
+                          "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
+                              " updates from member " + std::to_string(b) + ": " + e.what());
+          for (auto& arrive : arrivals) arrive(bad);
+          return;
+        }
+        // Each refusal names a distinct update of the batch; anything else makes the whole
+        // acknowledgement untrustworthy, and no update of it counts as acknowledged.
+        std::vector<bool> seen(ack.refused.empty() ? 0 : arrivals.size(), false);
+        for (const UpdateRefusal& refused : ack.refused) {
+          if (refused.index >= arrivals.size() || seen[refused.index]) {
+            const Error bad(
+                Errc::malformed_message,
+                "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
+                    " updates from member " + std::to_string(b) + " refuses update " +
+                    std::to_string(refused.index) +
+                    (refused.index >= arrivals.size() ? ", which it does not hold" : " twice"));
+            for (auto& arrive : arrivals) arrive(bad);
+            return;
+          }
+          seen[refused.index] = true;
+        }
+        for (UpdateRefusal& refused : ack.refused) {
+          auto arrive = std::exchange(arrivals[refused.index], Connection::ResponseHandler{});
+          arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
+        }
+        for (auto& arrive : arrivals) {
+          if (arrive) arrive(Frame{});
+        }
+      });
+}
+
+void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
+  // The fields are read in place (no copy): found here, used on the worker over the same body.
+  InvokeRequestSpans spans;
+  try {
+    spans = InvokeRequestSpans::of(frame.body);
+  } catch (const std::exception& e) {
+    conn->replyError(frame.header, Error(Errc::malformed_message,
+                                         std::string("Invoke body does not decode: ") + e.what()));
+    return;
+  }
+  const std::string_view key = spans.key.in(frame.body);
+  const std::string_view processor = spans.processor.in(frame.body);
+  inflight_.fetch_add(1, std::memory_order_acq_rel);
+  const int state = state_.load(std::memory_order_acquire);
+  ErasedProcessorFn fn = registry_.find(processor);
+  Error refused;
+  if (state != kRunning) {
+    refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
+  } else if (auto bad = keyError(key)) {
+    refused = std::move(*bad);
+  } else if (fn == nullptr) {
+    refused = Error(Errc::unknown_processor, "no processor named '" + std::string(processor) +
+                                                 "' is registered on member " +
+                                                 std::to_string(memberId()));
+  }
+  if (refused.code()) {
+    conn->replyError(frame.header, refused);
+    finishInvocation();
+    return;
+  }
+  const PartitionId p = partitionOf(key, options_.partitions);
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      (spans.timeoutMs != 0 ? std::chrono::milliseconds(spans.timeoutMs) : options_.requestTimeout);
+  workers_->post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans, fn,
+                     deadline](PartitionStore& store) {
+    execute(
+        p, store, spans.key.in(body), fn, spans.args.in(body),
+        RequestId{spans.client, spans.seq, spans.doneBelow}, deadline,
+        [this, conn, header](Result<std::string> r) {
+          const std::uint64_t version = topology()->version;
+          if (r.ok()) {
+            conn->reply(header, MessageType::kInvoke, version, encode(InvokeReply{std::move(*r)}));
+          } else if (r.error() == Errc::not_owner) {
+            conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));
+          } else {
+            conn->replyError(header, r.error());
+          }
+          finishInvocation();
+        });
+  });
+}
+
+}  // namespace ingrid

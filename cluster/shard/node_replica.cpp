@@ -1,0 +1,342 @@
+// The backup side of replication, and migration: snapshots of a partition for its new owners.
+#include "cluster/node_impl.h"
+#include "cluster/shard/replica_log.h"
+
+namespace ingrid {
+namespace {
+
+// A snapshot chunk holds at most this many entries or (about) this many bytes.
+constexpr std::size_t kSnapshotChunkEntries = 4096;
+constexpr std::size_t kSnapshotChunkBytes = 4u << 20;
+
+}  // namespace
+
+bool NodeImpl::fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const {
+  const MemberId primary = t.table.primary(p);
+  return primary != 0 && primary != memberId() && conn.peerId == primary;
+}
+
+Error NodeImpl::notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const {
+  return Error(Errc::not_owner, "member " + std::to_string(memberId()) + " takes partition " +
+                                    std::to_string(p) + " from its primary, member " +
+                                    std::to_string(t.table.primary(p)) + " at topology " +
+                                    std::to_string(t.version) + ", not from member " +
+                                    std::to_string(conn.peerId));
+}
+
+void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
+  auto job = std::make_shared<ApplyBatch>();
+  try {
+    decodeInto(frame.body, job->batch);
+    for (std::size_t i = 0; i < job->batch.updates.size(); ++i) {
+      const ReplicateBody& u = job->batch.updates[i];
+      const std::string which = "update " + std::to_string(i) + " of the batch";
+      if (u.partition >= options_.partitions) {
+        throw std::out_of_range(which + " is for partition " + std::to_string(u.partition) +
+                                "; this member has " + std::to_string(options_.partitions));
+      }
+      if (u.kind == ReplicateBody::kBarrier) {
+        if (!u.key.empty() || !u.value.empty()) {
+          throw std::invalid_argument(which + " is a barrier with a key or a value");
+        }
+        continue;
+      }
+      if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
+        throw std::invalid_argument(which + " has unknown kind " + std::to_string(u.kind));
+      }
+      if (auto bad = keyError(u.key)) throw std::invalid_argument(which + ": " + bad->detail());
+    }
+  } catch (const std::exception& e) {
+    conn->replyError(frame.header,
+                     Error(Errc::malformed_message, std::string("Replicate body: ") + e.what()));
+    return;
+  }
+  job->conn = conn;
+  job->header = frame.header;
+  // The updates go to their partitions' workers, one task per worker holding its updates in
+  // batch order (so each partition's stay in sequence order); the last task to finish answers.
+  const unsigned workers = workers_->threadCount();
+  std::vector<std::vector<std::uint32_t>> byWorker(workers);
+  for (std::uint32_t i = 0; i < job->batch.updates.size(); ++i) {
+    byWorker[workers_->workerOf(job->batch.updates[i].partition)].push_back(i);
+  }
+  unsigned tasks = 0;
+  for (const auto& indices : byWorker) tasks += indices.empty() ? 0 : 1;
+  if (tasks == 0) {
+    conn->reply(frame.header, MessageType::kReplicate, topology()->version, encode(ReplicateAck{}));
+    return;
+  }
+  job->refusedBy.resize(workers);
+  job->tasksLeft.store(tasks, std::memory_order_relaxed);
+  for (unsigned w = 0; w < workers; ++w) {
+    if (byWorker[w].empty()) continue;
+    workers_->postToWorker(
+        w, [this, job, w, indices = std::move(byWorker[w])](PartitionWorkers& pool) {
+          const TopologyPtr topo = topology();
+          for (const std::uint32_t i : indices) {
+            const ReplicateBody& u = job->batch.updates[i];
+            Error refused = applyUpdate(*job->conn, pool.store(u.partition), *topo, u);
+            if (refused.code())
+              job->refusedBy[w].push_back(UpdateRefusal{i, errorBodyFor(refused)});
+          }
+          if (job->tasksLeft.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+          ReplicateAck ack;
+          for (auto& refused : job->refusedBy) {
+            for (auto& r : refused) ack.refused.push_back(std::move(r));
+          }
+          job->conn->reply(job->header, MessageType::kReplicate, topo->version, encode(ack));
+        });
+  }
+}
+
+Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
+                            const ReplicateBody& u) {
+  Replica& rep = replicas_[u.partition];
+  // Only the primary by this member's own topology may change its replica: a member declared
+  // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
+  if (!fromPrimary(conn, topo, u.partition)) return notPrimaryError(conn, topo, u.partition);
+  switch (rep.mode.load()) {
+    case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
+      return {};
+    case ReplicaMode::kResync:
+      return Error(Errc::unavailable, "replica of partition " + std::to_string(u.partition) +
+                                          " on member " + std::to_string(memberId()) +
+                                          " is waiting for a snapshot");
+    case ReplicaMode::kReady:
+      break;
+  }
+  const std::uint64_t partitionEpoch = topo.epoch(u.partition);
+  switch (judgeUpdate(rep.seq, rep.lastEpoch, partitionEpoch, u.seq, u.epoch, u.prevEpoch)) {
+    case UpdateVerdict::kApply:
+      break;
+    case UpdateVerdict::kDuplicate:
+      return {};
+    case UpdateVerdict::kStale:
+      return Error(Errc::not_owner, "update " + std::to_string(u.seq) + " of partition " +
+                                        std::to_string(u.partition) + " was made in epoch " +
+                                        std::to_string(u.epoch) + "; member " +
+                                        std::to_string(memberId()) + " is at epoch " +
+                                        std::to_string(std::max(rep.lastEpoch, partitionEpoch)));
+    case UpdateVerdict::kResync: {
+      const std::string held =
+          std::to_string(rep.seq) + " of epoch " + std::to_string(rep.lastEpoch);
+      rep.mode = ReplicaMode::kResync;
+      return Error(Errc::unavailable,
+                   "replica of partition " + std::to_string(u.partition) + " on member " +
+                       std::to_string(memberId()) + " holds update " + held + ", got update " +
+                       std::to_string(u.seq) + " of epoch " + std::to_string(u.epoch) +
+                       " after one of epoch " + std::to_string(u.prevEpoch) + "; resyncing");
+    }
+  }
+  if (u.kind == ReplicateBody::kPut) {
+    store.put(u.key, u.value, u.expiresAt);
+  } else if (u.kind == ReplicateBody::kRemove) {
+    store.erase(u.key);
+  }  // a barrier changes no entry
+  const RequestId id{u.client, u.requestSeq, u.doneBelow};
+  if (id.valid()) {
+    // Held here; whether the other owners hold it is for a future primary to establish.
+    store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
+                         std::chrono::steady_clock::now());
+  }
+  rep.seq = u.seq;
+  rep.lastEpoch = u.epoch;
+  return {};
+}
+
+void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame) {
+  SnapshotBody snap;
+  try {
+    decodeInto(frame.body, snap);
+    if (snap.partition >= options_.partitions) throw std::out_of_range("partition out of range");
+    for (const SnapshotEntry& e : snap.entries) {
+      if (auto bad = keyError(e.key)) throw std::invalid_argument(bad->detail());
+    }
+    for (const SnapshotCompletion& c : snap.completions) {
+      if (c.client == 0 || c.seq == 0) {
+        throw std::invalid_argument("a dedup record without a client id or request number");
+      }
+    }
+  } catch (const std::exception& e) {
+    conn->replyError(frame.header,
+                     Error(Errc::malformed_message, std::string("Snapshot body: ") + e.what()));
+    return;
+  }
+  const PartitionId p = snap.partition;
+  workers_->post(p, [this, conn, header = frame.header,
+                     s = std::move(snap)](PartitionStore& store) mutable {
+    Replica& rep = replicas_[s.partition];
+    const TopologyPtr topo = topology();
+    if (!fromPrimary(*conn, *topo, s.partition)) {
+      conn->replyError(header, notPrimaryError(*conn, *topo, s.partition));
+      return;
+    }
+    if (s.epoch < topo->epoch(s.partition)) {
+      conn->replyError(
+          header, Error(Errc::not_owner, "snapshot of partition " + std::to_string(s.partition) +
+                                             " from epoch " + std::to_string(s.epoch) +
+                                             ", older than epoch " +
+                                             std::to_string(topo->epoch(s.partition))));
+      return;
+    }
+    if (s.first && rep.mode.load() == ReplicaMode::kReady && s.lastEpoch == rep.lastEpoch &&
+        s.seq < rep.seq) {
+      // Older than what this complete replica holds (a snapshot delayed past a newer one):
+      // installing it would drop acknowledged updates. The sender sends a fresh one.
+      conn->replyError(
+          header,
+          Error(Errc::unavailable, "snapshot of partition " + std::to_string(s.partition) +
+                                       " as of update " + std::to_string(s.seq) +
+                                       " is older than the replica's " + std::to_string(rep.seq)));
+      return;
+    }
+    if (s.first) {
+      rep.stagingId = s.id;
+      rep.stagingNext = 0;
+      rep.staging.clear();
+      rep.stagingCompletions.clear();
+      // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
+      // the snapshot will cover; a replica that was complete and is resyncing refuses them
+      // (the primary retries), and keeps what it holds until the whole snapshot is in.
+      rep.mode =
+          rep.mode.load() == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
+    }
+    if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
+      // A chunk of a snapshot this replica is not staging (a newer one started over it), or
+      // one after a lost chunk: refused, so that the sender does not count that snapshot as
+      // delivered (it sends a new one).
+      conn->replyError(
+          header,
+          Error(Errc::unavailable,
+                "chunk " + std::to_string(s.index) + " of snapshot " + std::to_string(s.id) +
+                    " of partition " + std::to_string(s.partition) +
+                    " does not follow what member " + std::to_string(memberId()) + " has staged"));
+      return;
+    }
+    ++rep.stagingNext;
+    for (auto& e : s.entries) rep.staging.push_back(std::move(e));
+    for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
+    if (s.last) {
+      store.clear();
+      for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& c : rep.stagingCompletions) {
+        store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
+                             ReplicationOutcome::inherited(), now);
+      }
+      rep.staging = {};
+      rep.stagingCompletions = {};
+      rep.stagingId = 0;
+      rep.seq = s.seq;
+      rep.lastEpoch = s.lastEpoch;
+      rep.mode = ReplicaMode::kReady;
+    }
+    conn->reply(header, MessageType::kSnapshot, topology()->version, {});
+  });
+}
+
+void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
+                            std::uint64_t version) {
+  std::vector<SnapshotBody> chunks(1);
+  std::size_t bytes = 0;
+  store.forEach(clock_->now(), [&](std::string_view key, EntryView e) {
+    if (chunks.back().entries.size() >= kSnapshotChunkEntries || bytes >= kSnapshotChunkBytes) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().entries.push_back(
+        SnapshotEntry{std::string(key), std::string(e.value), e.expiresAt});
+    bytes += key.size() + e.value.size() + 16;
+  });
+  // The dedup records follow the entries, in chunks bounded like theirs (count and bytes).
+  store.dedup().forEach([&](std::uint64_t client, std::uint64_t doneBelow, std::uint64_t seq,
+                            const std::string& result) {
+    if (chunks.back().completions.size() >= kSnapshotChunkEntries || bytes >= kSnapshotChunkBytes) {
+      chunks.emplace_back();
+      bytes = 0;
+    }
+    chunks.back().completions.push_back(SnapshotCompletion{client, doneBelow, seq, result});
+    bytes += result.size() + 32;
+  });
+  Replica& rep = replicas_[p];
+  // Tells this snapshot's chunks from those of another one (an earlier attempt, another sender).
+  std::uint64_t id = incarnation_.load() * 0x9E3779B97F4A7C15ull + ++rep.snapshotsSent;
+  if (id == 0) id = 1;  // 0 means "none under way" on the receiver
+  const std::uint64_t epoch = topology()->epoch(p);
+  for (std::size_t i = 0; i < chunks.size(); ++i) {
+    chunks[i].partition = p;
+    chunks[i].id = id;
+    chunks[i].seq = rep.seq;
+    chunks[i].epoch = epoch;
+    chunks[i].lastEpoch = rep.lastEpoch;
+    chunks[i].index = static_cast<std::uint32_t>(i);
+    chunks[i].first = i == 0;
+    chunks[i].last = i + 1 == chunks.size();
+  }
+  // Posted from the worker before any later update of p, so the new owner sees the snapshot
+  // before every update that it does not contain.
+  asio::post(netIo_, [this, p, to, version, chunks = std::move(chunks)]() {
+    const TopologyPtr topo = topology();
+    const MemberInfo* info = topo->member(to);
+    std::shared_ptr<Peer> peer = info ? peerFor(to, info->address) : nullptr;
+    if (!peer) return;  // no longer a member
+    struct Progress {
+      std::size_t pending;
+      bool failed = false;
+    };
+    auto progress = std::make_shared<Progress>(Progress{chunks.size()});
+    for (const auto& chunk : chunks) {
+      peer->request(MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
+                    [this, p, to, version, progress](Result<Frame> r) {
+                      if (!r) progress->failed = true;
+                      if (--progress->pending != 0) return;
+                      if (!progress->failed) {
+                        reportSynced(p, to, version);
+                        return;
+                      }
+                      // Try again (later) while this node is still the primary and `to` an owner.
+                      auto timer = std::make_shared<asio::steady_timer>(
+                          netIo_, std::chrono::milliseconds(100));
+                      timer->async_wait([this, timer, p, to](std::error_code ec) {
+                        if (ec || state_.load() == kStopped) return;
+                        workers_->post(p, [this, p, to](PartitionStore& s) {
+                          const TopologyPtr t = topology();
+                          if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
+                            sendSnapshot(p, s, to, t->version);
+                          }
+                        });
+                      });
+                    });
+    }
+  });
+}
+
+void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t version) {
+  const TopologyPtr topo = topology();
+  const MemberId coordinatorId = topo->coordinator();
+  if (coordinatorId == memberId()) {
+    if (coordinator_) coordinator_->onSynced(p, member, version);
+    return;
+  }
+  const MemberInfo* info = topo->member(coordinatorId);
+  std::shared_ptr<Peer> peer = info ? peerFor(coordinatorId, info->address) : nullptr;
+  if (!peer) return;
+  peer->request(MessageType::kSynced, topo->version, encode(SyncedBody{p, member, version}),
+                options_.requestTimeout, [this, p, member, version](Result<Frame> r) {
+                  if (r) return;
+                  // Lost on the way (or the coordinator changed): report again while the
+                  // replica is still awaited and this node still its primary.
+                  auto timer =
+                      std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(100));
+                  timer->async_wait([this, timer, p, member, version](std::error_code ec) {
+                    const TopologyPtr t = topology();
+                    if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||
+                        t->syncingReplica(p, member) == nullptr) {
+                      return;
+                    }
+                    reportSynced(p, member, version);
+                  });
+                });
+}
+
+}  // namespace ingrid

@@ -1,0 +1,190 @@
+#include "cluster/transport/call_router.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
+#include "cluster/transport/messages.h"
+
+namespace ingrid {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
+
+// Answers that say the request was not run, so sending it again cannot apply it twice.
+bool notRun(const Error& e) {
+  return e == Errc::unavailable || e == Errc::shutting_down || e == Errc::not_running;
+}
+
+// A random, non-zero client id: two routers (clients, nodes, restarts) never share one in practice.
+std::uint64_t randomClientId() {
+  std::random_device rd;
+  std::uint64_t id = 0;
+  while (id == 0) id = (std::uint64_t{rd()} << 32) ^ rd();
+  return id;
+}
+
+}  // namespace
+
+CallRouter::CallRouter(Host& host, asio::io_context& net)
+    : host_(host), net_(net), clientId_(randomClientId()) {}
+
+void CallRouter::settled(std::uint64_t seq) {
+  unanswered_.erase(seq);
+  doneBelow_.store(unanswered_.empty() ? lastSeq_ + 1 : *unanswered_.begin(),
+                   std::memory_order_release);
+}
+
+void CallRouter::start(std::string key, std::string_view processor, std::string args,
+                       UniqueFunction<void(Result<std::string>)> done, std::uint32_t partitions,
+                       std::chrono::milliseconds timeout) {
+  auto call = std::make_unique<RoutedCall>();
+  call->partition = partitionOf(key, partitions);
+  call->key = std::move(key);
+  call->processor = std::string(processor);
+  call->args = std::move(args);
+  call->done = std::move(done);
+  call->deadline = SteadyClock::now() + timeout;
+  route(std::move(call));
+}
+
+void CallRouter::route(RoutedCallPtr call) {
+  TopologyPtr routing = host_.routingTopology();
+  if (call->hint && (!routing || call->hint->version > routing->version)) routing = call->hint;
+  const MemberId primary = routing ? routing->table.primary(call->partition) : 0;
+  if (primary != 0 && host_.runLocally(call, primary)) return;
+  if (primary == 0) {
+    retryLater(std::move(call),
+               Error(Errc::unavailable, partitionName(call->partition) + " has no primary yet"));
+    return;
+  }
+  if (net_.get_executor().running_in_this_thread()) {  // already there: no re-post
+    sendRemote(std::move(call), std::move(routing));
+    return;
+  }
+  asio::post(net_, [this, call = std::move(call), routing]() mutable {
+    sendRemote(std::move(call), std::move(routing));
+  });
+}
+
+void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
+  const MemberId primary = routing->table.primary(call->partition);
+  const MemberInfo* info = routing->member(primary);
+  std::shared_ptr<Peer> peer = info ? host_.peerFor(primary, info->address) : nullptr;
+  if (!peer) {
+    retryLater(std::move(call),
+               Error(Errc::unavailable, "no link to member " + std::to_string(primary)));
+    return;
+  }
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
+  if (left.count() <= 0) {
+    retryLater(std::move(call), Error(Errc::timeout, "deadline passed before sending"));
+    return;
+  }
+  ++call->attempts;
+  host_.requestSent();
+  if (call->seq == 0) {
+    call->seq = ++lastSeq_;
+    unanswered_.insert(call->seq);
+    if (unanswered_.size() == 1) doneBelow_.store(call->seq, std::memory_order_release);
+  }
+  std::string body = encode(InvokeRequestView{
+      call->key, call->processor, call->args, clientId_, call->seq,
+      doneBelow_.load(std::memory_order_relaxed),
+      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX))});
+  const std::uint64_t version = routing->version;
+  peer->request(
+      MessageType::kInvoke, version, std::move(body), std::min(left, attemptTimeout_),
+      [this, call = std::move(call), primary,
+       routing = std::move(routing)](Result<Frame> r) mutable {
+        if (!r) {
+          const MemberInfo* target = routing->member(primary);
+          if (notRun(r.error())) {
+            const Error why = r.error();
+            retryLater(std::move(call), why);
+          } else if (r.error() == Errc::timeout || r.error() == Errc::unreachable) {
+            // No answer: it may have run or not. The member may be gone (the cluster may have
+            // moved its partitions meanwhile): sent again with the same id, it runs at most once.
+            call->mayHaveRun = true;
+            const Error why(r.error().code(), "member " + std::to_string(primary) + " (" +
+                                                  (target ? target->address : "?") +
+                                                  "): " + r.error().detail());
+            retryLater(std::move(call), why);
+          } else {
+            finish(std::move(call),
+                   Error(r.error().code(), "member " + std::to_string(primary) + " (" +
+                                               (target ? target->address : "?") +
+                                               "): " + r.error().detail()));
+          }
+          return;
+        }
+        Frame& frame = r.value();
+        try {
+          if (frame.header.type == MessageType::kRedirect) {
+            auto t = std::make_shared<const Topology>(decode<TopologyBody>(frame.body).topology);
+            if (!call->hint || t->version > call->hint->version) call->hint = t;
+            host_.learnTopology(t);
+            retryLater(std::move(call), Error(Errc::not_owner, "member " + std::to_string(primary) +
+                                                                   " is not the primary of " +
+                                                                   partitionName(call->partition)));
+            return;
+          }
+          finish(std::move(call), decode<InvokeReply>(frame.body).result);
+        } catch (const std::exception& e) {
+          finish(std::move(call),
+                 Error(Errc::malformed_message,
+                       "reply from member " + std::to_string(primary) + ": " + e.what()));
+        }
+      });
+}
+
+void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
+  const auto now = SteadyClock::now();
+  if (call->attempts >= kMaxAttempts || now >= call->deadline) {
+    const std::string detail =
+        why.detail() + " (gave up after " + std::to_string(call->attempts) + " attempts)";
+    // Out of time or attempts. If an earlier attempt may have run, the outcome is unknown: a
+    // timeout, never the last attempt's "not run" refusal.
+    const bool unknown = now >= call->deadline || call->mayHaveRun;
+    finish(std::move(call), Error(unknown ? make_error_code(Errc::timeout) : why.code(), detail));
+    return;
+  }
+  ++call->attempts;
+  call->retriedFor = why.detail();
+  host_.routeLooksStale();
+  // Back off briefly (2 ms doubling, at most 50 ms): the topology that fixes this is on its way.
+  // Never past the caller's deadline: the last retry fires at it (and fails as a timeout then).
+  const auto delay = std::min<SteadyClock::duration>(
+      std::chrono::milliseconds(std::min(50, 1 << std::min(call->attempts, 6))),
+      call->deadline - now);
+  auto timer = std::make_shared<asio::steady_timer>(net_, delay);
+  timer->async_wait(
+      [this, timer, call = std::move(call)](std::error_code) mutable { route(std::move(call)); });
+}
+
+void CallRouter::finish(RoutedCallPtr call, Result<std::string> result) {
+  if (const std::uint64_t seq = call->seq; seq != 0) {
+    if (net_.get_executor().running_in_this_thread()) {
+      settled(seq);
+    } else {
+      asio::post(net_, [this, seq] { settled(seq); });
+    }
+  }
+  if (!result && result.error() == Errc::timeout && !call->retriedFor.empty() &&
+      result.error().detail().find(call->retriedFor) == std::string::npos) {
+    result = Error(Errc::timeout,
+                   result.error().detail() + "; it was being retried for: " + call->retriedFor);
+  }
+  auto done = std::move(call->done);
+  call.reset();
+  done(std::move(result));
+  host_.callFinished();
+}
+
+}  // namespace ingrid

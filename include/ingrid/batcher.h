@@ -1,0 +1,398 @@
+// Batcher: client-side batching of entry processors on hot keys (DESIGN "Client-side batching").
+//
+// Per key, a request issued while nothing is in flight goes to the invoker at once, as a single
+// P, so at low load nothing waits (there is no timer). While it is in flight, later requests for
+// that key queue. When it completes, the longest prefix of the queue (at most maxBatch) whose
+// requests are joinable with the first goes as one P::Batch; and so on until the queue is empty.
+// A batch is thus exactly what piled up during one round trip. Each caller gets its own answer,
+// in request order; a batch's error goes to every caller of that batch (the errors a batch can
+// get, such as a timeout or an unreachable cluster, apply to all of them alike).
+//
+// Deadlines: a queued request waits at most BatcherOptions::queueTimeout for its turn; past it, it
+// completes with Errc::timeout, certainly not sent (so it did not run), and the requests queued
+// with it go on. One timer per batcher (on asio::system_executor) watches the oldest queued
+// request. Once sent, a request waits at most the invoker's deadline (requestTimeout), so no
+// caller waits longer than queueTimeout plus that.
+//
+// Thread safety: every member is safe from any thread, concurrently. The invoker must outlive
+// the batcher and every call in flight; REQUIRES: no call in flight when the batcher is
+// destroyed. The Invoker has Node's invokeAsync(std::string key, const Q&, token) for Q = P and
+// Q = P::Batch, and by Asio's rule never completes inline (that would recurse once per batch).
+#pragma once
+
+#include <algorithm>
+#include <cassert>
+#include <chrono>
+#include <concepts>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <future>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/system_executor.hpp>
+
+#include <ingrid/processors/entry_processor.h>
+#include <ingrid/processors/token_bucket.h>
+#include <ingrid/rate_limiter.h>
+#include <ingrid/result.h>
+#include <ingrid/unique_function.h>
+
+namespace ingrid {
+
+// An entry processor with a batch form: P::Batch runs many P's on one entry in one go and answers
+// with their results in order. joinable(first, other): may `other` share a batch led by `first`.
+// batch(items): the batch of items, in order (REQUIRES: non-empty, all joinable with the first).
+// If P::Batch declares `static constexpr std::size_t kMaxWants`, no batch is longer than that.
+template <class P>
+concept BatchableProcessor = EntryProcessor<P> && std::movable<P> &&
+    EntryProcessor<typename P::Batch> &&
+    std::same_as<typename P::Batch::Result, std::vector<typename P::Result>> &&
+    requires(const P& first, const P& other, std::vector<P> items) {
+  { P::joinable(first, other) } -> std::convertible_to<bool>;
+  { P::batch(std::move(items)) } -> std::same_as<typename P::Batch>;
+};
+
+struct BatcherOptions {
+  // Most requests one batch carries; also capped by P::Batch::kMaxWants when the batch processor
+  // declares it. 0 counts as 1 (no batching). Default: 1024.
+  std::size_t maxBatch = 1024;
+  // Most requests queued per key behind the one in flight. A request beyond it completes at once
+  // with Errc::overloaded (backpressure: the caller slows down). Default: 65536.
+  std::size_t maxQueuedPerKey = 65536;
+  // Longest a request waits in a key's queue before it is sent; past it, it completes with
+  // Errc::timeout without having been sent. Taken within [1 ms, 1 year]. Default: 5 s.
+  std::chrono::milliseconds queueTimeout{5000};
+};
+
+namespace batcher_detail {
+// The most requests a B accepts: B::kMaxWants if declared, else unbounded.
+template <class B>
+constexpr std::size_t batchLimit() {
+  if constexpr (requires {
+                  { B::kMaxWants } -> std::convertible_to<std::size_t>;
+                }) {
+    static_assert(B::kMaxWants >= 1, "a batch processor must accept at least one request");
+    return B::kMaxWants;
+  } else {
+    return std::numeric_limits<std::size_t>::max();
+  }
+}
+}  // namespace batcher_detail
+
+template <class Invoker, BatchableProcessor P>
+class Batcher {
+ public:
+  using Answer = Result<typename P::Result>;
+
+  struct Stats {
+    std::uint64_t requests = 0;         // invokeAsync calls, rejected ones included
+    std::uint64_t sends = 0;            // messages handed to the invoker: singles + batches
+    std::uint64_t batches = 0;          // of the sends, P::Batch messages (2 or more requests)
+    std::uint64_t batchedRequests = 0;  // requests that went in a P::Batch
+    std::uint64_t rejected = 0;         // requests refused with Errc::overloaded
+    std::uint64_t expired = 0;          // requests that timed out in the queue, never sent
+  };
+
+  explicit Batcher(Invoker& invoker, BatcherOptions options = {})
+      : invoker_(invoker),
+        options_(options),
+        maxBatch_(std::min(std::max<std::size_t>(options.maxBatch, 1),
+                           batcher_detail::batchLimit<typename P::Batch>())),
+        queueTimeout_(std::clamp(options.queueTimeout, std::chrono::milliseconds(1),
+                                 std::chrono::milliseconds(std::chrono::hours(24 * 365)))) {}
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+  // Waits until the batcher's own continuations have finished: a caller's answer is posted
+  // before its batch's bookkeeping ends, so a caller that destroys the batcher right after its
+  // last answer must not free it under that bookkeeping. REQUIRES: no new call after
+  // destruction starts, and not called from a completion of this batcher.
+  ~Batcher() {
+    std::unique_lock lock(mu_);
+    stopping_ = true;
+    timer_.cancel();  // its handler still runs (and counts in active_)
+    // Every continuation ends within its invoker's deadline; one that never does is a bug
+    // (an invoker that drops a completion), reported rather than hung on.
+    if (!idle_.wait_for(lock, std::chrono::minutes(2), [this] { return active_ == 0; })) {
+      std::fprintf(stderr, "ingrid: Batcher destroyed with %zu continuations that never ended\n",
+                   active_);
+      std::abort();
+    }
+    assert(keys_.empty() && "Batcher destroyed with calls in flight");
+  }
+
+  // Runs `p` on `key`'s entry, alone or in a batch with other requests for `key`, and completes
+  // `token` (signature void(Result<P::Result>)) on the handler's associated executor, by default
+  // asio::system_executor(); never inline. Errors: the invoker's, and Errc::overloaded when
+  // maxQueuedPerKey requests for `key` are already queued.
+  template <class CompletionToken>
+  auto invokeAsync(std::string key, P p, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(Answer)>(
+        [this](auto handler, std::string k, P proc) {
+          submit(std::move(k), std::move(proc), bindCompletion(std::move(handler)));
+        },
+        token, std::move(key), std::move(p));
+  }
+
+  Stats stats() const {
+    std::lock_guard lock(mu_);
+    return stats_;
+  }
+  const BatcherOptions& options() const noexcept { return options_; }
+
+ private:
+  using Completion = UniqueFunction<void(Answer)>;
+  using SteadyClock = std::chrono::steady_clock;
+  using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
+                                           asio::system_executor>;
+  struct Pending {
+    P p;
+    Completion done;
+    SteadyClock::time_point deadline;  // queued until at most then
+  };
+
+  // A caller's handler, erased; calling it posts the handler to its associated executor.
+  template <class Handler>
+  static Completion bindCompletion(Handler handler) {
+    auto work =
+        asio::make_work_guard(asio::get_associated_executor(handler, asio::system_executor()));
+    return [handler = std::move(handler), work = std::move(work)](Answer r) mutable {
+      auto ex = work.get_executor();
+      auto posting = asio::make_work_guard(ex);  // until post() returns (see invoke_async.h)
+      asio::post(ex, [handler = std::move(handler), r = std::move(r),
+                      work = std::move(work)]() mutable { std::move(handler)(std::move(r)); });
+    };
+  }
+
+  // The batcher's own continuations run on the system executor, not on the invoker's completion
+  // threads, so that a caller blocked on one of those (tryAcquire) cannot stall its own answer.
+  template <class F>
+  static auto continuation(F f) {
+    return asio::bind_executor(asio::system_executor(), std::move(f));
+  }
+
+  void submit(std::string key, P p, Completion done) {
+    {
+      std::unique_lock lock(mu_);
+      ++stats_.requests;
+      auto [it, idle] = keys_.try_emplace(key);
+      if (!idle) {
+        if (it->second.size() < options_.maxQueuedPerKey) {
+          it->second.push_back(
+              Pending{std::move(p), std::move(done), SteadyClock::now() + queueTimeout_});
+          armTimer(it->second.back().deadline);
+          return;
+        }
+        ++stats_.rejected;
+        lock.unlock();
+        done(Error(Errc::overloaded, "key '" + key +
+                                         "': " + std::to_string(options_.maxQueuedPerKey) +
+                                         " requests already queued behind the one in flight "
+                                         "(BatcherOptions::maxQueuedPerKey); retry later"));
+        return;
+      }
+      ++stats_.sends;
+      ++active_;
+    }
+    sendSingle(std::move(key), std::move(p), std::move(done));
+  }
+
+  // The end of a continuation: nothing of `this` is touched after it.
+  void sendFinished() {
+    std::lock_guard lock(mu_);
+    if (--active_ == 0) idle_.notify_all();
+  }
+
+  void sendSingle(std::string key, P p, Completion done) {
+    std::string target = key;
+    invoker_.invokeAsync(
+        std::move(target), p,
+        continuation([this, key = std::move(key), done = std::move(done)](Answer r) mutable {
+          done(std::move(r));
+          sendNext(std::move(key));
+          sendFinished();
+        }));
+  }
+
+  void sendBatch(std::string key, std::vector<P> items, std::vector<Completion> dones) {
+    std::string target = key;
+    invoker_.invokeAsync(std::move(target), P::batch(std::move(items)),
+                         continuation([this, key = std::move(key), dones = std::move(dones)](
+                                          Result<typename P::Batch::Result> r) mutable {
+                           distribute(std::move(r), dones);
+                           sendNext(std::move(key));
+                           sendFinished();
+                         }));
+  }
+
+  // Hands each caller of a batch its own result, or the batch's error.
+  static void distribute(Result<typename P::Batch::Result> r, std::vector<Completion>& dones) {
+    if (r && r->size() != dones.size()) {
+      Error wrongLength(Errc::malformed_message, "batch processor '" +
+                                                     std::string(P::Batch::kName) + "' answered " +
+                                                     std::to_string(r->size()) + " results to " +
+                                                     std::to_string(dones.size()) + " requests");
+      r = std::move(wrongLength);
+    }
+    for (std::size_t i = 0; i < dones.size(); ++i) {
+      if (r) {
+        dones[i](Answer(std::move(r.value()[i])));
+      } else {
+        dones[i](Answer(r.error()));
+      }
+    }
+  }
+
+  // Makes the timer fire by `deadline` (under mu_): armed for the oldest queued request.
+  void armTimer(SteadyClock::time_point deadline) {
+    if (timerArmed_) return;  // armed for an older request, whose deadline comes first
+    timerArmed_ = true;
+    ++active_;
+    timer_.expires_at(deadline);
+    timer_.async_wait([this](std::error_code) { expireQueued(); });
+  }
+
+  // The timer fired: every queued request past its deadline completes with a timeout (queues are
+  // in deadline order, so they are at the fronts); then the timer is armed for the next oldest.
+  void expireQueued() {
+    std::vector<Completion> expired;
+    std::vector<std::string> keys;
+    {
+      std::lock_guard lock(mu_);
+      timerArmed_ = false;
+      const auto now = SteadyClock::now();
+      auto next = SteadyClock::time_point::max();
+      for (auto& [key, queue] : keys_) {
+        while (!queue.empty() && queue.front().deadline <= now) {
+          expired.push_back(std::move(queue.front().done));
+          keys.push_back(key);
+          queue.pop_front();
+        }
+        if (!queue.empty()) next = std::min(next, queue.front().deadline);
+      }
+      stats_.expired += expired.size();
+      if (next != SteadyClock::time_point::max() && !stopping_) armTimer(next);
+    }
+    for (std::size_t i = 0; i < expired.size(); ++i) {
+      expired[i](Error(Errc::timeout, "key '" + keys[i] + "': waited " +
+                                          std::to_string(queueTimeout_.count()) +
+                                          " ms in the batcher's queue "
+                                          "(BatcherOptions::queueTimeout); not sent"));
+    }
+    sendFinished();
+  }
+
+  // After a completion on `key`: sends the next joinable prefix of its queue, or forgets `key`.
+  void sendNext(std::string key) {
+    std::vector<P> items;
+    std::vector<Completion> dones;
+    {
+      std::lock_guard lock(mu_);
+      auto it = keys_.find(key);
+      assert(it != keys_.end());
+      std::deque<Pending>& queue = it->second;
+      if (queue.empty()) {
+        keys_.erase(it);
+        return;
+      }
+      std::size_t n = 1;
+      while (n < queue.size() && n < maxBatch_ && P::joinable(queue.front().p, queue[n].p)) ++n;
+      items.reserve(n);
+      dones.reserve(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        items.push_back(std::move(queue.front().p));
+        dones.push_back(std::move(queue.front().done));
+        queue.pop_front();
+      }
+      ++stats_.sends;
+      ++active_;
+      if (n > 1) {
+        ++stats_.batches;
+        stats_.batchedRequests += n;
+      }
+    }
+    if (items.size() == 1) {
+      sendSingle(std::move(key), std::move(items.front()), std::move(dones.front()));
+    } else {
+      sendBatch(std::move(key), std::move(items), std::move(dones));
+    }
+  }
+
+  Invoker& invoker_;
+  const BatcherOptions options_;
+  const std::size_t maxBatch_;
+  const std::chrono::milliseconds queueTimeout_;
+  mutable std::mutex mu_;
+  Timer timer_{asio::system_executor()};  // guarded by mu_
+  bool timerArmed_ = false;               // guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
+  // Keys with a request in flight, each with the requests queued behind it. Guarded by mu_.
+  std::unordered_map<std::string, std::deque<Pending>> keys_;
+  Stats stats_;  // guarded by mu_
+  // Sends whose continuation has not finished yet; the destructor waits for 0. Guarded by mu_.
+  std::size_t active_ = 0;
+  std::condition_variable idle_;
+};
+
+// RateLimiter's interface (include/ingrid/rate_limiter.h) over a Batcher, for hot keys: while one
+// acquire on the key is in flight, later ones queue and go as one TokenBucketBatchAcquire.
+//
+// Thread safety: every member is safe from any thread. The invoker must outlive the limiter;
+// REQUIRES: no acquire in flight when the limiter is destroyed.
+template <class Invoker>
+class BatchingRateLimiter {
+ public:
+  using Stats = typename Batcher<Invoker, TokenBucketAcquire>::Stats;
+
+  BatchingRateLimiter(Invoker& invoker, std::string key, BucketParams params,
+                      BatcherOptions options = {})
+      : batcher_(invoker, options), key_(std::move(key)), params_(params) {}
+
+  // Blocks until the answer arrives. Not from a partition worker (a processor), which would
+  // stall the partition: unlike Node::invoke this is not checked (would_deadlock), because
+  // client/ does not link cluster/. Safe from the invoker's completion threads.
+  Result<AcquireAnswer> tryAcquire(std::int64_t tokens = 1) {
+    if (auto bad = checkAcquire(key_, params_, tokens)) return std::move(*bad);
+    std::promise<Result<AcquireAnswer>> done;
+    auto answer = done.get_future();
+    tryAcquireAsync(tokens, [done = std::move(done)](Result<AcquireAnswer> r) mutable {
+      done.set_value(std::move(r));
+    });
+    return answer.get();
+  }
+
+  // Completion signature void(Result<AcquireAnswer>); see Batcher::invokeAsync.
+  template <class CompletionToken>
+  auto tryAcquireAsync(std::int64_t tokens, CompletionToken&& token) {
+    if (auto bad = checkAcquire(key_, params_, tokens)) {
+      return completeNow<AcquireAnswer>(std::move(*bad), std::forward<CompletionToken>(token));
+    }
+    return batcher_.invokeAsync(key_, TokenBucketAcquire{params_, tokens},
+                                std::forward<CompletionToken>(token));
+  }
+
+  const std::string& key() const noexcept { return key_; }
+  const BucketParams& params() const noexcept { return params_; }
+  Stats stats() const { return batcher_.stats(); }
+
+ private:
+  Batcher<Invoker, TokenBucketAcquire> batcher_;
+  std::string key_;
+  BucketParams params_;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,130 @@
+// Client: a thin, partition-aware client of an ingrid cluster. Holds no data.
+//
+// start() reaches any seed and learns the topology (members and partition table); each
+// invocation then goes straight to its key's primary in one round trip over a connection kept to
+// each member. Redirects carry a newer topology, which the client adopts; when a route looks
+// stale it also asks a member for the current topology. Connections reconnect with backoff,
+// every request has a deadline (ClientOptions.requestTimeout), and retries are bounded (see
+// CallRouter). The invoke surface is the embedded Node's: code written against one works
+// against the other.
+//
+// Thread safety: every member is safe from any thread, except that start() and stop() must not
+// race, and that stop() (or the destructor) must not run inside a completion.
+//
+// Completions run on the handler's associated executor; a handler without one runs on the
+// client's I/O thread, as a handler of any Asio I/O object does. So a completion that starts the
+// next invocation sends it with no thread hop; it must not block (a blocking invoke() there
+// fails with would_deadlock), and long work belongs on an executor of the caller's own
+// (asio::bind_executor).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <asio/io_context.hpp>
+#include <asio/system_executor.hpp>
+
+#include <ingrid/invoke_async.h>
+#include <ingrid/result.h>
+#include <ingrid/tls_options.h>
+#include <ingrid/topology.h>
+
+namespace ingrid {
+
+struct ClientOptions {
+  // Members to learn the cluster from, "host:port" each, tried in order. Required.
+  std::vector<std::string> seeds = {};
+  // Deadline of one invocation, including redirects and retries. Default: 5 s.
+  std::chrono::milliseconds requestTimeout{5000};
+  // The client secret that members ask for (NodeOptions::clientSecret): when set, every
+  // connection proves it (HMAC over fresh nonces, in Hello and Auth) before its first request.
+  // A member that requires it refuses a client without it, or with another one, with an
+  // `unauthenticated` error naming the reason. Empty: none. Default: empty.
+  std::string clientSecret = {};
+  // TLS to the members (include/ingrid/tls_options.h): with a caFile, every connection is TLS and
+  // the member's certificate must chain to that CA, or the call fails naming why. A certificate and
+  // key of the client's own are optional (members do not ask clients for one). Default: off.
+  TlsOptions tls = {};
+  // How long start() may try the seeds before giving up. Default: 5 s.
+  std::chrono::milliseconds connectTimeout{5000};
+  // A member that leaves a request unanswered this long is suspected (paused, cut off, dead):
+  // the client then asks every member it knows, and the seeds, at once for a newer topology,
+  // and again every half of this while a request stays unanswered (never more often, whatever
+  // the number of calls), so that new calls go to the member that took over as soon as the
+  // cluster has moved on. Calls already sent to the
+  // suspected member keep waiting for their deadline (they may have run). Must be > 0.
+  // Default: 500 ms.
+  std::chrono::milliseconds suspectAfter{500};
+};
+
+// The answer of statusOf(), a wire message (cluster/transport/messages.h, internal).
+struct MemberStatusBody;
+class ClientImpl;
+
+class Client {
+ public:
+  explicit Client(ClientOptions options);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  // Reaches a seed and learns the topology. Errors: invalid_configuration (no seeds, a seed that
+  // is not host:port), unreachable (naming every seed tried and the last error), not_running
+  // (a Client is started once).
+  Result<bool> start();
+  // Fails nothing admitted: waits for in-flight invocations, then closes. Idempotent.
+  void stop();
+
+  template <EntryProcessor P, class CompletionToken>
+  auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (completionsClosed_.load(std::memory_order_acquire)) {
+      // Stopped: the completion threads are gone; the refusal still completes the token.
+      return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
+                            std::forward<CompletionToken>(token));
+    }
+    return asyncInvoke<P>(rawInvoker(), ioExecutor(), std::move(key), processor,
+                          std::forward<CompletionToken>(token));
+  }
+  // Blocks until the answer. Fails with would_deadlock inside a completion (on the I/O thread).
+  template <EntryProcessor P>
+  Result<typename P::Result> invoke(std::string key, const P& processor) {
+    if (onIoThread()) {
+      return Error(Errc::would_deadlock, "Client::invoke() of processor '" + std::string(P::kName) +
+                                             "' inside a completion, on the client's I/O thread, "
+                                             "would wait for that thread: use invokeAsync");
+    }
+    return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
+  }
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  // The topology the client routes by (nullptr before start()).
+  TopologyPtr topology() const;
+  // Asks the member at `address` for its topology (blocking, within requestTimeout).
+  Result<Topology> topologyOf(const std::string& address);
+  // Asks the member at `address` for its own view: control plane, lease, fenced partitions.
+  Result<MemberStatusBody> statusOf(const std::string& address);
+  // Invoke requests written to members so far (each single or batch processor is one).
+  std::uint64_t requestsSent() const noexcept;
+  const ClientOptions& options() const noexcept;
+
+ private:
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
+
+  asio::io_context::executor_type ioExecutor() const noexcept;
+  bool onIoThread() const noexcept;
+
+  std::unique_ptr<ClientImpl> impl_;
+  // Set when stop() begins: later refusals complete on the system executor, not the I/O thread.
+  std::atomic<bool> completionsClosed_{false};
+};
+
+}  // namespace ingrid

@@ -1,0 +1,143 @@
+// Node: an embedded ingrid node. Runs entry processors atomically on the partitions it owns.
+//
+// A Node is created with NodeOptions and a ProcessorRegistry, started once, used, and stopped
+// once. invokeAsync() sends an entry processor to the key's partition, runs it there (one task
+// after another per partition, DESIGN invariant 1) and completes with Result<P::Result>.
+//
+// Completions never run on a partition worker (invariant 9): a handler runs on its associated
+// executor (Asio's rule) or, if it has none, on the node's completion threads.
+//
+// Thread safety: invoke(), invokeAsync() and the const members are safe from any thread,
+// concurrently. start() and stop() must not race each other. invoke() blocks and refuses to run
+// on a partition worker thread (Errc::would_deadlock).
+//
+// Start/stop sequence:
+//   start(): validate options -> start partition workers (each binds its partitions and begins
+//            expiry sweeps) -> listen -> bootstrap a cluster, or join one through the seeds ->
+//            admit invocations, and send heartbeats to the other members.
+//   stop():  leave the cluster (the coordinator moves this member's partitions to the others
+//            while it keeps serving) -> refuse new invocations (Errc::shutting_down) -> wait
+//            until every admitted invocation has completed -> stop heartbeats, close peers and
+//            the listener, join the network thread -> stop sweeps and join the workers -> run
+//            the remaining completions and join the completion threads. The destructor calls
+//            stop(). A member that dies without stop() is declared failed by the others after
+//            NodeOptions::failureTimeout, and its backups take over.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+#include <asio/thread_pool.hpp>
+
+#include <ingrid/invoke_async.h>
+#include <ingrid/node_options.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/registry.h>
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+namespace ingrid {
+
+class NodeImpl;
+
+class Node {
+  // Defined before the templates below use it: its return type is deduced, and clang deduces it
+  // where a template names it.
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
+
+ public:
+  explicit Node(NodeOptions options = {},
+                ProcessorRegistry registry = ProcessorRegistry::withBuiltins());
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  ~Node();
+
+  // Starts the node: with no listenAddress, a single member with no network; with one and no
+  // seeds, a new cluster; with seeds, joins the cluster through them (start() returns once this
+  // node is a member). Errors: invalid_configuration, join_refused (naming the difference),
+  // unreachable (naming the seeds tried), not_running (a Node is started once).
+  Result<bool> start();
+  // Leaves the cluster gracefully (this member's partitions move first, within leaveTimeout),
+  // then stops; see the sequence above. Idempotent. Not from a completion handler.
+  void stop();
+
+  // Runs `processor` on `key`'s entry, on the key's primary (here, or one round trip away) and
+  // completes with Result<P::Result>. CompletionToken is any Asio completion token with
+  // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
+  template <EntryProcessor P, class CompletionToken>
+  auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (completionsClosed_.load(std::memory_order_acquire)) {
+      // Stopped: the completion threads are gone; the refusal still completes the token.
+      return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
+                            std::forward<CompletionToken>(token));
+    }
+    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+                          std::forward<CompletionToken>(token));
+  }
+
+  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread.
+  template <EntryProcessor P>
+  Result<typename P::Result> invoke(std::string key, const P& processor) {
+    if (onPartitionWorker()) return wouldDeadlock(P::kName);
+    return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
+  }
+
+  // The erased form: runs the processor registered as `processor` with encoded arguments.
+  // `done` runs exactly once, on a partition worker, the network thread, or inline (for an
+  // immediate error); it must not block and must not run user code there, only hand on.
+  void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  const NodeOptions& options() const noexcept;
+  const ProcessorRegistry& registry() const noexcept;
+  bool running() const noexcept;
+  // This member's id in the cluster (1 for the first member); 0 before start().
+  MemberId memberId() const noexcept;
+  // "host:port" this node listens on (after start(); empty without a network).
+  std::string listenAddress() const;
+  // The topology this node routes by.
+  TopologyPtr topology() const;
+
+  // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
+  std::uint64_t TEST_entryCount();
+  // Entries reclaimed by expiry sweeps so far.
+  std::uint64_t reclaimedCount() const noexcept;
+  // Live entries of partition p held here (as primary or backup), sorted by key. Blocks.
+  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
+  // Updates of partition p applied here (its replication sequence number). Blocks.
+  std::uint64_t TEST_partitionSeq(PartitionId p);
+  // Processors executed on this node so far (as primary).
+  std::uint64_t TEST_executed() const noexcept;
+  // Answers this node, as a promoted primary, confirmed by a barrier through its backups before
+  // giving them (requests that ran on a former primary; issue 9).
+  std::uint64_t TEST_barriers() const noexcept;
+  // Copies of a request that arrived while its update was replicating, answered when it resolved.
+  std::uint64_t TEST_parkedCopies() const noexcept;
+  // Stops like a crash: no leave, no drain; connections just close. For failure tests.
+  void TEST_crash();
+
+ private:
+  static Error wouldDeadlock(std::string_view processor);
+  // Whether the calling thread is a partition worker (of any node); invoke() refuses there.
+  static bool onPartitionWorker() noexcept;
+
+  std::unique_ptr<NodeImpl> impl_;
+  asio::thread_pool completionPool_;
+  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
+};
+
+}  // namespace ingrid

@@ -1,0 +1,160 @@
+// NodeOptions: how an embedded node is configured. A plain struct; every field has its default.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <ingrid/clock.h>
+#include <ingrid/hash.h>
+#include <ingrid/tls_options.h>
+
+namespace ingrid {
+
+class FrameFaults;  // cluster/transport/frame_faults.h (internal, a test hook)
+
+struct Topology;
+
+enum class ReplicationMode : std::uint8_t {
+  // The primary answers only after every backup of the partition acknowledged the update, so an
+  // acknowledged update survives the loss of any `backups` members (DESIGN invariant 3).
+  kSync,
+  // The primary answers first and replicates after: lower latency, but the latest updates are
+  // lost if the primary fails before its backups have them.
+  kPrimarySync,
+};
+
+struct NodeOptions {
+  // Number of partitions the key space is cut into. Every member of a cluster must use the same
+  // value, for the cluster's whole life. Default: 1024.
+  std::uint32_t partitions = kDefaultPartitionCount;
+  // Threads that own partitions and run processors; partition p belongs to worker p % threads.
+  // 0 means std::thread::hardware_concurrency(). Default: 0.
+  unsigned workerThreads = 0;
+  // Run every partition on the network thread instead of on worker threads (workerThreads is then
+  // ignored): one thread reads a request, runs it, replicates it and answers, with no handoff
+  // between threads. Best when the process has one core to itself; with several, worker threads
+  // run partitions in parallel. Only with a listenAddress (without one there is no network
+  // thread). Default: false.
+  bool partitionsOnNetworkThread = false;
+  // Threads that run completions (callbacks, futures) whose handler has no associated executor.
+  // Completions never run on a partition worker (DESIGN invariant 9). Default: 1.
+  unsigned completionThreads = 1;
+  // The clock processors read "now" from. Default (nullptr): the system wall clock.
+  std::shared_ptr<const Clock> clock = nullptr;
+  // How often each worker sweeps its partitions for expired entries. Default: 1 s.
+  std::chrono::milliseconds expirySweepInterval{1000};
+  // Entries of each partition examined per sweep; bounds the work of one sweep. Default: 256.
+  std::size_t expirySweepEntries = 256;
+
+  // --- Cluster. With an empty listenAddress the node is a single member with no network. ---
+
+  // "host:port" to listen on for members and clients; port 0 picks an ephemeral port (see
+  // Node::listenAddress()). Default: empty (no network).
+  std::string listenAddress = {};
+  // Members to join through, "host:port" each, tried in order. Empty (with a listenAddress)
+  // starts a new cluster. Default: empty.
+  std::vector<std::string> seeds = {};
+  // Backups of each partition; the cluster's value is the first member's. Default: 1.
+  std::uint32_t backups = 1;
+  // When the primary answers relative to replication. Default: kSync.
+  ReplicationMode replication = ReplicationMode::kSync;
+  // The cluster secret. When set, members prove to each other that they know it (HMAC-SHA256
+  // over fresh nonces, in Hello and Auth) before any control-plane or replication message is
+  // accepted from them, and a joining node proves it in its Join. Every member must have the same
+  // one. Empty: members are not authenticated. Default: empty.
+  std::string clusterSecret = {};
+  // The client secret. When set, a connection that is not a member's link must prove it (HMAC
+  // over fresh nonces, in Hello and Auth; ClientOptions::clientSecret) before anything but
+  // Hello, Auth and Join is taken from it; one that sends anything else first is refused with an
+  // `unauthenticated` error naming the reason, and closed. Needs a clusterSecret (else a client
+  // could say it is a member). Every member must have the same one. Empty: clients are not
+  // authenticated. Default: empty.
+  std::string clientSecret = {};
+  // TLS for every connection this node accepts and dials (include/ingrid/tls_options.h). With a
+  // caFile, a node needs its certificate chain and private key too: members verify each other's
+  // certificates against the CA (mutual TLS), and a connection that says Hello as a member
+  // without a verified certificate is refused. Clients verify the node's certificate and need
+  // none of their own. A peer without TLS is refused with an error naming the reason. Default:
+  // off.
+  TlsOptions tls = {};
+  // Connections from clients and tools this node accepts at once; one more is refused with an
+  // `overloaded` error naming the limit. Members' links may go past it (into a reserve of 1024),
+  // so that clients cannot crowd them out. Default: 4096.
+  std::size_t maxConnections = 4096;
+  // Bytes queued for a client or tool that does not read its replies before it is disconnected.
+  // Default: 64 MiB.
+  std::size_t maxQueuedBytes = std::size_t{64} << 20;
+  // Bytes that all connections from clients and tools (not members) may hold at once in partly
+  // received frames. A frame that would take the total past it is answered with an `overloaded`
+  // error naming the limit and its connection is closed; the node keeps serving the others. Each
+  // connection's first 16 KiB of read buffer is not counted (maxConnections bounds those), nor
+  // are members' links. 0: no limit. Default: 64 MiB.
+  std::size_t maxBufferedBytes = std::size_t{64} << 20;
+  // An accepted connection that sends no complete frame within this is closed. Default: 10 s.
+  std::chrono::milliseconds handshakeTimeout{10000};
+  // An accepted connection from a client or tool (not a member) that sends nothing for this long
+  // is closed; the thin client redials on its next request. 0: never. Default: 10 min.
+  std::chrono::milliseconds idleTimeout{600000};
+  // Deadline of one invocation, including redirects and retries. Default: 5 s.
+  std::chrono::milliseconds requestTimeout{5000};
+  // Exactly-once retries (grid/dedup_table.h): a partition keeps the answers of the requests that
+  // changed it until their client has them, or until the client sent it nothing for this long.
+  // A request's deadline is capped at half of it, so no retry can outlive its record. Default: 60
+  // s.
+  std::chrono::milliseconds dedupWindow{60000};
+  // How long start() may take to join the cluster. Default: 10 s.
+  std::chrono::milliseconds joinTimeout{10000};
+  // After leaving, how long stop() keeps answering requests (redirects to the new owners) before
+  // closing its connections, so that clients and members with a stale topology learn the new
+  // one instead of losing a request to a closed socket. Default: 250 ms.
+  std::chrono::milliseconds drainPeriod{250};
+  // How often a member sends a heartbeat to every other member. Default: 500 ms.
+  std::chrono::milliseconds heartbeatInterval{500};
+  // A member not heard from for this long is declared failed by the coordinator (the control
+  // plane's leader), which removes it: backups of its partitions take over and new backups are
+  // filled by migration. If the leader itself falls silent, the control plane elects another
+  // (see electionTimeout), which then judges the old one. Shorter detects crashes sooner; too short
+  // declares members failed that are only slow (a starved VM, a stopped process). Keep it below
+  // requestTimeout so that callers ride through a failover instead of timing out. Default: 3 s.
+  std::chrono::milliseconds failureTimeout{3000};
+  // Members that vote in the control plane (Raft): the ones with the smallest ids; the others
+  // follow the log as standbys. Topology changes need a majority of the voters, so 3 voters
+  // survive the loss of 1 and 5 the loss of 2; a 2-member cluster survives none. Default: 3.
+  std::uint32_t voters = 3;
+  // The control plane's election timeout: a leader silent this long (randomized up to twice
+  // it) is replaced. Keep it below failureTimeout. Default: 1 s.
+  std::chrono::milliseconds electionTimeout{1000};
+  // Primary lease: a member serves writes only while its lease, renewed through the control
+  // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted
+  // only once its lease has surely expired (leaseDuration * 1.1 + 10 ms after the last grant:
+  // clock rates are assumed to differ by less than 10%). So a member cut off from the majority,
+  // or paused, stops writing within leaseDuration of its last renewal. 0 means failureTimeout / 2.
+  // Must be below failureTimeout. Default: 0.
+  std::chrono::milliseconds leaseDuration{0};
+  // Split-brain protection: a member that sees fewer members than this refuses every
+  // invocation that would write (Errc::no_quorum; reads still run), so the two sides of a
+  // network partition cannot both grant tokens. Set it to a majority of the intended cluster
+  // size; 0 turns it off. The cluster's own value is each member's: give all the same. Default: 0.
+  std::uint32_t minMembers = 0;
+  // A migration (a join, a leave, a failover's resyncs) in which no new owner finished its
+  // snapshot for this long is planned again, and its outstanding snapshots restart from scratch:
+  // a change never waits forever on a sync that stalled. Default: 60 s.
+  std::chrono::milliseconds migrationStallTimeout{60000};
+  // How long stop() waits for this member's partitions to move away. Default: 15 s.
+  std::chrono::milliseconds leaveTimeout{15000};
+  // Called with each topology this node installs (its first, then every change), on the
+  // node's network thread: keep it short and never block or call back into the node there.
+  // Default: none.
+  std::function<void(const Topology&)> onTopology = nullptr;
+  // Test hook: faults injected into the frames this node's connections write (drop, delay,
+  // duplicate, reorder; cluster/transport/frame_faults.h), shared by the nodes of an in-process
+  // test. Default: none.
+  std::shared_ptr<FrameFaults> frameFaults = nullptr;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,29 @@
+// TlsOptions: where a node's or a client's TLS certificates come from (cluster/transport/tls.h
+// builds the context). A plain struct, apart from tls.h so that options headers need no OpenSSL.
+#pragma once
+
+#include <string>
+
+namespace ingrid {
+
+struct TlsOptions {
+  // PEM file with this side's certificate, then any intermediate CA certificates. A node needs
+  // one (members present it to each other: mutual TLS); a client needs none. Default: empty.
+  std::string certificateChainFile = {};
+  // PEM file with the private key of that certificate (unencrypted). Default: empty.
+  std::string privateKeyFile = {};
+  // PEM file with the CA certificate(s) a peer's certificate must chain to. Setting it turns TLS
+  // on: every connection is TLS 1.2 or later, the side that dials verifies the certificate of the
+  // side it reaches, and a member's link must present one too. The certificate's name is not
+  // checked: the CA is the cluster's own, and any certificate it signed is trusted. Default:
+  // empty (TLS off: plain TCP).
+  std::string caFile = {};
+
+  bool enabled() const noexcept { return !caFile.empty(); }
+  // Whether any field is set (a certificate without a caFile is a configuration error).
+  bool configured() const noexcept {
+    return !caFile.empty() || !certificateChainFile.empty() || !privateKeyFile.empty();
+  }
+};
+
+}  // namespace ingrid
