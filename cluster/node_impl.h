@@ -147,9 +147,13 @@ class NodeImpl final : public ConnectionHandler,
     RawCompletion done;
     std::string failures;
     // Shared with the request's dedup record (which must not keep the rest of this alive: the
-    // completion holds the caller's connection); null when nothing records the request.
+    // completion holds the caller's connection; copies parked on the outcome hold theirs until it
+    // resolves, which the last acknowledgement or the deadline does); null when nothing records
+    // the request.
     std::shared_ptr<ReplicationOutcome> outcome;
   };
+  // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
+  static std::string replicationFailure(PartitionId p, const Acks& acks);
   // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
   // owner of p, or `deadline` passes. Network thread.
   void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,

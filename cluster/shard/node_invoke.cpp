@@ -217,7 +217,8 @@ void NodeImpl::confirmInherited(PartitionId p, PartitionStore& store, const Topo
     return;
   }
   if (std::optional<Error> refused = writeRefusal(p, *topo)) {
-    done(Error(refused->code(), request + "; confirming it: " + refused->detail()));
+    // Not `no_quorum` (a write refused): this request ran, and a caller must not send it anew.
+    done(Error(Errc::unavailable, request + "; confirming it: " + refused->detail()));
     return;
   }
   // A barrier through every backup: once each acknowledges it, each holds every update before it,
@@ -295,6 +296,13 @@ std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
   return outcome;
 }
 
+std::string NodeImpl::replicationFailure(PartitionId p, const Acks& acks) {
+  return (acks.outcome && acks.outcome->barrier
+              ? "confirming a request of a former primary of partition "
+              : "replicating a request's update on partition ") +
+         std::to_string(p) + " failed (" + acks.failures + "): ask again";
+}
+
 void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
                           std::shared_ptr<Acks> acks,
                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
@@ -350,17 +358,12 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
       if (acks->failures.empty()) {
         acks->outcome->resolve(ReplicationOutcome::kAcknowledged,
                                acks->result.ok() ? *acks->result : std::string(), Error());
-      } else if (acks->outcome->barrier) {
-        acks->outcome->resolve(
-            ReplicationOutcome::kFailed, {},
-            Error(Errc::unavailable, "confirming a request of a former primary of partition " +
-                                         std::to_string(p) + " failed (" + acks->failures +
-                                         "): ask again"));
       } else {
-        acks->outcome->resolve(
-            ReplicationOutcome::kFailed, {},
-            Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
-                                           ", but " + acks->failures));
+        // The copies waiting on it did not run: each is asked to come again, and its retry
+        // learns the outcome where it is recorded (indeterminate on this primary; the answer,
+        // after a barrier, on a new one).
+        acks->outcome->resolve(ReplicationOutcome::kFailed, {},
+                               Error(Errc::unavailable, replicationFailure(p, *acks)));
       }
     }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
@@ -369,6 +372,10 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
     RawCompletion done = std::exchange(acks->done, RawCompletion{});
     if (acks->failures.empty()) {
       done(std::move(acks->result));
+    } else if (acks->outcome && acks->outcome->barrier) {
+      // The request ran on a former primary and its answer stands: a failed barrier is no
+      // verdict on it. The retry finds the record inherited again and tries another barrier.
+      done(Error(Errc::unavailable, replicationFailure(p, *acks)));
     } else {
       done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
                                           ", but " + acks->failures));

@@ -83,12 +83,12 @@ TEST_CASE("A copy of a request still replicating waits for its answer instead of
   REQUIRE(client.start());
   auto first = client.invoke("parked", Increment{1});
   REQUIRE(first.ok());
-  // Replication and its acknowledgement take 400 ms, over the client's 200 ms attempt timeout
-  // (and under the primary's 500 ms replication attempt): the client sends copies meanwhile, and
-  // the primary holds them until the update is confirmed.
+  // Replication and its acknowledgement take 300 ms, over the client's 200 ms attempt timeout
+  // (and under the primary's 500 ms replication attempt): the client sends a copy at 200 ms, and
+  // the primary holds it until the update is confirmed, within the copy's own attempt.
   faults->add({.types = {MessageType::kReplicate},
-               .delayMin = std::chrono::milliseconds(200),
-               .delayMax = std::chrono::milliseconds(200)});
+               .delayMin = std::chrono::milliseconds(150),
+               .delayMax = std::chrono::milliseconds(150)});
   auto answer = client.invoke("parked", Increment{5});
   faults->clear();
   INFO((answer ? std::string("answered") : answer.error().message()));

@@ -163,7 +163,12 @@ TEST_CASE("Parking races with resolving: every copy is answered exactly once", "
     ReplicationOutcome o;
     std::atomic<int> calls{0};
     int refused = 0;
-    std::thread resolver([&o] { o.resolve(ReplicationOutcome::kAcknowledged, "x", Error()); });
+    std::atomic<bool> go{false};
+    std::thread resolver([&o, &go] {
+      while (!go.load()) std::this_thread::yield();  // starts with the parking below
+      o.resolve(ReplicationOutcome::kAcknowledged, "x", Error());
+    });
+    go.store(true);
     for (std::uint32_t i = 0; i < ReplicationOutcome::kMaxParked; ++i) {
       ReplicationOutcome::Waiter w = [&calls](Result<std::string>) { calls.fetch_add(1); };
       if (!o.park(w)) ++refused;
