@@ -49,30 +49,56 @@ std::uint64_t Node::TEST_barriers() const noexcept { return impl_->TEST_barriers
 std::uint64_t Node::TEST_parkedCopies() const noexcept { return impl_->TEST_parkedCopies(); }
 void Node::TEST_crash() { impl_->crash(); }
 
-// --- NodeImpl test hooks ---
+// --- NodeImpl: the embedded invoke path ---
 
-std::vector<std::pair<std::string, Entry>> NodeImpl::TEST_partitionEntries(PartitionId p) {
-  if (!running()) return {};  // no worker would answer
-  std::promise<std::vector<std::pair<std::string, Entry>>> got;
-  auto answer = got.get_future();
-  workers_->post(p, [this, &got](PartitionStore& store) {
-    std::vector<std::pair<std::string, Entry>> out;
-    store.forEach(clock_->now(), [&](std::string_view k, EntryView e) {
-      out.emplace_back(std::string(k), Entry{std::string(e.value), e.expiresAt});
-    });
-    std::sort(out.begin(), out.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    got.set_value(std::move(out));
-  });
-  return answer.get();
+void NodeImpl::finishInvocation() noexcept {
+  if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
 }
 
-std::uint64_t NodeImpl::TEST_partitionSeq(PartitionId p) {
-  if (!running()) return 0;  // no worker would answer
-  std::promise<std::uint64_t> got;
-  auto answer = got.get_future();
-  workers_->post(p, [this, p, &got](PartitionStore&) { got.set_value(replicas_[p].seq); });
-  return answer.get();
+void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::string args,
+                         RawCompletion done) {
+  const bool running = beginInvocation();
+  Error refused;
+  ErasedProcessorFn fn = nullptr;
+  if (!running) {
+    const int state = state_.load(std::memory_order_acquire);
+    refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
+                    "cannot run processor '" + std::string(processor) + "'");
+  } else if (auto bad = keyError(key)) {
+    refused = std::move(*bad);
+  } else if ((fn = registry_.find(processor)) == nullptr) {
+    refused = Error(Errc::unknown_processor,
+                    "no processor named '" + std::string(processor) + "' is registered");
+  }
+  if (fn == nullptr) {
+    finishInvocation();
+    done(std::move(refused));
+    return;
+  }
+  router_.start(std::move(key), processor, std::move(args), std::move(done), options_.partitions,
+                options_.requestTimeout);
+}
+
+bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
+  if (primary != memberId()) return false;
+  const PartitionId p = call->partition;
+  data_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
+    RoutedCall& c = *call;
+    // Registered: invokeRaw checked it, and the registry is immutable while running.
+    const ErasedProcessorFn fn = registry_.find(c.processor);
+    const RequestId id = router_.requestId(c);
+    data_->execute(c.partition, store, c.key, fn, c.args, id, c.deadline,
+                   [this, call = std::move(call)](Result<std::string> r) mutable {
+                     if (!r && transport_ &&
+                         (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
+                       const Error why = r.error();
+                       router_.retryLater(std::move(call), why);
+                     } else {
+                       router_.finish(std::move(call), std::move(r));
+                     }
+                   });
+  });
+  return true;
 }
 
 }  // namespace ingrid

@@ -111,9 +111,8 @@ MemberStatusBody NodeImpl::ownStatus() const {
       leaseUntil_.load(std::memory_order_acquire) - SteadyClock::now().time_since_epoch().count();
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
   for (PartitionId p = 0; p < options_.partitions; ++p) {
-    if (t->table.primary(p) == s.memberId && replicas_[p].fenced.load()) s.fenced.push_back(p);
-    if (s.memberId != 0 && t->table.isOwner(p, s.memberId) &&
-        replicas_[p].mode.load() != ReplicaMode::kReady) {
+    if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);
+    if (s.memberId != 0 && t->table.isOwner(p, s.memberId) && !data_->complete(p)) {
       s.incomplete.push_back(p);
     }
   }

@@ -1,11 +1,15 @@
 // NodeImpl: the machinery behind Node (internal header; users include node.h).
 //
-// Threads: partition workers (own partitions: execute processors, apply replicas, take
-// snapshots), one network thread (transport, peers, the coordinator role while this member leads
-// the control plane, the ack collection of replication), the control plane's thread (Raft: the
-// committed topology, cluster/control/), completion threads (owned by Node). Members marked
-// "network thread" are touched only there; members marked "worker of p" only on partition p's
-// worker.
+// NodeImpl assembles a member: the transport, membership (join, leave, rejoin, Prepare and commit
+// of topologies: node_membership.cpp), failure detection and leases (node_failure.cpp), the
+// control plane (cluster/control/) and the data plane (DataPlane, cluster/shard/), which runs the
+// partitions and replication. It routes embedded calls (CallRouter) and dispatches each request
+// a connection brings to the part that serves it.
+//
+// Threads: partition workers (the data plane's), one network thread (transport, peers, the
+// coordinator role while this member leads the control plane, the ack collection of
+// replication), the control plane's thread (Raft: the committed topology), completion threads
+// (owned by Node). Members marked "network thread" are touched only there.
 #pragma once
 
 #include <atomic>
@@ -32,7 +36,7 @@
 
 #include "cluster/control/control_plane.h"
 #include "cluster/control/coordinator.h"
-#include "cluster/shard/partition_workers.h"
+#include "cluster/shard/data_plane.h"
 #include "cluster/transport/call_router.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
@@ -43,7 +47,8 @@ namespace ingrid {
 class NodeImpl final : public ConnectionHandler,
                        private CoordinatorHost,
                        private CallRouter::Host,
-                       private ControlHost {
+                       private ControlHost,
+                       private DataPlaneHost {
  public:
   NodeImpl(NodeOptions options, ProcessorRegistry registry);
   ~NodeImpl() override;
@@ -63,15 +68,19 @@ class NodeImpl final : public ConnectionHandler,
   MemberId memberId() const noexcept { return selfId_.load(std::memory_order_acquire); }
   std::string listenAddress() const { return selfAddress_; }
   TopologyPtr topology() const { return topology_.load(); }
-  std::uint64_t TEST_entryCount() { return workers_ ? workers_->TEST_entryCount() : 0; }
-  std::uint64_t reclaimedCount() const noexcept {
-    return workers_ ? workers_->reclaimedCount() : 0;
+  std::uint64_t TEST_entryCount() { return data_ ? data_->TEST_entryCount() : 0; }
+  std::uint64_t reclaimedCount() const noexcept { return data_ ? data_->reclaimedCount() : 0; }
+  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p) {
+    return running() ? data_->TEST_partitionEntries(p) : decltype(TEST_partitionEntries(p)){};
   }
-  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
-  std::uint64_t TEST_partitionSeq(PartitionId p);
-  std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
-  std::uint64_t TEST_barriers() const noexcept { return barriers_.load(); }
-  std::uint64_t TEST_parkedCopies() const noexcept { return parkedCopies_.load(); }
+  std::uint64_t TEST_partitionSeq(PartitionId p) {
+    return running() ? data_->TEST_partitionSeq(p) : 0;
+  }
+  std::uint64_t TEST_executed() const noexcept { return data_ ? data_->TEST_executed() : 0; }
+  std::uint64_t TEST_barriers() const noexcept { return data_ ? data_->TEST_barriers() : 0; }
+  std::uint64_t TEST_parkedCopies() const noexcept {
+    return data_ ? data_->TEST_parkedCopies() : 0;
+  }
 
   // ConnectionHandler (network thread).
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
@@ -79,127 +88,24 @@ class NodeImpl final : public ConnectionHandler,
 
  private:
   enum State : int { kCreated, kRunning, kStopping, kStopped };
-  enum class ReplicaMode : std::uint8_t {
-    kEmpty,   // holds nothing authoritative; updates are acknowledged and ignored
-    kReady,   // a complete replica: updates apply in seq order
-    kResync,  // missed an update: refuses updates until a new snapshot arrives
-  };
-  // Replication state of one partition on this node. Worker of p, except `outstanding`.
-  struct Replica {
-    std::uint64_t seq = 0;  // updates applied (primary: produced)
-    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
-    std::uint64_t lastEpoch = 0;
-    // Written on the worker of p; atomic so that a status request (network thread) can read it.
-    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
-    // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
-    // complete replica that resyncs keeps what it had until the new copy is whole.
-    std::uint64_t stagingId = 0;    // 0: none under way
-    std::uint32_t stagingNext = 0;  // the index of the chunk it expects next
-    std::vector<SnapshotEntry> staging;
-    std::vector<SnapshotCompletion> stagingCompletions;
-    std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
-    // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
-    // so that a status request (network thread) can read it.
-    std::atomic<bool> fenced{false};
-    std::uint64_t fencedFor = 0;      // the topology version the fence was set for
-    std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
-  };
-  // --- invoke path (node_invoke.cpp) ---
+  // --- the embedded invoke path (node.cpp): admission and routing; the data plane runs it ---
   void finishInvocation() noexcept;
   // CallRouter::Host.
   TopologyPtr routingTopology() const override { return topology(); }
   bool runLocally(RoutedCallPtr& call, MemberId primary) override;
   void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
   void callFinished() noexcept override { finishInvocation(); }
-  // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate
-  // (within `deadline`). A request with a valid `id` that ran before gets its recorded answer
-  // instead (grid/dedup_table.h); one whose deadline passed before it started does not run.
-  // `done` gets the encoded result, Errc::not_owner (redirect), Errc::unavailable (fenced, or a
-  // copy of a request still replicating) or another error.
-  void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
-               std::string_view args, const RequestId& id,
-               std::chrono::steady_clock::time_point deadline, RawCompletion done);
-  // Why this member may not change p now (no valid lease, too few members), or nothing.
-  std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
-  // The header of p's next replicated update (p's worker): the sequence number and epochs.
-  std::shared_ptr<ReplicateBody> nextUpdate(PartitionId p, const Topology& topo);
-  // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
-  // once a barrier through the backups confirms that each holds its update (issue 9).
-  void confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
-                        const RequestId& id, std::string answer,
-                        std::chrono::steady_clock::time_point deadline, RawCompletion done);
-  // The answer to a request the dedup table has seen (`seen.kind` is not kNew, kAnswered or
-  // kInherited).
-  static Error dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen);
-  // Sends `update` of p to every backup of p in `topo` (the topology it ran under), trying until
-  // `deadline`. With `track`, returns the replication's outcome for a dedup record (null in
-  // kPrimarySync: nothing to wait for), marked as a barrier's if `update` is one.
-  std::shared_ptr<const ReplicationOutcome> replicate(
-      PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
-      Result<std::string> result, std::chrono::steady_clock::time_point deadline,
-      RawCompletion done, bool track = false);
-  // The acknowledgements one replicated update waits for (network thread); its outcome is read by
-  // the dedup table (p's worker).
-  struct Acks {
-    Acks(std::size_t backups, Result<std::string> r) : pending(backups), result(std::move(r)) {}
-    std::size_t pending = 0;
-    Result<std::string> result;
-    RawCompletion done;
-    std::string failures;
-    // Shared with the request's dedup record (which must not keep the rest of this alive: the
-    // completion holds the caller's connection; copies parked on the outcome hold theirs until it
-    // resolves, which the last acknowledgement or the deadline does); null when nothing records
-    // the request.
-    std::shared_ptr<ReplicationOutcome> outcome;
-  };
-  // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
-  static std::string replicationFailure(PartitionId p, const Acks& acks);
-  // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
-  // owner of p, or `deadline` passes. Network thread.
-  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
-                  std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
-                  const TopologyPtr& topo, bool first);
-  // Group commit: the updates bound for one backup wait here until the network thread has run
-  // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
-  struct OutgoingUpdates {
-    std::shared_ptr<Peer> peer;
-    std::uint64_t version = 0;  // the newest topology any of them was made under
-    std::vector<std::shared_ptr<const ReplicateBody>> updates;
-    std::vector<Connection::ResponseHandler> arrivals;  // one per update
-    // The latest deadline among them: the batch waits for an answer at most until then.
-    std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
-    std::size_t bytes = 0;
-    bool flushPosted = false;
-  };
-  // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
-  void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
-                   std::shared_ptr<const ReplicateBody> update,
-                   std::chrono::steady_clock::time_point deadline,
-                   Connection::ResponseHandler arrive);
-  // Sends b's waiting updates as one batch. Network thread.
-  void flushUpdates(MemberId b);
-  void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
 
-  // --- replicas and migration (node_replica.cpp) ---
-  void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
-  // A kReplicate batch being applied on the workers; the last of its tasks answers.
-  struct ApplyBatch {
-    std::shared_ptr<Connection> conn;
-    FrameHeader header;
-    ReplicateBatch batch;
-    std::vector<std::vector<UpdateRefusal>> refusedBy;  // per worker, written by that worker
-    std::atomic<unsigned> tasksLeft{0};
-  };
-  // On p's worker: applies update u (of partition p) from `conn` to p's replica. An error if the
-  // replica refuses it, and then nothing changed.
-  Error applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
-                    const ReplicateBody& u);
-  // Whether `conn` comes from p's primary in `t` (and that is not this node).
-  bool fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const;
-  Error notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const;
-  void handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame);
-  void sendSnapshot(PartitionId p, PartitionStore& store, MemberId to, std::uint64_t version);
-  void reportSynced(PartitionId p, MemberId member, std::uint64_t version);
+  // DataPlaneHost (selfId, currentTopology and peerFor are CoordinatorHost's too).
+  bool beginInvocation() noexcept override {
+    // Count first, then check the state: stop() flips the state and then waits for the count.
+    inflight_.fetch_add(1, std::memory_order_acq_rel);
+    return state_.load(std::memory_order_acquire) == kRunning;
+  }
+  void endInvocation() noexcept override { finishInvocation(); }
+  bool stopped() const noexcept override { return state_.load() == kStopped; }
+  std::uint64_t incarnation() const noexcept override { return incarnation_.load(); }
+  void reportSynced(PartitionId p, MemberId member, std::uint64_t version) override;
 
   // --- membership (node_membership.cpp) ---
   Result<bool> bootstrap();
@@ -220,6 +126,7 @@ class NodeImpl final : public ConnectionHandler,
   void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                     const std::string& address);
   void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
+  // Fences the partitions `next` takes from this member and drains their replication.
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
   // A Prepare from the control plane's leader: refused from an older term or for a version that
   // is not newer than the installed one.
@@ -239,19 +146,19 @@ class NodeImpl final : public ConnectionHandler,
   void startHeartbeats();
   void heartbeatTick();
   // A member answered with a newer topology than ours: fetch it and install it.
-  void catchUp(MemberId from, const std::string& address);
+  void catchUp(MemberId from, const std::string& address) override;
   // Asks the control plane's leader to renew this member's primary lease (network thread).
   void renewLease();
   void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
   // kStatus: this member's own view (network thread).
   MemberStatusBody ownStatus() const;
-  std::chrono::milliseconds leaseDuration() const noexcept {
+  std::chrono::milliseconds leaseDuration() const noexcept override {
     return options_.leaseDuration.count() > 0 ? options_.leaseDuration
                                               : options_.failureTimeout / 2;
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.
-  bool holdsLease() const noexcept {
+  bool holdsLease() const noexcept override {
     return !transport_ || std::chrono::steady_clock::now().time_since_epoch().count() <
                               leaseUntil_.load(std::memory_order_acquire);
   }
@@ -287,15 +194,10 @@ class NodeImpl final : public ConnectionHandler,
   NodeOptions options_;
   ProcessorRegistry registry_;
   std::shared_ptr<const Clock> clock_;
-  std::unique_ptr<PartitionWorkers> workers_;
-  std::unique_ptr<Replica[]> replicas_;
   std::atomic<int> state_{kCreated};
   std::atomic<bool> stopCalled_{false};
   std::atomic<bool> crashed_{false};
   std::atomic<std::int64_t> inflight_{0};
-  std::atomic<std::uint64_t> executed_{0};
-  std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
-  std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
   // Until when (steady clock, its ticks) this member holds its primary lease.
   std::atomic<std::int64_t> leaseUntil_{0};
   std::atomic<MemberId> selfId_{0};
@@ -312,9 +214,10 @@ class NodeImpl final : public ConnectionHandler,
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> netGuard_;
   std::thread netThread_;
   std::unique_ptr<Transport> transport_;
-  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;      // network thread
-  std::unordered_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
-  std::unique_ptr<Coordinator> coordinator_;                       // network thread
+  // The partitions (made by start(); after netIo_, so destroyed before it).
+  std::unique_ptr<DataPlane> data_;
+  std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
+  std::unique_ptr<Coordinator> coordinator_;                   // network thread
   std::unique_ptr<ControlPlane> control_;  // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).

@@ -163,15 +163,12 @@ Result<bool> NodeImpl::start() {
   }
   unsigned threads = options_.workerThreads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  workers_ = std::make_unique<PartitionWorkers>(
-      options_.partitions, threads, clock_, options_.expirySweepInterval,
-      options_.expirySweepEntries,
-      options_.partitionsOnNetworkThread && listen ? &netIo_ : nullptr);
-  workers_->setDedupWindow(options_.dedupWindow);
+  data_ = std::make_unique<DataPlane>(static_cast<DataPlaneHost&>(*this), options_, registry_,
+                                      clock_, netIo_, threads,
+                                      options_.partitionsOnNetworkThread && listen.has_value());
   // A remote primary silent this long is asked again (same request id), by then perhaps at the
   // member that took its partitions over.
   router_.setAttemptTimeout(std::max(options_.heartbeatInterval, options_.failureTimeout / 2));
-  replicas_ = std::make_unique<Replica[]>(options_.partitions);
   {
     auto empty = std::make_shared<Topology>();
     empty->table = PartitionTable(options_.partitions,
@@ -179,7 +176,7 @@ Result<bool> NodeImpl::start() {
     empty->backups = options_.backups;
     topology_.store(std::move(empty));
   }
-  workers_->start();
+  data_->start();
 
   if (!listen) {
     Result<bool> made = bootstrap();
@@ -199,7 +196,7 @@ Result<bool> NodeImpl::start() {
   transport_ = std::make_unique<Transport>(netIo_, topts, *this);
   Result<std::uint16_t> port = transport_->listen();
   if (!port) {
-    workers_->stop();
+    data_->stop();
     transport_.reset();
     state_.store(kStopped);
     return std::move(port).error();
@@ -220,7 +217,7 @@ Result<bool> NodeImpl::start() {
 Result<bool> NodeImpl::bootstrap() {
   if (!transport_) {  // a single member without a network: its topology needs no consensus
     std::shared_ptr<Topology> t = firstTopology();
-    for (PartitionId p = 0; p < options_.partitions; ++p) replicas_[p].mode = ReplicaMode::kReady;
+    data_->markAllReady();
     selfId_.store(1, std::memory_order_release);
     topology_.store(t);
     if (options_.onTopology) options_.onTopology(*t);
@@ -525,7 +522,7 @@ void NodeImpl::stop() {
     control_.reset();
   }
   // 4. Drain and join the partition workers.
-  if (workers_) workers_->stop();
+  if (data_) data_->stop();
   state_.store(kStopped, std::memory_order_release);
 }
 
@@ -606,68 +603,10 @@ void NodeImpl::syncPeers(const Topology& t) {
 }
 
 void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done) {
-  const TopologyPtr cur = topology();
-  const MemberId self = memberId();
-  std::vector<PartitionId> losing;
-  for (PartitionId p = 0; p < options_.partitions; ++p) {
-    if (cur->table.primary(p) == self && next.table.primary(p) != self) losing.push_back(p);
-  }
-  if (losing.empty()) {
-    done();
-    return;
-  }
-  // Fence each losing partition on its worker, then wait until its in-flight replication is
-  // acknowledged, so the next primary has every update before it starts serving.
-  struct Drain {
-    std::vector<PartitionId> partitions;
-    std::size_t fencing;
-    UniqueFunction<void()> done;
-    asio::steady_timer timer;
-    SteadyClock::time_point deadline;
-  };
-  auto drain = std::make_shared<Drain>(Drain{losing, losing.size(), std::move(done),
-                                             asio::steady_timer(netIo_),
-                                             SteadyClock::now() + options_.failureTimeout});
-  auto poll = std::make_shared<std::function<void()>>();
-  *poll = [this, drain, poll] {
-    bool idle = true;
-    for (PartitionId p : drain->partitions) {
-      idle = idle && replicas_[p].outstanding.load(std::memory_order_acquire) == 0;
-    }
-    if (idle || SteadyClock::now() >= drain->deadline) {
-      auto finished = std::move(drain->done);
-      *poll = nullptr;  // break the cycle
-      finished();
-      return;
-    }
-    drain->timer.expires_after(std::chrono::milliseconds(1));
-    drain->timer.async_wait([poll](std::error_code) {
-      if (*poll) (*poll)();
-    });
-  };
-  const std::uint64_t version = next.version;
-  for (PartitionId p : losing) {
-    workers_->post(p, [this, p, drain, poll, version](PartitionStore&) {
-      replicas_[p].fenced = true;
-      replicas_[p].fencedFor = version;
-      asio::post(netIo_, [drain, poll] {
-        if (--drain->fencing == 0) (*poll)();
-      });
-    });
-  }
-  // A fence is bounded by the change that set it: if that topology is not committed within
-  // twice the failure timeout (its leader was deposed, or failed), the partitions serve again.
-  // Installing it (or a newer one) releases the fence sooner (commitTopology).
-  auto release = std::make_shared<asio::steady_timer>(netIo_, 2 * options_.failureTimeout);
-  release->async_wait([this, release, losing = std::move(losing), version](std::error_code ec) {
-    if (ec || state_.load() == kStopped || topology()->version >= version) return;
-    for (PartitionId p : losing) {
-      workers_->post(p, [this, p, version](PartitionStore&) {
-        Replica& rep = replicas_[p];
-        if (rep.fenced && rep.fencedFor == version) rep.fenced = false;
-      });
-    }
-  });
+  // The drain waits at most a failure timeout; a fence whose topology is not committed within
+  // twice that (its leader was deposed, or failed) lifts, and the partitions serve again.
+  data_->prepare(*topology(), next, options_.failureTimeout, 2 * options_.failureTimeout,
+                 std::move(done));
 }
 
 void NodeImpl::commitTopology(TopologyPtr next) {
@@ -714,52 +653,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
       rejoinThread_ = std::thread([this, seeds = std::move(seeds)] { rejoin(seeds); });
     }
   }
-  // Snapshots this node (as a primary in `next`) starts: every syncing replica that is new, whose
-  // snapshot was restarted (a new `since`), or that was another primary's to serve.
-  std::vector<std::vector<MemberId>> snapshots(options_.partitions);
-  {
-    std::set<std::tuple<PartitionId, MemberId, std::uint64_t>> underway;
-    for (const SyncingReplica& r : cur->syncing) {
-      if (cur->table.primary(r.partition) == self) underway.emplace(r.partition, r.member, r.since);
-    }
-    for (const SyncingReplica& r : next->syncing) {
-      if (r.partition >= options_.partitions || next->table.primary(r.partition) != self) continue;
-      if (underway.count({r.partition, r.member, r.since}) == 0) {
-        snapshots[r.partition].push_back(r.member);
-      }
-    }
-  }
-  for (PartitionId p = 0; p < options_.partitions; ++p) {
-    const bool wasOwner = cur->table.isOwner(p, self);
-    const bool isOwner = next->table.isOwner(p, self);
-    if (!wasOwner && !isOwner) continue;
-    workers_->post(p, [this, p, next, self, wasOwner, isOwner,
-                       to = std::move(snapshots[p])](PartitionStore& store) {
-      Replica& rep = replicas_[p];
-      if (!isOwner) {  // moved away: drop it
-        if (wasOwner) store.clear();
-        rep.mode = ReplicaMode::kEmpty;
-        rep.seq = 0;
-        rep.lastEpoch = 0;
-        rep.staging = {};
-        rep.stagingId = 0;
-        rep.fenced = false;
-        return;
-      }
-      if (next->table.primary(p) != self) {
-        if (rep.fencedFor <= next->version) rep.fenced = false;  // the change it was for is in
-        return;
-      }
-      rep.fenced = false;
-      // A primary serves what it holds: only a partition that lost every replica (it restarts
-      // empty) has a primary that was not a complete replica. A snapshot it was staging (it was
-      // resyncing, and kept its complete copy meanwhile) is dropped.
-      rep.mode = ReplicaMode::kReady;
-      rep.staging = {};
-      rep.stagingId = 0;
-      for (MemberId m : to) sendSnapshot(p, store, m, next->version);
-    });
-  }
+  data_->install(cur, next);
 }
 
 void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
@@ -794,11 +688,11 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       case MessageType::kJoin:
         return handleJoin(conn, std::move(frame));
       case MessageType::kInvoke:
-        return handleInvoke(conn, std::move(frame));
+        return data_->handleInvoke(conn, std::move(frame));
       case MessageType::kReplicate:
-        return handleReplicate(conn, std::move(frame));
+        return data_->handleReplicate(conn, std::move(frame));
       case MessageType::kSnapshot:
-        return handleSnapshot(conn, std::move(frame));
+        return data_->handleSnapshot(conn, std::move(frame));
       case MessageType::kGetTopology:
         conn->reply(header, header.type, topology()->version, encode(TopologyBody{*topology()}));
         return;
@@ -853,6 +747,34 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
                      Error(Errc::malformed_message, std::string(messageTypeName(header.type)) +
                                                         " body does not decode: " + e.what()));
   }
+}
+
+void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t version) {
+  const TopologyPtr topo = topology();
+  const MemberId coordinatorId = topo->coordinator();
+  if (coordinatorId == memberId()) {
+    if (coordinator_) coordinator_->onSynced(p, member, version);
+    return;
+  }
+  const MemberInfo* info = topo->member(coordinatorId);
+  std::shared_ptr<Peer> peer = info ? peerFor(coordinatorId, info->address) : nullptr;
+  if (!peer) return;
+  peer->request(MessageType::kSynced, topo->version, encode(SyncedBody{p, member, version}),
+                options_.requestTimeout, [this, p, member, version](Result<Frame> r) {
+                  if (r) return;
+                  // Lost on the way (or the coordinator changed): report again while the
+                  // replica is still awaited and this node still its primary.
+                  auto timer =
+                      std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(100));
+                  timer->async_wait([this, timer, p, member, version](std::error_code ec) {
+                    const TopologyPtr t = topology();
+                    if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||
+                        t->syncingReplica(p, member) == nullptr) {
+                      return;
+                    }
+                    reportSynced(p, member, version);
+                  });
+                });
 }
 
 void NodeImpl::onClosed(const std::shared_ptr<Connection>&, const Error&) {}

@@ -6,7 +6,7 @@ include(CMakePackageConfigHelpers)
 set(INGRID_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingrid)
 
 install(TARGETS ingrid-node ingrid-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS ingrid_grid ingrid_processors ingrid_limiters ingrid_wire ingrid_control ingrid_cluster ingrid_client ingrid ingrid_asio ingrid_raft
+install(TARGETS ingrid_grid ingrid_processors ingrid_limiters ingrid_wire ingrid_control ingrid_shard ingrid_cluster ingrid_client ingrid ingrid_asio ingrid_raft
         EXPORT ingridTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,5 +1,5 @@
 // The backup side of replication, and migration: snapshots of a partition for its new owners.
-#include "cluster/node_impl.h"
+#include "cluster/shard/data_plane.h"
 #include "cluster/shard/replica_log.h"
 
 namespace ingrid {
@@ -11,12 +11,12 @@ constexpr std::size_t kSnapshotChunkBytes = 4u << 20;
 
 }  // namespace
 
-bool NodeImpl::fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const {
+bool DataPlane::fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const {
   const MemberId primary = t.table.primary(p);
   return primary != 0 && primary != memberId() && conn.peerId == primary;
 }
 
-Error NodeImpl::notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const {
+Error DataPlane::notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const {
   return Error(Errc::not_owner, "member " + std::to_string(memberId()) + " takes partition " +
                                     std::to_string(p) + " from its primary, member " +
                                     std::to_string(t.table.primary(p)) + " at topology " +
@@ -24,7 +24,7 @@ Error NodeImpl::notPrimaryError(const Connection& conn, const Topology& t, Parti
                                     std::to_string(conn.peerId));
 }
 
-void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
+void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
   auto job = std::make_shared<ApplyBatch>();
   try {
     decodeInto(frame.body, job->batch);
@@ -55,10 +55,10 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
   job->header = frame.header;
   // The updates go to their partitions' workers, one task per worker holding its updates in
   // batch order (so each partition's stay in sequence order); the last task to finish answers.
-  const unsigned workers = workers_->threadCount();
+  const unsigned workers = workers_.threadCount();
   std::vector<std::vector<std::uint32_t>> byWorker(workers);
   for (std::uint32_t i = 0; i < job->batch.updates.size(); ++i) {
-    byWorker[workers_->workerOf(job->batch.updates[i].partition)].push_back(i);
+    byWorker[workers_.workerOf(job->batch.updates[i].partition)].push_back(i);
   }
   unsigned tasks = 0;
   for (const auto& indices : byWorker) tasks += indices.empty() ? 0 : 1;
@@ -70,7 +70,7 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
   job->tasksLeft.store(tasks, std::memory_order_relaxed);
   for (unsigned w = 0; w < workers; ++w) {
     if (byWorker[w].empty()) continue;
-    workers_->postToWorker(
+    workers_.postToWorker(
         w, [this, job, w, indices = std::move(byWorker[w])](PartitionWorkers& pool) {
           const TopologyPtr topo = topology();
           for (const std::uint32_t i : indices) {
@@ -89,8 +89,8 @@ void NodeImpl::handleReplicate(const std::shared_ptr<Connection>& conn, Frame fr
   }
 }
 
-Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
-                            const ReplicateBody& u) {
+Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
+                             const ReplicateBody& u) {
   Replica& rep = replicas_[u.partition];
   // Only the primary by this member's own topology may change its replica: a member declared
   // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
@@ -144,7 +144,7 @@ Error NodeImpl::applyUpdate(const Connection& conn, PartitionStore& store, const
   return {};
 }
 
-void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame) {
+void DataPlane::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame) {
   SnapshotBody snap;
   try {
     decodeInto(frame.body, snap);
@@ -163,8 +163,8 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
     return;
   }
   const PartitionId p = snap.partition;
-  workers_->post(p, [this, conn, header = frame.header,
-                     s = std::move(snap)](PartitionStore& store) mutable {
+  workers_.post(p, [this, conn, header = frame.header,
+                    s = std::move(snap)](PartitionStore& store) mutable {
     Replica& rep = replicas_[s.partition];
     const TopologyPtr topo = topology();
     if (!fromPrimary(*conn, *topo, s.partition)) {
@@ -235,8 +235,8 @@ void NodeImpl::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fra
   });
 }
 
-void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
-                            std::uint64_t version) {
+void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
+                             std::uint64_t version) {
   std::vector<SnapshotBody> chunks(1);
   std::size_t bytes = 0;
   store.forEach(clock_->now(), [&](std::string_view key, EntryView e) {
@@ -260,7 +260,7 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   });
   Replica& rep = replicas_[p];
   // Tells this snapshot's chunks from those of another one (an earlier attempt, another sender).
-  std::uint64_t id = incarnation_.load() * 0x9E3779B97F4A7C15ull + ++rep.snapshotsSent;
+  std::uint64_t id = host_.incarnation() * 0x9E3779B97F4A7C15ull + ++rep.snapshotsSent;
   if (id == 0) id = 1;  // 0 means "none under way" on the receiver
   const std::uint64_t epoch = topology()->epoch(p);
   for (std::size_t i = 0; i < chunks.size(); ++i) {
@@ -275,10 +275,10 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   }
   // Posted from the worker before any later update of p, so the new owner sees the snapshot
   // before every update that it does not contain.
-  asio::post(netIo_, [this, p, to, version, chunks = std::move(chunks)]() {
+  asio::post(net_, [this, p, to, version, chunks = std::move(chunks)]() {
     const TopologyPtr topo = topology();
     const MemberInfo* info = topo->member(to);
-    std::shared_ptr<Peer> peer = info ? peerFor(to, info->address) : nullptr;
+    std::shared_ptr<Peer> peer = info ? host_.peerFor(to, info->address) : nullptr;
     if (!peer) return;  // no longer a member
     struct Progress {
       std::size_t pending;
@@ -291,15 +291,15 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                       if (!r) progress->failed = true;
                       if (--progress->pending != 0) return;
                       if (!progress->failed) {
-                        reportSynced(p, to, version);
+                        host_.reportSynced(p, to, version);
                         return;
                       }
                       // Try again (later) while this node is still the primary and `to` an owner.
                       auto timer = std::make_shared<asio::steady_timer>(
-                          netIo_, std::chrono::milliseconds(100));
+                          net_, std::chrono::milliseconds(100));
                       timer->async_wait([this, timer, p, to](std::error_code ec) {
-                        if (ec || state_.load() == kStopped) return;
-                        workers_->post(p, [this, p, to](PartitionStore& s) {
+                        if (ec || host_.stopped()) return;
+                        workers_.post(p, [this, p, to](PartitionStore& s) {
                           const TopologyPtr t = topology();
                           if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
                             sendSnapshot(p, s, to, t->version);
@@ -309,34 +309,6 @@ void NodeImpl::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                     });
     }
   });
-}
-
-void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t version) {
-  const TopologyPtr topo = topology();
-  const MemberId coordinatorId = topo->coordinator();
-  if (coordinatorId == memberId()) {
-    if (coordinator_) coordinator_->onSynced(p, member, version);
-    return;
-  }
-  const MemberInfo* info = topo->member(coordinatorId);
-  std::shared_ptr<Peer> peer = info ? peerFor(coordinatorId, info->address) : nullptr;
-  if (!peer) return;
-  peer->request(MessageType::kSynced, topo->version, encode(SyncedBody{p, member, version}),
-                options_.requestTimeout, [this, p, member, version](Result<Frame> r) {
-                  if (r) return;
-                  // Lost on the way (or the coordinator changed): report again while the
-                  // replica is still awaited and this node still its primary.
-                  auto timer =
-                      std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(100));
-                  timer->async_wait([this, timer, p, member, version](std::error_code ec) {
-                    const TopologyPtr t = topology();
-                    if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||
-                        t->syncingReplica(p, member) == nullptr) {
-                      return;
-                    }
-                    reportSynced(p, member, version);
-                  });
-                });
 }
 
 }  // namespace ingrid

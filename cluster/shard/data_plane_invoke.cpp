@@ -1,11 +1,11 @@
-// The invoke path: admission, routing to the primary (locally or in one round trip), execution
-// on the partition's worker, synchronous replication to the backups, redirects and retries.
+// The primary's side of the data plane: execution on the partition's worker, the dedup table,
+// synchronous replication to the backups (group commit per backup), and barriers.
 #include <algorithm>
 #include <cassert>
 #include <chrono>
 #include <utility>
 
-#include "cluster/node_impl.h"
+#include "cluster/shard/data_plane.h"
 
 namespace ingrid {
 namespace {
@@ -23,60 +23,9 @@ bool updateOrder(const std::shared_ptr<const ReplicateBody>& a,
 
 }  // namespace
 
-void NodeImpl::finishInvocation() noexcept {
-  if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
-}
-
-void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::string args,
-                         RawCompletion done) {
-  // Count first, then check the state: stop() flips the state and then waits for the count.
-  inflight_.fetch_add(1, std::memory_order_acq_rel);
-  const int state = state_.load(std::memory_order_acquire);
-  Error refused;
-  ErasedProcessorFn fn = nullptr;
-  if (state != kRunning) {
-    refused = Error(state == kCreated ? Errc::not_running : Errc::shutting_down,
-                    "cannot run processor '" + std::string(processor) + "'");
-  } else if (auto bad = keyError(key)) {
-    refused = std::move(*bad);
-  } else if ((fn = registry_.find(processor)) == nullptr) {
-    refused = Error(Errc::unknown_processor,
-                    "no processor named '" + std::string(processor) + "' is registered");
-  }
-  if (fn == nullptr) {
-    finishInvocation();
-    done(std::move(refused));
-    return;
-  }
-  router_.start(std::move(key), processor, std::move(args), std::move(done), options_.partitions,
-                options_.requestTimeout);
-}
-
-bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
-  if (primary != memberId()) return false;
-  const PartitionId p = call->partition;
-  workers_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
-    RoutedCall& c = *call;
-    // Registered: invokeRaw checked it, and the registry is immutable while running.
-    const ErasedProcessorFn fn = registry_.find(c.processor);
-    const RequestId id = router_.requestId(c);
-    execute(c.partition, store, c.key, fn, c.args, id, c.deadline,
-            [this, call = std::move(call)](Result<std::string> r) mutable {
-              if (!r && transport_ &&
-                  (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
-                const Error why = r.error();
-                router_.retryLater(std::move(call), why);
-              } else {
-                router_.finish(std::move(call), std::move(r));
-              }
-            });
-  });
-  return true;
-}
-
-void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view key,
-                       ErasedProcessorFn fn, std::string_view args, const RequestId& id,
-                       std::chrono::steady_clock::time_point deadline, RawCompletion done) {
+void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view key,
+                        ErasedProcessorFn fn, std::string_view args, const RequestId& id,
+                        std::chrono::steady_clock::time_point deadline, RawCompletion done) {
   Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
   const MemberId self = memberId();
@@ -166,13 +115,13 @@ void NodeImpl::execute(PartitionId p, PartitionStore& store, std::string_view ke
   replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done));
 }
 
-std::optional<Error> NodeImpl::writeRefusal(PartitionId p, const Topology& topo) const {
+std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo) const {
   const MemberId self = memberId();
-  if (!holdsLease()) {  // invariant 13: no write without a valid primary lease
+  if (!host_.holdsLease()) {  // invariant 13: no write without a valid primary lease
     return Error(Errc::unavailable, "member " + std::to_string(self) +
                                         " holds no valid primary lease (no renewal from "
                                         "the control plane's leader within " +
-                                        std::to_string(leaseDuration().count()) +
+                                        std::to_string(host_.leaseDuration().count()) +
                                         " ms): the write to " + partitionName(p) +
                                         " is refused, nothing changed");
   }
@@ -185,7 +134,7 @@ std::optional<Error> NodeImpl::writeRefusal(PartitionId p, const Topology& topo)
   return std::nullopt;
 }
 
-std::shared_ptr<ReplicateBody> NodeImpl::nextUpdate(PartitionId p, const Topology& topo) {
+std::shared_ptr<ReplicateBody> DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
   Replica& rep = replicas_[p];
   auto update = std::make_shared<ReplicateBody>();
   update->prevEpoch = rep.lastEpoch;
@@ -197,10 +146,10 @@ std::shared_ptr<ReplicateBody> NodeImpl::nextUpdate(PartitionId p, const Topolog
   return update;
 }
 
-void NodeImpl::confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
-                                const RequestId& id, std::string answer,
-                                std::chrono::steady_clock::time_point deadline,
-                                RawCompletion done) {
+void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                                 const RequestId& id, std::string answer,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 RawCompletion done) {
   const auto steadyNow = std::chrono::steady_clock::now();
   if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kPrimarySync) {
     // No other owner to wait for (or a mode that never waits for one).
@@ -237,7 +186,7 @@ void NodeImpl::confirmInherited(PartitionId p, PartitionStore& store, const Topo
   store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
 }
 
-Error NodeImpl::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
+Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
   const std::string request = "request " + std::to_string(id.seq) + " of client " +
                               std::to_string(id.client) + " on " + partitionName(p);
   switch (seen.kind) {
@@ -263,7 +212,7 @@ Error NodeImpl::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable
   }
 }
 
-std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
+std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
     PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
     Result<std::string> result, std::chrono::steady_clock::time_point deadline, RawCompletion done,
     bool track) {
@@ -288,30 +237,30 @@ std::shared_ptr<const ReplicationOutcome> NodeImpl::replicate(
       sendUpdate(p, owners[i], update, acks, deadline, topo, true);
     }
   };
-  if (netIo_.get_executor().running_in_this_thread()) {  // partitions on the network thread
+  if (onNetworkThread()) {  // partitions on the network thread
     send();
   } else {
-    asio::post(netIo_, std::move(send));
+    asio::post(net_, std::move(send));
   }
   return outcome;
 }
 
-std::string NodeImpl::replicationFailure(PartitionId p, const Acks& acks) {
+std::string DataPlane::replicationFailure(PartitionId p, const Acks& acks) {
   return (acks.outcome && acks.outcome->barrier
               ? "confirming a request of a former primary of partition "
               : "replicating a request's update on partition ") +
          std::to_string(p) + " failed (" + acks.failures + "): ask again";
 }
 
-void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
-                          std::shared_ptr<Acks> acks,
-                          std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
-                          bool first) {
+void DataPlane::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
+                           std::shared_ptr<Acks> acks,
+                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
+                           bool first) {
   auto arrive = [this, p, b, update, acks, deadline, first, topo](Result<Frame> r) mutable {
     if (!r && r.error() == Errc::not_owner) {
       // The backup names another primary, or a newer epoch: this member may have been deposed.
       // Learn the backup's topology (installed if newer); the next attempt is judged by it.
-      if (const MemberInfo* info = topo->member(b)) catchUp(b, info->address);
+      if (const MemberInfo* info = topo->member(b)) host_.catchUp(b, info->address);
     }
     if (!r) {
       const TopologyPtr now = topology();
@@ -331,17 +280,17 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
         // the snapshot goes once it is back).
-        workers_->post(p, [this, p, b](PartitionStore& store) {
+        workers_.post(p, [this, p, b](PartitionStore& store) {
           const TopologyPtr t = topology();
           if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
             sendSnapshot(p, store, b, t->version);
           }
         });
       }
-      if (std::chrono::steady_clock::now() < deadline && state_.load() != kStopped) {
+      if (std::chrono::steady_clock::now() < deadline && !host_.stopped()) {
         // Sync replication waits for every live backup: try again until the backup answers,
         // is declared failed (the topology drops it), or the deadline passes.
-        auto timer = std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(50));
+        auto timer = std::make_shared<asio::steady_timer>(net_, std::chrono::milliseconds(50));
         // With the topology the update was made under: a newer one that drops the backup (or
         // this primary) is judged against it when the attempt fails.
         timer->async_wait(
@@ -383,7 +332,7 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
     acks->failures = {};
   };
   const MemberInfo* info = topo->member(b);
-  std::shared_ptr<Peer> peer = info ? peerFor(b, info->address) : nullptr;
+  std::shared_ptr<Peer> peer = info ? host_.peerFor(b, info->address) : nullptr;
   if (!peer) {
     arrive(Error(Errc::unreachable, "no address known"));
     return;
@@ -391,11 +340,11 @@ void NodeImpl::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repli
   queueUpdate(b, std::move(peer), topo->version, std::move(update), deadline, std::move(arrive));
 }
 
-void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
-                           std::shared_ptr<const ReplicateBody> update,
-                           std::chrono::steady_clock::time_point deadline,
-                           Connection::ResponseHandler arrive) {
-  assert(netIo_.get_executor().running_in_this_thread());
+void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+                            std::shared_ptr<const ReplicateBody> update,
+                            std::chrono::steady_clock::time_point deadline,
+                            Connection::ResponseHandler arrive) {
+  assert(onNetworkThread());
   if (auto it = outgoingUpdates_.find(b);
       it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
     flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
@@ -418,7 +367,7 @@ void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t
   } else if (!out.flushPosted) {
     // After what is queued on this thread now: the updates the rest of this pass makes join.
     out.flushPosted = true;
-    asio::post(netIo_, [this, b] {
+    asio::post(net_, [this, b] {
       auto it = outgoingUpdates_.find(b);
       if (it == outgoingUpdates_.end()) return;
       it->second.flushPosted = false;
@@ -427,8 +376,8 @@ void NodeImpl::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t
   }
 }
 
-void NodeImpl::flushUpdates(MemberId b) {
-  assert(netIo_.get_executor().running_in_this_thread());
+void DataPlane::flushUpdates(MemberId b) {
+  assert(onNetworkThread());
   auto it = outgoingUpdates_.find(b);
   if (it == outgoingUpdates_.end()) return;
   OutgoingUpdates& out = it->second;
@@ -513,7 +462,7 @@ void NodeImpl::flushUpdates(MemberId b) {
       });
 }
 
-void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
+void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
   // The fields are read in place (no copy): found here, used on the worker over the same body.
   InvokeRequestSpans spans;
   try {
@@ -525,11 +474,10 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
   }
   const std::string_view key = spans.key.in(frame.body);
   const std::string_view processor = spans.processor.in(frame.body);
-  inflight_.fetch_add(1, std::memory_order_acq_rel);
-  const int state = state_.load(std::memory_order_acquire);
+  const bool running = host_.beginInvocation();
   ErasedProcessorFn fn = registry_.find(processor);
   Error refused;
-  if (state != kRunning) {
+  if (!running) {
     refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
   } else if (auto bad = keyError(key)) {
     refused = std::move(*bad);
@@ -540,15 +488,15 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
   }
   if (refused.code()) {
     conn->replyError(frame.header, refused);
-    finishInvocation();
+    host_.endInvocation();
     return;
   }
   const PartitionId p = partitionOf(key, options_.partitions);
   const auto deadline =
       std::chrono::steady_clock::now() +
       (spans.timeoutMs != 0 ? std::chrono::milliseconds(spans.timeoutMs) : options_.requestTimeout);
-  workers_->post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans, fn,
-                     deadline](PartitionStore& store) {
+  workers_.post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans, fn,
+                    deadline](PartitionStore& store) {
     execute(
         p, store, spans.key.in(body), fn, spans.args.in(body),
         RequestId{spans.client, spans.seq, spans.doneBelow}, deadline,
@@ -561,7 +509,7 @@ void NodeImpl::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame
           } else {
             conn->replyError(header, r.error());
           }
-          finishInvocation();
+          host_.endInvocation();
         });
   });
 }

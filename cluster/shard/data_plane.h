@@ -1,0 +1,258 @@
+// DataPlane: a member's partitions and what runs on them (internal; the Node assembles it).
+//
+// It owns the partition workers (their stores and dedup tables), each partition's replica state,
+// and the batches of updates bound for each backup. It runs a request on its partition's worker
+// (execute), replicates the change to the backups and answers once they acknowledge it; on a
+// backup it applies replicated updates and snapshots (handleReplicate, handleSnapshot). Membership
+// reaches it only through prepare() (fence the partitions a new topology takes away) and
+// install() (a committed topology: drop, promote, send snapshots). What it needs of the rest of the
+// node (the topology, links to members, the lease, the control plane) it asks its DataPlaneHost.
+//
+// Threads: members marked "worker of p" only on partition p's worker; "network thread" only on
+// the node's network thread (which runs the transport); the rest from any thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <asio/io_context.hpp>
+
+#include <ingrid/invoke_async.h>
+#include <ingrid/node_options.h>
+#include <ingrid/processors/registry.h>
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+#include "cluster/shard/partition_workers.h"
+#include "cluster/transport/connection.h"
+#include "cluster/transport/messages.h"
+#include "cluster/transport/peer.h"
+#include "grid/dedup_table.h"
+
+namespace ingrid {
+
+// What the data plane asks of the node that embeds it. Any thread unless marked.
+class DataPlaneHost {
+ public:
+  virtual MemberId selfId() const = 0;
+  virtual TopologyPtr currentTopology() const = 0;
+  // The link to member `id` at `address`, made if needed (network thread).
+  virtual std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) = 0;
+  // Whether this member holds a valid primary lease (invariant 13), and for how long one lasts.
+  virtual bool holdsLease() const noexcept = 0;
+  virtual std::chrono::milliseconds leaseDuration() const noexcept = 0;
+  // A backup named another primary or a newer epoch: fetch its topology (network thread).
+  virtual void catchUp(MemberId from, const std::string& address) = 0;
+  // Tells the coordinator that `member`'s replica of p is complete as of `version` (network
+  // thread).
+  virtual void reportSynced(PartitionId p, MemberId member, std::uint64_t version) = 0;
+  // Counts an invocation in (stop() waits for the count); returns whether the node runs. Each
+  // call is matched by one endInvocation(), whatever it returned.
+  virtual bool beginInvocation() noexcept = 0;
+  virtual void endInvocation() noexcept = 0;
+  // Whether the node has stopped (retries end).
+  virtual bool stopped() const noexcept = 0;
+  // Random per process start and rejoin: tells this member's snapshots from an earlier self's.
+  virtual std::uint64_t incarnation() const noexcept = 0;
+
+ protected:
+  ~DataPlaneHost() = default;
+};
+
+class DataPlane {
+ public:
+  // `net` is the node's network thread's context; with `partitionsOnNet` the partitions run on
+  // that thread too (one thread per node), otherwise on `threads` workers of their own.
+  DataPlane(DataPlaneHost& host, const NodeOptions& options, const ProcessorRegistry& registry,
+            std::shared_ptr<const Clock> clock, asio::io_context& net, unsigned threads,
+            bool partitionsOnNet);
+  DataPlane(const DataPlane&) = delete;
+  DataPlane& operator=(const DataPlane&) = delete;
+
+  void start() { workers_.start(); }
+  // Runs every task already posted, then joins the workers. REQUIRES: nothing posts any more (and
+  // with partitionsOnNet, the network thread has ended).
+  void stop() { workers_.stop(); }
+  // A single member without a network: every partition is a complete replica at once.
+  void markAllReady();
+
+  // Runs fn(PartitionStore&) on p's worker.
+  template <class F>
+  void post(PartitionId p, F&& fn) {
+    workers_.post(p, std::forward<F>(fn));
+  }
+
+  // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate
+  // (within `deadline`). A request with a valid `id` that ran before gets its recorded answer
+  // instead (grid/dedup_table.h); one whose deadline passed before it started does not run.
+  // `done` gets the encoded result, Errc::not_owner (redirect), Errc::unavailable (fenced, or a
+  // copy of a request still replicating) or another error.
+  void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
+               std::string_view args, const RequestId& id,
+               std::chrono::steady_clock::time_point deadline, RawCompletion done);
+
+  // The data-plane requests from a connection (network thread).
+  void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
+  void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
+  void handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame);
+
+  // Membership's two calls (network thread). prepare: the topology `next` is about to be
+  // committed; fences every partition this member leads in `cur` and not in `next`, and calls
+  // `done` once their in-flight replication is acknowledged (or `drainLimit` passed). A fence
+  // lifts by itself if no topology at least as new as `next` is installed within `fenceLimit`.
+  void prepare(const Topology& cur, const Topology& next, std::chrono::milliseconds drainLimit,
+               std::chrono::milliseconds fenceLimit, UniqueFunction<void()> done);
+  // install: `next` replaced `cur` here: partitions moved away are dropped, those it now leads
+  // serve, and the new replicas it leads get snapshots.
+  void install(const TopologyPtr& cur, const TopologyPtr& next);
+
+  // For a status report (any thread): whether p is fenced, and whether its replica is complete.
+  bool fenced(PartitionId p) const noexcept { return replicas_[p].fenced.load(); }
+  bool complete(PartitionId p) const noexcept {
+    return replicas_[p].mode.load() == ReplicaMode::kReady;
+  }
+  std::uint64_t reclaimedCount() const noexcept { return workers_.reclaimedCount(); }
+  std::uint64_t TEST_entryCount() { return workers_.TEST_entryCount(); }
+  // Blocking: ask p's worker (REQUIRES: running).
+  std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
+  std::uint64_t TEST_partitionSeq(PartitionId p);
+  std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
+  std::uint64_t TEST_barriers() const noexcept { return barriers_.load(); }
+  std::uint64_t TEST_parkedCopies() const noexcept { return parkedCopies_.load(); }
+
+ private:
+  enum class ReplicaMode : std::uint8_t {
+    kEmpty,   // holds nothing authoritative; updates are acknowledged and ignored
+    kReady,   // a complete replica: updates apply in seq order
+    kResync,  // missed an update: refuses updates until a new snapshot arrives
+  };
+  // Replication state of one partition on this node. Worker of p, except `outstanding`.
+  struct Replica {
+    std::uint64_t seq = 0;  // updates applied (primary: produced)
+    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
+    std::uint64_t lastEpoch = 0;
+    // Written on the worker of p; atomic so that a status request (network thread) can read it.
+    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
+    // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
+    // complete replica that resyncs keeps what it had until the new copy is whole.
+    std::uint64_t stagingId = 0;    // 0: none under way
+    std::uint32_t stagingNext = 0;  // the index of the chunk it expects next
+    std::vector<SnapshotEntry> staging;
+    std::vector<SnapshotCompletion> stagingCompletions;
+    std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
+    // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
+    // so that a status request (network thread) can read it.
+    std::atomic<bool> fenced{false};
+    std::uint64_t fencedFor = 0;      // the topology version the fence was set for
+    std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
+  };
+
+  // --- the primary's side (data_plane_invoke.cpp) ---
+  // Why this member may not change p now (no valid lease, too few members), or nothing.
+  std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
+  // The header of p's next replicated update (p's worker): the sequence number and epochs.
+  std::shared_ptr<ReplicateBody> nextUpdate(PartitionId p, const Topology& topo);
+  // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
+  // once a barrier through the backups confirms that each holds its update (issue 9).
+  void confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                        const RequestId& id, std::string answer,
+                        std::chrono::steady_clock::time_point deadline, RawCompletion done);
+  // The answer to a request the dedup table has seen (`seen.kind` is not kNew, kAnswered or
+  // kInherited).
+  static Error dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen);
+  // Sends `update` of p to every backup of p in `topo` (the topology it ran under), trying until
+  // `deadline`. With `track`, returns the replication's outcome for a dedup record (null in
+  // kPrimarySync: nothing to wait for), marked as a barrier's if `update` is one.
+  std::shared_ptr<const ReplicationOutcome> replicate(
+      PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
+      Result<std::string> result, std::chrono::steady_clock::time_point deadline,
+      RawCompletion done, bool track = false);
+  // The acknowledgements one replicated update waits for (network thread); its outcome is read by
+  // the dedup table (p's worker).
+  struct Acks {
+    Acks(std::size_t backups, Result<std::string> r) : pending(backups), result(std::move(r)) {}
+    std::size_t pending = 0;
+    Result<std::string> result;
+    RawCompletion done;
+    std::string failures;
+    // Shared with the request's dedup record (which must not keep the rest of this alive: the
+    // completion holds the caller's connection; copies parked on the outcome hold theirs until it
+    // resolves, which the last acknowledgement or the deadline does); null when nothing records
+    // the request.
+    std::shared_ptr<ReplicationOutcome> outcome;
+  };
+  // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
+  static std::string replicationFailure(PartitionId p, const Acks& acks);
+  // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
+  // owner of p, or `deadline` passes. Network thread.
+  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
+                  std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
+                  const TopologyPtr& topo, bool first);
+  // Group commit: the updates bound for one backup wait here until the network thread has run
+  // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
+  struct OutgoingUpdates {
+    std::shared_ptr<Peer> peer;
+    std::uint64_t version = 0;  // the newest topology any of them was made under
+    std::vector<std::shared_ptr<const ReplicateBody>> updates;
+    std::vector<Connection::ResponseHandler> arrivals;  // one per update
+    // The latest deadline among them: the batch waits for an answer at most until then.
+    std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
+    std::size_t bytes = 0;
+    bool flushPosted = false;
+  };
+  // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
+  void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+                   std::shared_ptr<const ReplicateBody> update,
+                   std::chrono::steady_clock::time_point deadline,
+                   Connection::ResponseHandler arrive);
+  // Sends b's waiting updates as one batch. Network thread.
+  void flushUpdates(MemberId b);
+
+  // --- the backup's side, and migration (data_plane_replica.cpp) ---
+  // A kReplicate batch being applied on the workers; the last of its tasks answers.
+  struct ApplyBatch {
+    std::shared_ptr<Connection> conn;
+    FrameHeader header;
+    ReplicateBatch batch;
+    std::vector<std::vector<UpdateRefusal>> refusedBy;  // per worker, written by that worker
+    std::atomic<unsigned> tasksLeft{0};
+  };
+  // On p's worker: applies update u (of partition p) from `conn` to p's replica. An error if the
+  // replica refuses it, and then nothing changed.
+  Error applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
+                    const ReplicateBody& u);
+  // Whether `conn` comes from p's primary in `t` (and that is not this node).
+  bool fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const;
+  Error notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const;
+  // On p's worker: sends p's entries and dedup records to member `to` (in chunks), and reports it
+  // synced once every chunk is acknowledged; tries again while this member leads p and `to` owns
+  // it.
+  void sendSnapshot(PartitionId p, PartitionStore& store, MemberId to, std::uint64_t version);
+
+  TopologyPtr topology() const { return host_.currentTopology(); }
+  MemberId memberId() const { return host_.selfId(); }
+  bool onNetworkThread() const { return net_.get_executor().running_in_this_thread(); }
+
+  DataPlaneHost& host_;
+  const NodeOptions& options_;
+  const ProcessorRegistry& registry_;
+  std::shared_ptr<const Clock> clock_;
+  asio::io_context& net_;
+  PartitionWorkers workers_;
+  std::unique_ptr<Replica[]> replicas_;
+  std::unordered_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
+  std::atomic<std::uint64_t> executed_{0};
+  std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
+  std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
+};
+
+}  // namespace ingrid
