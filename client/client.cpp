@@ -53,7 +53,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
   TopologyPtr topology() const { return topology_.load(); }
   Result<Topology> topologyOf(const std::string& address);
-  Result<MemberStatusBody> statusOf(const std::string& address);
+  Result<MemberStatus> statusOf(const std::string& address);
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
   asio::io_context::executor_type ioExecutor() noexcept { return io_.get_executor(); }
@@ -491,12 +491,23 @@ Result<Topology> ClientImpl::topologyOf(const std::string& address) {
   }
 }
 
-Result<MemberStatusBody> ClientImpl::statusOf(const std::string& address) {
+Result<MemberStatus> ClientImpl::statusOf(const std::string& address) {
   if (state_.load() != kRunning) return Error(Errc::not_running, "client is not running");
   Result<Frame> reply = requestOnce(address, MessageType::kStatus, {}, options_.requestTimeout);
   if (!reply) return std::move(reply).error();
   try {
-    return decode<MemberStatusBody>(reply->body);
+    MemberStatusBody s = decode<MemberStatusBody>(reply->body);
+    return MemberStatus{s.memberId,
+                        s.topologyVersion,
+                        s.term,
+                        s.leader,
+                        s.isLeader,
+                        std::move(s.voters),
+                        std::move(s.standbys),
+                        std::max<std::int64_t>(s.leaseLeftMs, 0),
+                        std::move(s.fenced),
+                        s.rejoining,
+                        std::move(s.incomplete)};
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
   }
@@ -522,7 +533,7 @@ TopologyPtr Client::topology() const { return impl_->topology(); }
 Result<Topology> Client::topologyOf(const std::string& address) {
   return impl_->topologyOf(address);
 }
-Result<MemberStatusBody> Client::statusOf(const std::string& address) {
+Result<MemberStatus> Client::statusOf(const std::string& address) {
   return impl_->statusOf(address);
 }
 std::uint64_t Client::requestsSent() const noexcept { return impl_->requestsSent(); }

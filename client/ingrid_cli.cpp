@@ -444,7 +444,7 @@ int status(const Args& a) {
   // incomplete (resyncing, or never synced).
   std::map<std::pair<ingrid::PartitionId, ingrid::MemberId>, bool> incomplete;
   for (const auto& r : t->syncing) incomplete[{r.partition, r.member}] = true;
-  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatusBody>>> views;
+  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatus>>> views;
   for (const auto& m : t->members) {
     views.emplace_back(&m, client->statusOf(m.address));
     if (views.back().second) {

@@ -62,8 +62,22 @@ struct ClientOptions {
   std::chrono::milliseconds suspectAfter{500};
 };
 
-// The answer of statusOf(), a wire message (cluster/transport/messages.h, internal).
-struct MemberStatusBody;
+// A member's own view of itself, as Client::statusOf() reports it (what `ingrid-cli status` shows).
+struct MemberStatus {
+  MemberId memberId = 0;  // 0: not a member (joining, or rejoining after it was removed)
+  std::uint64_t topologyVersion = 0;  // the topology it has installed
+  std::uint64_t term = 0;             // the control plane's current term there
+  MemberId leader = 0;                // the control plane's leader as it knows it; 0 if none
+  bool isLeader = false;
+  std::vector<MemberId> voters;     // the Raft configuration as it knows it
+  std::vector<MemberId> standbys;   // (and spares)
+  std::int64_t leaseLeftMs = 0;     // how long its primary lease still runs; 0: none
+  std::vector<PartitionId> fenced;  // partitions it leads that refuse writes (they are moving)
+  bool rejoining = false;           // removed while alive, joining again as a new member
+  // Partitions it owns whose replica there is not complete (never synced, or resyncing after a
+  // missed update): a partition whose every owner is so has no complete replica.
+  std::vector<PartitionId> incomplete;
+};
 class ClientImpl;
 
 class Client {
@@ -107,7 +121,7 @@ class Client {
   // Asks the member at `address` for its topology (blocking, within requestTimeout).
   Result<Topology> topologyOf(const std::string& address);
   // Asks the member at `address` for its own view: control plane, lease, fenced partitions.
-  Result<MemberStatusBody> statusOf(const std::string& address);
+  Result<MemberStatus> statusOf(const std::string& address);
   // Invoke requests written to members so far (each single or batch processor is one).
   std::uint64_t requestsSent() const noexcept;
   const ClientOptions& options() const noexcept;
