@@ -159,7 +159,10 @@ class DataPlane {
   // --- the primary's side (data_plane_invoke.cpp) ---
   // Why this member may not change p now (no valid lease, too few members), or nothing.
   std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
-  // The header of p's next replicated update (p's worker): the sequence number and epochs.
+  // Numbers p's next change (p's worker): its sequence number and epoch; returns the epoch of the
+  // change before it.
+  std::uint64_t advance(PartitionId p, const Topology& topo);
+  // The header of p's next replicated update (p's worker): advance(), as an update to send.
   std::shared_ptr<ReplicateBody> nextUpdate(PartitionId p, const Topology& topo);
   // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
   // once a barrier through the backups confirms that each holds its update (issue 9).

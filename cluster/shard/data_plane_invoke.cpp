@@ -85,13 +85,14 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     return;
   }
   store.apply(key, entry);
-  std::shared_ptr<ReplicateBody> update = nextUpdate(p, *topo);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
+    advance(p, *topo);  // numbered like every change, with no backup to send it to
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     done(std::move(result));
     return;
   }
+  std::shared_ptr<ReplicateBody> update = nextUpdate(p, *topo);
   update->key = std::string(key);
   if (const std::optional<EntryView> stored = store.find(key, now)) {
     update->kind = ReplicateBody::kPut;
@@ -134,15 +135,20 @@ std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo
   return std::nullopt;
 }
 
-std::shared_ptr<ReplicateBody> DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
+std::uint64_t DataPlane::advance(PartitionId p, const Topology& topo) {
   Replica& rep = replicas_[p];
-  auto update = std::make_shared<ReplicateBody>();
-  update->prevEpoch = rep.lastEpoch;
+  const std::uint64_t prevEpoch = rep.lastEpoch;
   ++rep.seq;
   rep.lastEpoch = topo.epoch(p);
-  update->epoch = rep.lastEpoch;
+  return prevEpoch;
+}
+
+std::shared_ptr<ReplicateBody> DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
+  auto update = std::make_shared<ReplicateBody>();
+  update->prevEpoch = advance(p, topo);
+  update->epoch = replicas_[p].lastEpoch;
   update->partition = p;
-  update->seq = rep.seq;
+  update->seq = replicas_[p].seq;
   return update;
 }
 

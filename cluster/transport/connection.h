@@ -23,8 +23,9 @@
 #include <deque>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
+
+#include <absl/container/flat_hash_map.h>
 
 #include <asio/any_io_executor.hpp>
 #include <asio/ip/tcp.hpp>
@@ -252,7 +253,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Error closeReason_;
   std::atomic<bool> open_{true};
   std::uint64_t nextRequestId_ = 1;
-  std::unordered_map<std::uint64_t, Pending> pending_;
+  // Open addressing: no allocation per request once the table has grown to the requests in flight.
+  absl::flat_hash_map<std::uint64_t, Pending> pending_;
   // One timer for every pending request (no timer per request): deadlines_ is a min-heap of
   // (deadline, id); an answered request's entry stays until it surfaces or the heap is rebuilt
   // from pending_ (once it holds more than twice as many entries, so a rebuild is amortized).

@@ -12,9 +12,11 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
   }
   const bool little = body[0] == 1;
   std::size_t at = 1;
-  auto number = [&](std::size_t bytes, const char* what) {
+  // `what` and `prefix` name the field; they become a string only in an error (no allocation on
+  // the way every request takes).
+  auto number = [&](std::size_t bytes, const char* what, const char* prefix = "") {
     if (body.size() - at < bytes)
-      throw std::invalid_argument(std::string("it ends inside ") + what);
+      throw std::invalid_argument(std::string("it ends inside ") + prefix + what);
     std::uint64_t n = 0;
     for (std::size_t i = 0; i < bytes; ++i) {
       const std::uint64_t byte = static_cast<unsigned char>(body[at + i]);
@@ -24,7 +26,7 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
     return n;
   };
   auto next = [&](const char* what) {
-    const std::uint64_t n = number(8, (std::string("the length of ") + what).c_str());
+    const std::uint64_t n = number(8, what, "the length of ");
     if (n > body.size() - at) {
       throw std::length_error(std::string(what) + " claims " + std::to_string(n) + " bytes; " +
                               std::to_string(body.size() - at) + " remain");
