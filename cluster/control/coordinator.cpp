@@ -46,6 +46,24 @@ void Coordinator::start() {
 
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                               UniqueFunction<void(Result<MemberId>)> reply) {
+  // A join sent again (its reply was lost, or came after the joiner gave up on that connection)
+  // is answered at once with the id already given: queued, it would wait behind the change that
+  // admitted it, which waits for this very member to sync, and a member cannot act (answer a
+  // Hello, take a snapshot, hear the log) before it learns its id.
+  auto admitted = [&](const std::vector<MemberInfo>& members) {
+    for (const auto& m : members) {
+      if (m.address == address && m.incarnation == incarnation && failed_.count(m.id) == 0) {
+        return m.id;
+      }
+    }
+    return MemberId{0};
+  };
+  MemberId known = admitted(host_.currentTopology()->members);
+  if (known == 0 && busy_ && target_) known = admitted(target_->members);
+  if (known != 0) {
+    reply(known);
+    return;
+  }
   // A member's address joining with another incarnation proves that member dead: remove it now,
   // so that a change stalled on it (a snapshot it was sending) is re-planned, not waited for.
   // No lease wait for it: the new process listens at the old one's address, so the old process

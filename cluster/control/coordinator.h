@@ -94,9 +94,10 @@ class Coordinator {
   void start();
 
   // Queues the admission of a node listening at `address`; `reply` gets its member id once the
-  // change starts. The same address with the same incarnation is a retried join (the same id
-  // again); with another incarnation it is that member restarted: the old member is removed as
-  // failed and the node admitted afresh.
+  // change starts. The same address with the same incarnation is a retried join: answered at once
+  // with the same id if the committed topology or the change under way lists it, else queued
+  // (and then answered with the same id); with another incarnation it is that member restarted:
+  // the old member is removed as failed and the node admitted afresh.
   void requestJoin(std::string address, std::uint64_t incarnation,
                    UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
