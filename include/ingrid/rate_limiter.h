@@ -1,23 +1,25 @@
 // RateLimiter: a token bucket at one key, checked on every request a server handles.
 //
 // Three implementations with one interface:
-//   RateLimiter<Invoker>          one TokenBucketAcquire per call on the key's primary, through an
-//                                 embedded Node or a thin Client (the Invoker);
-//   BatchingRateLimiter<Invoker>  the same through a Batcher: while one acquire for the key is in
-//                                 flight, later ones queue and go as one TokenBucketBatchAcquire
-//                                 (for hot keys);
+//   RateLimiter<Invoker>          one request per call on the key's primary, through an embedded
+//                                 Node or a thin Client (the Invoker);
+//   BatchingRateLimiter<Invoker>  the same through Batchers (include/ingrid/batcher.h): while one
+//                                 call for the key is in flight, later ones queue and go as one
+//                                 batch (for hot keys);
 //   LocalTokenBucket              a lock-free bucket in this process only (no cluster;
-//                                 include/ingrid/local_token_bucket.h).
+//                                 include/ingrid/local_token_bucket.h): tryAcquire only.
 // Each has tryAcquire(n) (blocking) and tryAcquireAsync(n, token) (completion signature
 // void(Result<AcquireAnswer>)). A denial is an answer (granted == false, waitNanos), not an
-// error. With LimiterOptions::warmup, RateLimiter paces permits with a warm-up instead
+// error. The two cluster limiters also reserve (Guava's acquire with a timeout,
+// docs/token-bucket.md "Reservations"): acquire(n, maxWait) and acquireAsync(n, maxWait, token)
+// take n tokens now if they will exist within maxWait, and return or complete once they are the
+// caller's. They take LimiterOptions (include/ingrid/limiter_policy.h): dry-run, fail-open or
+// fail-closed, each outcome counted (counts()); and warm-up, which paces permits instead
 // (WarmupAcquire on the bucket's refill rate, docs/warm-up.md), answering in the same types
-// (remaining is then 0: a warm-up limiter holds no burst). RateLimiter also reserves (Guava's
-// acquire with a timeout, docs/token-bucket.md "Reservations"): acquire(n, maxWait) and
-// acquireAsync(n, maxWait, token) take n tokens now if they will exist within maxWait, and return
-// or complete once they are the caller's. Bad use is refused before anything is sent: tokens <= 0
-// and unusable BucketParams are Errc::invalid_argument, an empty or oversize key Errc::invalid_key,
-// all naming the problem.
+// (remaining is then 0: a warm-up limiter holds no burst). Both build their requests and
+// complete their calls with the code of limiter_detail below, so they answer alike. Bad use is
+// refused before anything is sent: tokens <= 0, maxWait < 0 and unusable BucketParams or warm-up
+// are Errc::invalid_argument, an empty or oversize key Errc::invalid_key, all naming the problem.
 //
 // Thread safety: every member is safe from any thread; the invoker must outlive the limiter and
 // every pending acquireAsync.
@@ -100,6 +102,121 @@ inline Result<ReserveAnswer> asReserve(Result<WarmupAnswer> r) {
   return ReserveAnswer{r->granted, r->delay, 0};
 }
 
+namespace limiter_detail {
+
+// What RateLimiter and BatchingRateLimiter (include/ingrid/batcher.h) share, so that both answer
+// alike: the request a call sends, and the asynchronous calls from the request to the caller's
+// handler (the policy, the answer types, the wait of a reservation).
+
+// The request a token-bucket limiter sends for `tokens`, passed to send(request, refusal) with
+// why it cannot be sent (nullopt if it can): with LimiterOptions::warmup a WarmupAcquire whose
+// turn must come within maxWait (checkWarmup), else a TokenBucketReserve (kReserve: checkReserve)
+// or a TokenBucketAcquire (checkAcquire, maxWait unused). Returns what send returns.
+template <bool kReserve, class Send>
+auto withRequest(const std::string& key, const BucketParams& params, const LimiterOptions& options,
+                 std::int64_t tokens, std::chrono::nanoseconds maxWait, Send&& send) {
+  if (const auto& warm = options.warmup) {
+    const WarmupParams w =
+        WarmupParams::of(params, warm->period.count(), warm->coldFactor, maxWait.count());
+    return send(WarmupAcquire{w, tokens}, checkWarmup(key, params, w, tokens, maxWait));
+  } else if constexpr (kReserve) {
+    return send(TokenBucketReserve{params, tokens, maxWait.count()},
+                checkReserve(key, params, tokens, maxWait));
+  } else {
+    return send(TokenBucketAcquire{params, tokens}, checkAcquire(key, params, tokens));
+  }
+}
+
+// A reservation granted with a delay: the caller waits (unless in dry-run).
+inline bool mustWait(const Result<ReserveAnswer>& r) { return r && r->granted && r->delay > 0; }
+
+// tryAcquireAsync: sends `req` (TokenBucketAcquire or WarmupAcquire) to `entryKey` through
+// `target` (an Invoker, or a Batcher: anything with invokeAsync(std::string, Request, token)),
+// or refuses it with `refusal`, and completes `token` (void(Result<AcquireAnswer>)) with the
+// answer as AcquireAnswer, after the policy. `target` must be alive when the token initiates.
+template <class Target, class Request, class CompletionToken>
+auto initiateAcquire(Target& target, std::shared_ptr<LimiterPolicy> limiterPolicy,
+                     std::string entryKey, Request req, std::optional<Error> refusal,
+                     CompletionToken&& token) {
+  using Signature = void(Result<AcquireAnswer>);
+  return asio::async_initiate<CompletionToken, Signature>(
+      [](auto handler, Target* to, std::shared_ptr<LimiterPolicy> policy, std::optional<Error> bad,
+         std::string key, Request request) {
+        auto ex = asio::get_associated_executor(handler, asio::system_executor());
+        if (bad) {
+          auto posting = asio::make_work_guard(ex);
+          asio::post(ex, [handler = std::move(handler),
+                          r = policy->apply(Result<AcquireAnswer>(std::move(*bad)))]() mutable {
+            std::move(handler)(std::move(r));
+          });
+          return;
+        }
+        // Bound to the handler's executor: the target runs it there (DESIGN invariant 9).
+        to->invokeAsync(std::move(key), request,
+                        asio::bind_executor(ex, [handler = std::move(handler), policy](
+                                                    Result<typename Request::Result> r) mutable {
+                          std::move(handler)(policy->apply(asAcquire(std::move(r))));
+                        }));
+      },
+      token, &target, std::move(limiterPolicy), std::move(refusal), std::move(entryKey),
+      std::move(req));
+}
+
+// acquireAsync: sends `req` (TokenBucketReserve or WarmupAcquire) as initiateAcquire does,
+// and completes `token` (void(Result<ReserveAnswer>)) once a granted reservation's delay has
+// passed (at once for a refusal, an error, or in dry-run). The delay is waited on an
+// asio::steady_timer on the handler's associated executor when that is an I/O executor (else the
+// system executor's), never on a partition's thread; the handler runs on its executor.
+template <class Target, class Request, class CompletionToken>
+auto initiateReserve(Target& target, std::shared_ptr<LimiterPolicy> limiterPolicy,
+                     std::string entryKey, Request req, std::optional<Error> refusal,
+                     CompletionToken&& token) {
+  using Signature = void(Result<ReserveAnswer>);
+  return asio::async_initiate<CompletionToken, Signature>(
+      [](auto handler, Target* to, std::shared_ptr<LimiterPolicy> policy, std::optional<Error> bad,
+         std::string key, Request request) {
+        auto ex = asio::get_associated_executor(handler, asio::system_executor());
+        auto work = asio::make_work_guard(ex);
+        auto deliver = [handler = std::move(handler), work = std::move(work),
+                        policy](Result<ReserveAnswer> r) mutable {
+          auto at = work.get_executor();
+          asio::dispatch(at,
+                         [handler = std::move(handler), r = policy->apply(std::move(r)),
+                          work = std::move(work)]() mutable { std::move(handler)(std::move(r)); });
+        };
+        if (bad) {
+          asio::post(ex, [deliver = std::move(deliver), bad = std::move(*bad)]() mutable {
+            deliver(Result<ReserveAnswer>(std::move(bad)));
+          });
+          return;
+        }
+        to->invokeAsync(
+            std::move(key), request,
+            [deliver = std::move(deliver), target = ex,
+             dryRun = policy->options().dryRun](Result<typename Request::Result> answer) mutable {
+              Result<ReserveAnswer> r = asReserve(std::move(answer));
+              if (dryRun || !mustWait(r)) {
+                deliver(std::move(r));
+                return;
+              }
+              const std::chrono::nanoseconds delay(r->delay);
+              std::shared_ptr<asio::steady_timer> timer;
+              if constexpr (std::is_constructible_v<asio::any_io_executor, decltype(target)>) {
+                timer = std::make_shared<asio::steady_timer>(asio::any_io_executor(target), delay);
+              } else {
+                timer = std::make_shared<asio::steady_timer>(
+                    asio::any_io_executor(asio::system_executor()), delay);
+              }
+              timer->async_wait([timer, deliver = std::move(deliver), r = std::move(r)](
+                                    std::error_code) mutable { deliver(std::move(r)); });
+            });
+      },
+      token, &target, std::move(limiterPolicy), std::move(refusal), std::move(entryKey),
+      std::move(req));
+}
+
+}  // namespace limiter_detail
+
 template <class Invoker>
 class RateLimiter {
  public:
@@ -112,27 +229,23 @@ class RateLimiter {
         policy_(std::make_shared<LimiterPolicy>(options)) {}
 
   Result<AcquireAnswer> tryAcquire(std::int64_t tokens = 1) {
-    if (auto w = warmupParams(std::chrono::nanoseconds(0))) {
-      if (auto bad = checkWarmup(key_, params_, *w, tokens, std::chrono::nanoseconds(0))) {
-        return policy_->apply(Result<AcquireAnswer>(std::move(*bad)));
-      }
-      return policy_->apply(asAcquire(invoker_.invoke(key_, WarmupAcquire{*w, tokens})));
-    }
-    if (auto bad = checkAcquire(key_, params_, tokens)) {
-      return policy_->apply(Result<AcquireAnswer>(std::move(*bad)));
-    }
-    return policy_->apply(invoker_.invoke(key_, TokenBucketAcquire{params_, tokens}));
+    return limiter_detail::withRequest<false>(
+        key_, params_, options(), tokens, std::chrono::nanoseconds(0),
+        [&](auto request, std::optional<Error> bad) {
+          if (bad) return policy_->apply(Result<AcquireAnswer>(std::move(*bad)));
+          return policy_->apply(asAcquire(invoker_.invoke(key_, request)));
+        });
   }
 
   template <class CompletionToken>
   auto tryAcquireAsync(std::int64_t tokens, CompletionToken&& token) {
-    if (auto w = warmupParams(std::chrono::nanoseconds(0))) {
-      return initiateAcquire(WarmupAcquire{*w, tokens},
-                             checkWarmup(key_, params_, *w, tokens, std::chrono::nanoseconds(0)),
-                             std::forward<CompletionToken>(token));
-    }
-    return initiateAcquire(TokenBucketAcquire{params_, tokens}, checkAcquire(key_, params_, tokens),
-                           std::forward<CompletionToken>(token));
+    return limiter_detail::withRequest<false>(
+        key_, params_, options(), tokens, std::chrono::nanoseconds(0),
+        [&](auto request, std::optional<Error> bad) {
+          return limiter_detail::initiateAcquire(invoker_, policy_, key_, std::move(request),
+                                                 std::move(bad),
+                                                 std::forward<CompletionToken>(token));
+        });
   }
 
   // Reserves `tokens` if they will exist within `maxWait` (TokenBucketReserve; with warm-up, a
@@ -142,8 +255,13 @@ class RateLimiter {
   // once as a grant. For plain threads: never call it where sleeping stalls others (an
   // executor's thread).
   Result<ReserveAnswer> acquire(std::int64_t tokens, std::chrono::nanoseconds maxWait) {
-    Result<ReserveAnswer> r = reserve(tokens, maxWait);
-    if (!options().dryRun && mustWait(r))
+    Result<ReserveAnswer> r = limiter_detail::withRequest<true>(
+        key_, params_, options(), tokens, maxWait,
+        [&](auto request, std::optional<Error> bad) -> Result<ReserveAnswer> {
+          if (bad) return std::move(*bad);
+          return asReserve(invoker_.invoke(key_, request));
+        });
+    if (!options().dryRun && limiter_detail::mustWait(r))
       std::this_thread::sleep_for(std::chrono::nanoseconds(r->delay));
     return policy_->apply(std::move(r));
   }
@@ -157,14 +275,12 @@ class RateLimiter {
   template <class CompletionToken>
   auto acquireAsync(std::int64_t tokens, std::chrono::nanoseconds maxWait,
                     CompletionToken&& token) {
-    if (auto w = warmupParams(maxWait)) {
-      return initiateReserve(WarmupAcquire{*w, tokens},
-                             checkWarmup(key_, params_, *w, tokens, maxWait),
-                             std::forward<CompletionToken>(token));
-    }
-    return initiateReserve(TokenBucketReserve{params_, tokens, maxWait.count()},
-                           checkReserve(key_, params_, tokens, maxWait),
-                           std::forward<CompletionToken>(token));
+    return limiter_detail::withRequest<true>(
+        key_, params_, options(), tokens, maxWait, [&](auto request, std::optional<Error> bad) {
+          return limiter_detail::initiateReserve(invoker_, policy_, key_, std::move(request),
+                                                 std::move(bad),
+                                                 std::forward<CompletionToken>(token));
+        });
   }
 
   const std::string& key() const noexcept { return key_; }
@@ -174,100 +290,6 @@ class RateLimiter {
   LimiterCounts counts() const noexcept { return policy_->counts(); }
 
  private:
-  // A reservation the cluster granted with a delay: the caller waits (unless in dry-run).
-  static bool mustWait(const Result<ReserveAnswer>& r) { return r && r->granted && r->delay > 0; }
-
-  // The warm-up request's parameters, if this limiter has the option.
-  std::optional<WarmupParams> warmupParams(std::chrono::nanoseconds maxWait) const {
-    const auto& w = options().warmup;
-    if (!w) return std::nullopt;
-    return WarmupParams::of(params_, w->period.count(), w->coldFactor, maxWait.count());
-  }
-
-  // The reservation's answer, before the policy: an Error for bad use.
-  Result<ReserveAnswer> reserve(std::int64_t tokens, std::chrono::nanoseconds maxWait) {
-    if (auto w = warmupParams(maxWait)) {
-      if (auto bad = checkWarmup(key_, params_, *w, tokens, maxWait)) return std::move(*bad);
-      return asReserve(invoker_.invoke(key_, WarmupAcquire{*w, tokens}));
-    }
-    if (auto bad = checkReserve(key_, params_, tokens, maxWait)) return std::move(*bad);
-    return invoker_.invoke(key_, TokenBucketReserve{params_, tokens, maxWait.count()});
-  }
-
-  // tryAcquireAsync for `request` (TokenBucketAcquire or WarmupAcquire), refused with `bad`.
-  template <class Request, class CompletionToken>
-  auto initiateAcquire(Request req, std::optional<Error> refusal, CompletionToken&& token) {
-    using Signature = void(Result<AcquireAnswer>);
-    return asio::async_initiate<CompletionToken, Signature>(
-        [](auto handler, Invoker* invoker, std::shared_ptr<LimiterPolicy> policy,
-           std::optional<Error> bad, std::string key, Request request) {
-          auto ex = asio::get_associated_executor(handler, asio::system_executor());
-          if (bad) {
-            auto posting = asio::make_work_guard(ex);
-            asio::post(ex, [handler = std::move(handler),
-                            r = policy->apply(Result<AcquireAnswer>(std::move(*bad)))]() mutable {
-              std::move(handler)(std::move(r));
-            });
-            return;
-          }
-          // Bound to the handler's executor: the invoker runs it there (DESIGN invariant 9).
-          invoker->invokeAsync(
-              std::move(key), request,
-              asio::bind_executor(ex, [handler = std::move(handler),
-                                       policy](Result<typename Request::Result> r) mutable {
-                std::move(handler)(policy->apply(asAcquire(std::move(r))));
-              }));
-        },
-        token, &invoker_, policy_, std::move(refusal), key_, std::move(req));
-  }
-
-  // acquireAsync for `request` (TokenBucketReserve or WarmupAcquire), refused with `bad`.
-  template <class Request, class CompletionToken>
-  auto initiateReserve(Request req, std::optional<Error> refusal, CompletionToken&& token) {
-    using Signature = void(Result<ReserveAnswer>);
-    return asio::async_initiate<CompletionToken, Signature>(
-        [](auto handler, Invoker* invoker, std::shared_ptr<LimiterPolicy> policy,
-           std::optional<Error> bad, std::string key, Request request) {
-          auto ex = asio::get_associated_executor(handler, asio::system_executor());
-          auto work = asio::make_work_guard(ex);
-          auto deliver = [handler = std::move(handler), work = std::move(work),
-                          policy](Result<ReserveAnswer> r) mutable {
-            auto to = work.get_executor();
-            asio::dispatch(
-                to, [handler = std::move(handler), r = policy->apply(std::move(r)),
-                     work = std::move(work)]() mutable { std::move(handler)(std::move(r)); });
-          };
-          if (bad) {
-            asio::post(ex, [deliver = std::move(deliver), bad = std::move(*bad)]() mutable {
-              deliver(Result<ReserveAnswer>(std::move(bad)));
-            });
-            return;
-          }
-          invoker->invokeAsync(
-              std::move(key), request,
-              [deliver = std::move(deliver), target = ex,
-               dryRun = policy->options().dryRun](Result<typename Request::Result> answer) mutable {
-                Result<ReserveAnswer> r = asReserve(std::move(answer));
-                if (dryRun || !mustWait(r)) {
-                  deliver(std::move(r));
-                  return;
-                }
-                const std::chrono::nanoseconds delay(r->delay);
-                std::shared_ptr<asio::steady_timer> timer;
-                if constexpr (std::is_constructible_v<asio::any_io_executor, decltype(target)>) {
-                  timer =
-                      std::make_shared<asio::steady_timer>(asio::any_io_executor(target), delay);
-                } else {
-                  timer = std::make_shared<asio::steady_timer>(
-                      asio::any_io_executor(asio::system_executor()), delay);
-                }
-                timer->async_wait([timer, deliver = std::move(deliver), r = std::move(r)](
-                                      std::error_code) mutable { deliver(std::move(r)); });
-              });
-        },
-        token, &invoker_, policy_, std::move(refusal), key_, std::move(req));
-  }
-
   Invoker& invoker_;
   std::string key_;
   BucketParams params_;
