@@ -32,7 +32,9 @@
 #include <deque>
 #include <future>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -46,8 +48,10 @@
 #include <asio/steady_timer.hpp>
 #include <asio/system_executor.hpp>
 
+#include <ingrid/limiter_policy.h>
 #include <ingrid/processors/entry_processor.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 #include <ingrid/rate_limiter.h>
 #include <ingrid/result.h>
 #include <ingrid/unique_function.h>
@@ -79,6 +83,27 @@ struct BatcherOptions {
   std::chrono::milliseconds queueTimeout{5000};
 };
 
+// What a Batcher has done so far.
+struct BatcherStats {
+  std::uint64_t requests = 0;         // invokeAsync calls, rejected ones included
+  std::uint64_t sends = 0;            // messages handed to the invoker: singles + batches
+  std::uint64_t batches = 0;          // of the sends, P::Batch messages (2 or more requests)
+  std::uint64_t batchedRequests = 0;  // requests that went in a P::Batch
+  std::uint64_t rejected = 0;         // requests refused with Errc::overloaded
+  std::uint64_t expired = 0;          // requests that timed out in the queue, never sent
+
+  BatcherStats& operator+=(const BatcherStats& o) noexcept {
+    requests += o.requests;
+    sends += o.sends;
+    batches += o.batches;
+    batchedRequests += o.batchedRequests;
+    rejected += o.rejected;
+    expired += o.expired;
+    return *this;
+  }
+  friend bool operator==(const BatcherStats&, const BatcherStats&) = default;
+};
+
 namespace batcher_detail {
 // The most requests a B accepts: B::kMaxWants if declared, else unbounded.
 template <class B>
@@ -99,14 +124,7 @@ class Batcher {
  public:
   using Answer = Result<typename P::Result>;
 
-  struct Stats {
-    std::uint64_t requests = 0;         // invokeAsync calls, rejected ones included
-    std::uint64_t sends = 0;            // messages handed to the invoker: singles + batches
-    std::uint64_t batches = 0;          // of the sends, P::Batch messages (2 or more requests)
-    std::uint64_t batchedRequests = 0;  // requests that went in a P::Batch
-    std::uint64_t rejected = 0;         // requests refused with Errc::overloaded
-    std::uint64_t expired = 0;          // requests that timed out in the queue, never sent
-  };
+  using Stats = BatcherStats;
 
   explicit Batcher(Invoker& invoker, BatcherOptions options = {})
       : invoker_(invoker),
@@ -348,51 +366,112 @@ class Batcher {
   std::condition_variable idle_;
 };
 
-// RateLimiter's interface (include/ingrid/rate_limiter.h) over a Batcher, for hot keys: while one
-// acquire on the key is in flight, later ones queue and go as one TokenBucketBatchAcquire.
+// RateLimiter (include/ingrid/rate_limiter.h) over Batchers, for hot keys: while one call on the
+// key is in flight, later ones of the same kind queue and go as one batch when it completes:
+// tryAcquire as TokenBucketBatchAcquire, acquire as TokenBucketBatchReserve (joined while they
+// share maxWait) and, with LimiterOptions::warmup, both as WarmupBatchAcquire (joined while they
+// share maxWait). A batch is its requests in order at one `now`, so the answers are those of
+// RateLimiter's calls in that order. The options (dry-run, fail-open / fail-closed, counts()),
+// the checks and the waits of reservations are RateLimiter's own code (limiter_detail): a batch's
+// error reaches each of its callers, and each is counted once.
 //
 // Thread safety: every member is safe from any thread. The invoker must outlive the limiter;
-// REQUIRES: no acquire in flight when the limiter is destroyed.
+// REQUIRES: no call in flight when the limiter is destroyed (a reservation whose answer has
+// arrived and that only waits its delay no longer counts).
 template <class Invoker>
 class BatchingRateLimiter {
  public:
-  using Stats = typename Batcher<Invoker, TokenBucketAcquire>::Stats;
+  using Stats = BatcherStats;
 
+  // `options`: as RateLimiter's. `batching`: bounds of each kind's queue and batches (one
+  // Batcher per kind of request). Defaults: none of the options; BatcherOptions' defaults.
   BatchingRateLimiter(Invoker& invoker, std::string key, BucketParams params,
-                      BatcherOptions options = {})
-      : batcher_(invoker, options), key_(std::move(key)), params_(params) {}
+                      LimiterOptions options = {}, BatcherOptions batching = {})
+      : acquires_(invoker, batching),
+        reserves_(invoker, batching),
+        warmups_(invoker, batching),
+        key_(std::move(key)),
+        params_(params),
+        policy_(std::make_shared<LimiterPolicy>(options)) {}
 
   // Blocks until the answer arrives. Not from a partition worker (a processor), which would
   // stall the partition: unlike Node::invoke this is not checked (would_deadlock), because
   // client/ does not link cluster/. Safe from the invoker's completion threads.
   Result<AcquireAnswer> tryAcquire(std::int64_t tokens = 1) {
-    if (auto bad = checkAcquire(key_, params_, tokens)) return std::move(*bad);
-    std::promise<Result<AcquireAnswer>> done;
-    auto answer = done.get_future();
-    tryAcquireAsync(tokens, [done = std::move(done)](Result<AcquireAnswer> r) mutable {
-      done.set_value(std::move(r));
-    });
-    return answer.get();
+    return await<AcquireAnswer>([&](auto handler) { tryAcquireAsync(tokens, std::move(handler)); });
   }
 
-  // Completion signature void(Result<AcquireAnswer>); see Batcher::invokeAsync.
+  // Completion signature void(Result<AcquireAnswer>), on the handler's associated executor (by
+  // default asio::system_executor()), never inline. Errors: the invoker's, and the Batcher's
+  // (Errc::overloaded past maxQueuedPerKey, Errc::timeout past queueTimeout), after the policy.
   template <class CompletionToken>
   auto tryAcquireAsync(std::int64_t tokens, CompletionToken&& token) {
-    if (auto bad = checkAcquire(key_, params_, tokens)) {
-      return completeNow<AcquireAnswer>(std::move(*bad), std::forward<CompletionToken>(token));
-    }
-    return batcher_.invokeAsync(key_, TokenBucketAcquire{params_, tokens},
-                                std::forward<CompletionToken>(token));
+    return limiter_detail::withRequest<false>(
+        key_, params_, options(), tokens, std::chrono::nanoseconds(0),
+        [&](auto request, std::optional<Error> bad) {
+          return limiter_detail::initiateAcquire(batcherFor(request), policy_, key_,
+                                                 std::move(request), std::move(bad),
+                                                 std::forward<CompletionToken>(token));
+        });
+  }
+
+  // RateLimiter::acquire: reserves `tokens` if they will exist within `maxWait` and returns
+  // once they are the caller's (a refusal, an error or a dry-run answer at once). This thread
+  // blocks; the delay itself is acquireAsync's timer. For plain threads: never call it where
+  // blocking stalls others (an executor's thread), nor from a partition worker.
+  Result<ReserveAnswer> acquire(std::int64_t tokens, std::chrono::nanoseconds maxWait) {
+    return await<ReserveAnswer>(
+        [&](auto handler) { acquireAsync(tokens, maxWait, std::move(handler)); });
+  }
+
+  // RateLimiter::acquireAsync: completion signature void(Result<ReserveAnswer>), completing
+  // once the reservation's delay has passed, on an asio::steady_timer of the handler's associated
+  // executor (else the system executor's), never on a partition's thread.
+  template <class CompletionToken>
+  auto acquireAsync(std::int64_t tokens, std::chrono::nanoseconds maxWait,
+                    CompletionToken&& token) {
+    return limiter_detail::withRequest<true>(
+        key_, params_, options(), tokens, maxWait, [&](auto request, std::optional<Error> bad) {
+          return limiter_detail::initiateReserve(batcherFor(request), policy_, key_,
+                                                 std::move(request), std::move(bad),
+                                                 std::forward<CompletionToken>(token));
+        });
   }
 
   const std::string& key() const noexcept { return key_; }
   const BucketParams& params() const noexcept { return params_; }
-  Stats stats() const { return batcher_.stats(); }
+  const LimiterOptions& options() const noexcept { return policy_->options(); }
+  // What this limiter has answered so far (include/ingrid/limiter_policy.h).
+  LimiterCounts counts() const noexcept { return policy_->counts(); }
+  // Summed over the kinds of request (each call goes through one Batcher).
+  Stats stats() const {
+    Stats s = acquires_.stats();
+    s += reserves_.stats();
+    s += warmups_.stats();
+    return s;
+  }
 
  private:
-  Batcher<Invoker, TokenBucketAcquire> batcher_;
+  Batcher<Invoker, TokenBucketAcquire>& batcherFor(const TokenBucketAcquire&) { return acquires_; }
+  Batcher<Invoker, TokenBucketReserve>& batcherFor(const TokenBucketReserve&) { return reserves_; }
+  Batcher<Invoker, WarmupAcquire>& batcherFor(const WarmupAcquire&) { return warmups_; }
+
+  // The answer of an asynchronous call, initiated by start(handler), waited for on this thread.
+  template <class T, class Start>
+  static Result<T> await(Start start) {
+    std::promise<Result<T>> done;
+    auto answer = done.get_future();
+    start([done = std::move(done)](Result<T> r) mutable { done.set_value(std::move(r)); });
+    return answer.get();
+  }
+
+  Batcher<Invoker, TokenBucketAcquire> acquires_;
+  Batcher<Invoker, TokenBucketReserve> reserves_;
+  Batcher<Invoker, WarmupAcquire> warmups_;
   std::string key_;
   BucketParams params_;
+  // Shared with pending completions, which count into it.
+  std::shared_ptr<LimiterPolicy> policy_;
 };
 
 }  // namespace ingrid

@@ -22,6 +22,7 @@
 #include <ingrid/clock.h>
 #include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 using namespace ingrid;
 using namespace std::chrono_literals;
@@ -113,6 +114,8 @@ AddBatch Add::batch(std::vector<Add> items) {
 }
 static_assert(BatchableProcessor<Add>);
 static_assert(BatchableProcessor<TokenBucketAcquire>);
+static_assert(BatchableProcessor<TokenBucketReserve>);
+static_assert(BatchableProcessor<WarmupAcquire>);
 
 using Answer = Result<AcquireAnswer>;
 using AnswerFuture = std::future<Answer>;
@@ -516,8 +519,31 @@ TEST_CASE("BatchingRateLimiter refuses bad use at once, naming the problem", "[c
     REQUIRE(!async.ok());
     CHECK(async.error() == c.code);
     CHECK_THAT(async.error().detail(), Catch::Contains(c.named));
+    auto reserving = limiter.acquireAsync(c.tokens, 1s, asio::use_future);
+    Result<ReserveAnswer> reserve = await(reserving);
+    REQUIRE(!reserve.ok());
+    CHECK(reserve.error() == c.code);
+    CHECK_THAT(reserve.error().detail(), Catch::Contains(c.named));
     CHECK(limiter.stats().requests == 0);
+    CHECK(limiter.counts() == LimiterCounts{0, 0, 0, 0, 0, 3});
   }
+  // A maxWait < 0, and unusable warm-up options; bad use is reported even when failing open.
+  BatchingRateLimiter<FakeInvoker> limiter(fake, "k", kParams,
+                                           {.onUnavailable = OnUnavailable::kGrant});
+  auto negative = limiter.acquireAsync(1, -1ns, asio::use_future);
+  Result<ReserveAnswer> r = await(negative);
+  REQUIRE(!r.ok());
+  CHECK(r.error() == Errc::invalid_argument);
+  CHECK_THAT(r.error().detail(), Catch::Contains("bucket 'k': maxWait must be >= 0, got -1 ns"));
+  BatchingRateLimiter<FakeInvoker> cold(fake, "k", kParams,
+                                        {.warmup = WarmupOption{std::chrono::nanoseconds(0), 3}});
+  AnswerFuture warming = cold.tryAcquireAsync(1, asio::use_future);
+  Answer w = await(warming);
+  REQUIRE(!w.ok());
+  CHECK(w.error() == Errc::invalid_argument);
+  CHECK_THAT(w.error().detail(), Catch::Contains("warm-up 'k': warmup must be > 0, got 0"));
+  CHECK(limiter.counts().errors == 1);
+  CHECK(cold.stats().requests == 0);
   CHECK(fake.pending() == 0);
 }
 
@@ -568,4 +594,148 @@ TEST_CASE("BatchingRateLimiter grants exactly the capacity under concurrency",
   const auto s = limiter.stats();
   CHECK(s.requests == static_cast<std::uint64_t>(kCallers * kPerCaller));
   CHECK(s.sends < s.requests);
+}
+
+using ReserveFuture = std::future<Result<ReserveAnswer>>;
+
+TEST_CASE("BatchingRateLimiter batches reservations as TokenBucketBatchReserve per maxWait",
+          "[client][batcher]") {
+  FakeInvoker fake;
+  BatchingRateLimiter<FakeInvoker> limiter(fake, "k", kParams);
+  const auto start = std::chrono::steady_clock::now();
+  ReserveFuture first = limiter.acquireAsync(5, 1s, asio::use_future);
+  std::vector<ReserveFuture> queued;
+  for (std::int64_t t = 1; t <= 3; ++t) {
+    queued.push_back(limiter.acquireAsync(t, 1s, asio::use_future));
+  }
+  ReserveFuture other = limiter.acquireAsync(4, 2s, asio::use_future);  // another maxWait
+  REQUIRE(fake.pending() == 1);
+
+  auto single = fake.take<TokenBucketReserve>();
+  REQUIRE(single);
+  CHECK(single->key == "k");
+  CHECK(single->processor.bucket == kParams);
+  CHECK(single->processor.tokens == 5);
+  CHECK(single->processor.maxWait == kNanosPerSecond);
+  single->complete(ReserveAnswer{true, 0, 995});
+  CHECK(await(first).value() == ReserveAnswer{true, 0, 995});
+
+  auto batch = fake.take<TokenBucketBatchReserve>();
+  REQUIRE(batch);
+  CHECK(batch->processor.bucket == kParams);
+  CHECK(batch->processor.tokens == std::vector<std::int64_t>{1, 2, 3});
+  CHECK(batch->processor.maxWait == kNanosPerSecond);
+  // The second waits 50 ms; the third is refused (its wait would pass maxWait).
+  batch->complete(
+      std::vector<ReserveAnswer>{{true, 0, 0}, {true, 50'000'000, 0}, {false, 1'500'000'000, 0}});
+  CHECK(await(queued[0]).value() == ReserveAnswer{true, 0, 0});
+  CHECK(await(queued[1]).value() == ReserveAnswer{true, 50'000'000, 0});
+  CHECK(std::chrono::steady_clock::now() - start >= 50ms);
+  CHECK(await(queued[2]).value() == ReserveAnswer{false, 1'500'000'000, 0});
+
+  auto last = fake.take<TokenBucketReserve>();
+  REQUIRE(last);
+  CHECK(last->processor.tokens == 4);
+  CHECK(last->processor.maxWait == 2 * kNanosPerSecond);
+  last->complete(Error(Errc::unreachable, "no member reachable"));
+  Result<ReserveAnswer> failed = await(other);
+  REQUIRE(!failed.ok());
+  CHECK(failed.error() == Errc::unreachable);
+
+  CHECK(fake.pending() == 0);
+  CHECK(limiter.counts() == LimiterCounts{3, 1, 0, 0, 0, 1});
+  const auto s = limiter.stats();
+  CHECK(s.requests == 5);
+  CHECK(s.sends == 3);
+  CHECK(s.batches == 1);
+  CHECK(s.batchedRequests == 3);
+}
+
+TEST_CASE("BatchingRateLimiter with warm-up batches as WarmupBatchAcquire, answering as a bucket",
+          "[client][batcher][warmup]") {
+  FakeInvoker fake;
+  const LimiterOptions warm{.warmup = WarmupOption{2s, 3}};
+  BatchingRateLimiter<FakeInvoker> limiter(fake, "w", kParams, warm);
+  const WarmupParams now = WarmupParams::of(kParams, 2 * kNanosPerSecond, 3, 0);
+
+  AnswerFuture first = limiter.tryAcquireAsync(1, asio::use_future);
+  std::vector<AnswerFuture> queued;
+  for (std::int64_t q = 1; q <= 3; ++q)
+    queued.push_back(limiter.tryAcquireAsync(q, asio::use_future));
+  ReserveFuture reserve = limiter.acquireAsync(2, 1s, asio::use_future);  // joins no acquire
+
+  auto single = fake.take<WarmupAcquire>();
+  REQUIRE(single);
+  CHECK(single->key == "w");
+  CHECK(single->processor.params == now);
+  CHECK(single->processor.quantity == 1);
+  single->complete(WarmupAnswer{true, 0, 290'000'000, 19});
+  CHECK(await(first).value() == AcquireAnswer{true, 0, 0});
+
+  auto batch = fake.take<WarmupBatchAcquire>();
+  REQUIRE(batch);
+  CHECK(batch->processor.params == now);
+  CHECK(batch->processor.quantities == std::vector<std::int64_t>{1, 2, 3});
+  batch->complete(std::vector<WarmupAnswer>{{false, 290'000'000, 270'000'000, 19},
+                                            {false, 290'000'000, 520'000'000, 19},
+                                            {false, 290'000'000, 750'000'000, 19}});
+  for (auto& f : queued) CHECK(await(f).value() == AcquireAnswer{false, 0, 290'000'000});
+
+  auto reservation = fake.take<WarmupAcquire>();
+  REQUIRE(reservation);
+  CHECK(reservation->processor.params ==
+        WarmupParams::of(kParams, 2 * kNanosPerSecond, 3, kNanosPerSecond));
+  CHECK(reservation->processor.quantity == 2);
+  reservation->complete(WarmupAnswer{true, 20'000'000, 520'000'000, 17});
+  CHECK(await(reserve).value() == ReserveAnswer{true, 20'000'000, 0});
+
+  CHECK(fake.pending() == 0);
+  CHECK(limiter.counts() == LimiterCounts{2, 3, 0, 0, 0, 0});
+  CHECK(limiter.stats().batches == 1);
+}
+
+TEST_CASE("BatchingRateLimiter: a batch's answers and error go through the policy, each counted",
+          "[client][batcher][limiter_policy]") {
+  FakeInvoker fake;
+  SECTION("dry-run: the batch's denials come back granted, a reservation is not waited for") {
+    BatchingRateLimiter<FakeInvoker> shadow(fake, "k", kParams, {.dryRun = true});
+    AnswerFuture head = shadow.tryAcquireAsync(1, asio::use_future);
+    AnswerFuture a = shadow.tryAcquireAsync(1, asio::use_future);
+    AnswerFuture b = shadow.tryAcquireAsync(1, asio::use_future);
+    auto c0 = fake.take<TokenBucketAcquire>();
+    REQUIRE(c0);
+    c0->complete(AcquireAnswer{false, 0, 7});
+    CHECK(await(head).value() == AcquireAnswer{true, 0, 7});
+    auto batch = fake.take<TokenBucketBatchAcquire>();
+    REQUIRE(batch);
+    batch->complete(std::vector<AcquireAnswer>{{true, 1, 0}, {false, 0, 9}});
+    CHECK(await(a).value() == AcquireAnswer{true, 1, 0});
+    CHECK(await(b).value() == AcquireAnswer{true, 0, 9});
+
+    ReserveFuture hour = shadow.acquireAsync(1, 3600s, asio::use_future);
+    auto r = fake.take<TokenBucketReserve>();
+    REQUIRE(r);
+    r->complete(ReserveAnswer{true, 3600 * kNanosPerSecond, 0});
+    // Completes at once: a wait of an hour would not be ready in this test's 5 s.
+    CHECK(await(hour).value() == ReserveAnswer{true, 3600 * kNanosPerSecond, 0});
+    CHECK(shadow.counts() == LimiterCounts{2, 0, 2, 0, 0, 0});
+  }
+  SECTION("fail-open and fail-closed: a batch's timeout reaches each caller as the option says") {
+    const OnUnavailable option = GENERATE(OnUnavailable::kGrant, OnUnavailable::kDeny);
+    BatchingRateLimiter<FakeInvoker> limiter(fake, "k", kParams, {.onUnavailable = option});
+    AnswerFuture head = limiter.tryAcquireAsync(1, asio::use_future);
+    std::vector<AnswerFuture> queued;
+    for (int i = 0; i < 3; ++i) queued.push_back(limiter.tryAcquireAsync(1, asio::use_future));
+    auto c0 = fake.take<TokenBucketAcquire>();
+    REQUIRE(c0);
+    c0->complete(AcquireAnswer{true, 999, 0});
+    CHECK(await(head).value() == AcquireAnswer{true, 999, 0});
+    auto batch = fake.take<TokenBucketBatchAcquire>();
+    REQUIRE(batch);
+    batch->complete(Error(Errc::timeout, "no answer before the deadline"));
+    const bool open = option == OnUnavailable::kGrant;
+    for (auto& f : queued) CHECK(await(f).value() == AcquireAnswer{open, 0, 0});
+    CHECK(limiter.counts() == LimiterCounts{1, 0, 0, open ? 3u : 0u, open ? 0u : 3u, 0});
+  }
+  CHECK(fake.pending() == 0);
 }

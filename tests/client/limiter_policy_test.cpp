@@ -1,5 +1,6 @@
-// LimiterPolicy (dry-run, fail-open, fail-closed) alone, and through RateLimiter: over a node with
-// a frozen clock for decided answers, and over an invoker whose cluster cannot answer.
+// LimiterPolicy (dry-run, fail-open, fail-closed) alone, and through RateLimiter and
+// BatchingRateLimiter: over a node with a frozen clock for decided answers, and over an invoker
+// whose cluster cannot answer (a fake, and a stopped node).
 #include <ingrid/limiter_policy.h>
 
 #include <catch2/catch.hpp>
@@ -10,10 +11,13 @@
 #include <asio/use_future.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <future>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include <ingrid/batcher.h>
 #include <ingrid/clock.h>
 #include <ingrid/node.h>
 #include <ingrid/rate_limiter.h>
@@ -129,6 +133,108 @@ TEST_CASE("RateLimiter: dry-run reports denials as grants and never waits",
   CHECK(*r.get() == ReserveAnswer{true, 1'000'000'000, 0});
   CHECK(*shadow.acquire(1, 0s) == ReserveAnswer{true, 1'500'000'000, 0});
   CHECK(shadow.counts() == LimiterCounts{2, 0, 3, 0, 0, 0});
+}
+
+TEST_CASE("BatchingRateLimiter: dry-run reports denials as grants and never waits",
+          "[client][limiter_policy][batcher]") {
+  auto clock = std::make_shared<ManualClock>(1'790'000'000 * kNanosPerSecond);
+  Node node(NodeOptions{.partitions = 8, .workerThreads = 1, .clock = clock});
+  REQUIRE(node.start().ok());
+
+  SECTION("one call at a time: RateLimiter's answers") {
+    BatchingRateLimiter<Node> shadow(node, "batched-shadow",
+                                     BucketParams::perPeriod(2, kNanosPerSecond), {.dryRun = true});
+    CHECK(*shadow.tryAcquire(2) == AcquireAnswer{true, 0, 0});
+    CHECK(*shadow.tryAcquire(1) == AcquireAnswer{true, 0, 500'000'000});  // would wait 500 ms
+    auto f = shadow.tryAcquireAsync(1, asio::use_future);
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    CHECK(*f.get() == AcquireAnswer{true, 0, 500'000'000});
+    // A reservation granted with an hour's delay is not waited for in dry-run.
+    auto r = shadow.acquireAsync(2, 3600s, asio::use_future);
+    REQUIRE(r.wait_for(30s) == std::future_status::ready);
+    CHECK(*r.get() == ReserveAnswer{true, 1'000'000'000, 0});
+    CHECK(*shadow.acquire(1, 0s) == ReserveAnswer{true, 1'500'000'000, 0});
+    CHECK(shadow.counts() == LimiterCounts{2, 0, 3, 0, 0, 0});
+  }
+  SECTION("many at once, in batches: each denial counted once") {
+    BatchingRateLimiter<Node> shadow(node, "batched-shadow-burst",
+                                     BucketParams::perPeriod(5, kNanosPerSecond), {.dryRun = true});
+    std::vector<std::future<Result<AcquireAnswer>>> fs;
+    for (int i = 0; i < 40; ++i) fs.push_back(shadow.tryAcquireAsync(1, asio::use_future));
+    int withWait = 0;
+    for (auto& one : fs) {
+      REQUIRE(one.wait_for(30s) == std::future_status::ready);
+      auto a = one.get();
+      REQUIRE(a.ok());
+      CHECK(a->granted);
+      withWait += a->waitNanos > 0 ? 1 : 0;
+    }
+    CHECK(withWait == 35);
+    CHECK(shadow.counts() == LimiterCounts{5, 0, 35, 0, 0, 0});
+    CHECK(shadow.stats().requests == 40);
+  }
+}
+
+TEST_CASE("BatchingRateLimiter: fail-open and fail-closed when the cluster cannot answer",
+          "[client][limiter_policy][batcher]") {
+  const BucketParams p = BucketParams::perPeriod(5, kNanosPerSecond);
+
+  SECTION("a cluster that never answers in time") {
+    SilentCluster silent;
+    BatchingRateLimiter<SilentCluster> open(silent, "k", p,
+                                            {.onUnavailable = OnUnavailable::kGrant});
+    CHECK(*open.tryAcquire(1) == AcquireAnswer{true, 0, 0});
+    auto f = open.tryAcquireAsync(1, asio::use_future);
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    CHECK(*f.get() == AcquireAnswer{true, 0, 0});
+    auto reserve = open.acquireAsync(1, 1s, asio::use_future);
+    REQUIRE(reserve.wait_for(30s) == std::future_status::ready);
+    CHECK(*reserve.get() == ReserveAnswer{true, 0, 0});
+    CHECK(open.counts() == LimiterCounts{0, 0, 0, 3, 0, 0});
+
+    BatchingRateLimiter<SilentCluster> closed(silent, "k", p,
+                                              {.onUnavailable = OnUnavailable::kDeny});
+    CHECK(*closed.tryAcquire(1) == AcquireAnswer{false, 0, 0});
+    CHECK(*closed.acquire(1, 1s) == ReserveAnswer{false, 0, 0});
+    CHECK(closed.counts() == LimiterCounts{0, 0, 0, 0, 2, 0});
+    CHECK(closed.tryAcquire(0).error() == Errc::invalid_argument);  // bad use is reported
+    CHECK(closed.counts().errors == 1);
+
+    BatchingRateLimiter<SilentCluster> strict(silent, "k", p);
+    CHECK(strict.tryAcquire(1).error() == Errc::timeout);
+    CHECK(strict.acquire(1, 1s).error() == Errc::timeout);
+    CHECK(strict.counts() == LimiterCounts{0, 0, 0, 0, 0, 2});
+  }
+  SECTION("a stopped node, with and without warm-up") {
+    Node node(NodeOptions{.partitions = 8, .workerThreads = 1});
+    REQUIRE(node.start().ok());
+    node.stop();
+    const auto warmup = GENERATE(as<std::optional<WarmupOption>>(), std::nullopt,
+                                 WarmupOption{std::chrono::seconds(2), 3});
+    INFO("warm-up " << warmup.has_value());
+
+    BatchingRateLimiter<Node> open(node, "stopped", p,
+                                   {.onUnavailable = OnUnavailable::kGrant, .warmup = warmup});
+    CHECK(*open.tryAcquire(1) == AcquireAnswer{true, 0, 0});
+    CHECK(*open.acquire(2, 1s) == ReserveAnswer{true, 0, 0});
+    CHECK(open.counts() == LimiterCounts{0, 0, 0, 2, 0, 0});
+
+    BatchingRateLimiter<Node> closed(node, "stopped", p,
+                                     {.onUnavailable = OnUnavailable::kDeny, .warmup = warmup});
+    auto f = closed.tryAcquireAsync(1, asio::use_future);
+    REQUIRE(f.wait_for(30s) == std::future_status::ready);
+    CHECK(*f.get() == AcquireAnswer{false, 0, 0});
+    auto r = closed.acquireAsync(1, 1s, asio::use_future);
+    REQUIRE(r.wait_for(30s) == std::future_status::ready);
+    CHECK(*r.get() == ReserveAnswer{false, 0, 0});
+    CHECK(closed.counts() == LimiterCounts{0, 0, 0, 0, 2, 0});
+
+    BatchingRateLimiter<Node> strict(node, "stopped", p, {.warmup = warmup});
+    auto e = strict.tryAcquire(1);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error() == Errc::shutting_down);
+    CHECK(strict.counts().errors == 1);
+  }
 }
 
 }  // namespace
