@@ -23,6 +23,7 @@
 #include <ingrid/processors/sliding_log.h>
 #include <ingrid/processors/sliding_window.h>
 #include <ingrid/processors/token_bucket.h>
+#include <ingrid/processors/warmup.h>
 
 #include "cluster/transport/frame.h"
 #include "cluster/transport/messages.h"
@@ -147,6 +148,10 @@ inline constexpr MessageBody kMessageBodies[] = {
     {"CompositeAnswer", &decodeBody<CompositeAnswer>},
     {"CompositeAnswers", &decodeBody<std::vector<CompositeAnswer>>},
     {"CompositeState", &decodeBody<CompositeState>},
+    // The warm-up limiter's result and stored state (WarmupAcquire, WarmupBatchAcquire).
+    {"WarmupAnswer", &decodeBody<WarmupAnswer>},
+    {"WarmupAnswers", &decodeBody<std::vector<WarmupAnswer>>},
+    {"WarmupState", &decodeBody<WarmupState>},
 };
 inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
 

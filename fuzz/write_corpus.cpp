@@ -216,6 +216,10 @@ std::map<std::string, std::string> messageSeeds() {
       {"CompositeState", encode(CompositeState{1, {Band{kLimit, BucketState{3, 0, kNow}}}})},
       {"ConcurrencyState",
        encode(ConcurrencyState{kNow + 2, {{kNow, kNow + kMs, 1}, {kNow + 1, kNow + kMs, 2}}})},
+      {"WarmupAnswer", encode(WarmupAnswer{true, 290 * kMs, 270 * kMs, 18})},
+      {"WarmupAnswers", encode(std::vector<WarmupAnswer>{{true, 0, 290 * kMs, 19},
+                                                         {false, 290 * kMs, 270 * kMs, 19}})},
+      {"WarmupState", encode(WarmupState{19, 0, kNow + 290 * kMs})},
   };
 }
 
