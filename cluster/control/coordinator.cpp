@@ -307,7 +307,8 @@ void Coordinator::run(Change change) {
       // (A member at this address with another incarnation was declared failed by requestJoin,
       // and is filtered out below.)
       for (const auto& m : cur->members) {
-        if (m.address == change.address && m.incarnation == change.incarnation) {
+        if (m.address == change.address && m.incarnation == change.incarnation &&
+            failed_.count(m.id) == 0) {
           if (change.reply) change.reply(m.id);  // a retried join: already admitted
           return;
         }
@@ -330,6 +331,10 @@ void Coordinator::run(Change change) {
   }
   // A member declared failed is never part of a plan.
   std::erase_if(after, [&](const MemberInfo& m) { return failed_.count(m.id) != 0; });
+  // Ids are never given twice: a re-plan may aim at a member admitted by a change whose first
+  // step never committed (its proposal failed, or it was held for a lease), whose id the
+  // committed nextMemberId does not cover yet.
+  for (const auto& m : after) nextId = std::max(nextId, m.id + 1);
   if (after.empty()) return;  // the last member leaves: nothing to hand over to
   migrate(std::move(after), nextId);
 }

@@ -16,7 +16,9 @@ using SteadyClock = std::chrono::steady_clock;
 
 std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
 
-// Answers that say the request was not run, so sending it again cannot apply it twice.
+// Answers that say "ask again": the request was not run (fenced, no primary, stopping), or it ran
+// and its outcome is not settled yet (a copy of one still replicating, or one whose barrier
+// failed). Sending it again is safe either way: with the same request id it runs at most once.
 bool notRun(const Error& e) {
   return e == Errc::unavailable || e == Errc::shutting_down || e == Errc::not_running;
 }

@@ -39,7 +39,9 @@ enum class Errc {
   invalid_configuration,
   // The receiver is not the key's primary at the sender's topology; redirects ran out.
   not_owner,
-  // The partition or member cannot serve right now (migrating, connecting); retry shortly.
+  // The partition or member cannot serve right now (migrating, connecting), or a request's
+  // outcome is not settled yet (a copy of one still replicating); retry shortly (with the same
+  // request id, which the client does: it runs at most once).
   unavailable,
   // No member could be reached (connection refused, reset, closed) within the deadline.
   unreachable,

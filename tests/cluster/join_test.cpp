@@ -36,18 +36,30 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   REQUIRE(leader != nullptr);
   const std::string leaderIp = leader->address.substr(0, leader->address.rfind(':'));
 
+  std::string other;  // a member that is not the leader: it redirects the joiner to the leader
+  for (const MemberInfo& m : before->members) {
+    if (m.id != leader->id) other = m.address;
+  }
+  REQUIRE(!other.empty());
+
+  // TestCluster puts node i at 127.0.0.(i+2): the joiner, a fourth node, listens at 127.0.0.5.
   const int lost = faults->add(
       {.from = leaderIp, .to = "127.0.0.5", .types = {MessageType::kJoin}, .drop = 1.0});
   NodeOptions j = o;
   j.listenAddress = "127.0.0.5:0";
-  j.seeds = {leader->address};
-  j.joinTimeout = 8s;  // one seed: each attempt waits 4 s, so there is time for exactly two
+  // Two seeds: each attempt waits a quarter of joinTimeout (5 s) for its answer. The first, to
+  // the leader, is answered but the answer is lost; the second, to the other member, is
+  // redirected to the leader at once, and that join, sent again, must be answered with the id
+  // given first. Without that, it queues until the joiner is declared failed (failureTimeout, 10
+  // s) and is admitted again under a new id, or the joiner gives up.
+  j.seeds = {leader->address, other};
+  j.joinTimeout = 20s;
   Node joiner(j, ProcessorRegistry::withBuiltins());
   auto started = std::async(std::launch::async, [&] { return joiner.start(); });
   REQUIRE(eventually([&] { return faults->counts().dropped >= 1; }, 10s));
   faults->remove(lost);  // the join sent again is answered
 
-  REQUIRE(started.wait_for(20s) == std::future_status::ready);
+  REQUIRE(started.wait_for(30s) == std::future_status::ready);
   const Result<bool> joined = started.get();
   INFO((joined ? std::string("joined") : joined.error().message()));
   REQUIRE(joined.ok());
