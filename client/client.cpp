@@ -11,6 +11,9 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
+
+#include <absl/container/flat_hash_map.h>
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
@@ -69,7 +72,11 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
 
   // CallRouter::Host.
   TopologyPtr routingTopology() const override { return topology(); }
-  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
+  std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId p) override;
+  // The link to member `id` at its member port `address`, made if needed. Network thread.
+  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address);
+  // A new link to `address` (a member port or a shard port). Network thread.
+  std::shared_ptr<Peer> makePeer(const std::string& address);
   bool runLocally(RoutedCallPtr&, MemberId) override { return false; }
   void learnTopology(const TopologyPtr& t) override;
   void routeLooksStale() override;
@@ -103,6 +110,8 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::unique_ptr<Transport> transport_;
   SharedTopology topology_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
+  // Links to shard ports, by (member, shard); network thread.
+  absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, std::shared_ptr<Peer>> shardPeers_;
   // Members and seeds being asked for their topology now (a frozen one is asked again only once
   // its ask timed out, while the others are asked on every refresh). Network thread.
   std::unordered_set<std::string> asking_;
@@ -292,6 +301,8 @@ void ClientImpl::stop() {
     if (watchdog_) watchdog_->cancel();
     for (auto& [id, peer] : peers_) peer->close();
     peers_.clear();
+    for (auto& [shard, peer] : shardPeers_) peer->close();
+    shardPeers_.clear();
     transport_->stop();
   });
   guard_.reset();
@@ -323,12 +334,43 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
                 topology()->table.partitionCount(), options_.requestTimeout);
 }
 
+std::shared_ptr<Peer> ClientImpl::peerForCall(const MemberInfo& primary, PartitionId p) {
+  if (!options_.shardAware || primary.shardPorts.empty()) {
+    return peerFor(primary.id, primary.address);
+  }
+  const auto shard = static_cast<std::uint32_t>(p % primary.shardPorts.size());
+  const auto memberPort = parseAddress(primary.address);
+  if (!memberPort) return peerFor(primary.id, primary.address);
+  const std::string address = memberPort->first + ":" + std::to_string(primary.shardPorts[shard]);
+  auto [it, made] = shardPeers_.try_emplace({primary.id, shard});
+  if (!made && it->second->address() != address) {
+    it->second->close();  // the member now lists another port there (should not happen)
+    made = true;
+  }
+  if (made) {
+    it->second = makePeer(address);
+    return it->second;
+  }
+  // A shard port that refused a dial: the member port serves for a second, then it is tried again.
+  if (const auto failed = it->second->lastDialFailure();
+      failed && std::chrono::steady_clock::now() - *failed < std::chrono::seconds(1)) {
+    return peerFor(primary.id, primary.address);
+  }
+  return it->second;
+}
+
 std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& address) {
   if (auto it = peers_.find(id); it != peers_.end()) {
     if (it->second->address() == address) return it->second;
     it->second->close();  // the id now names another address (should not happen)
     peers_.erase(it);
   }
+  auto peer = makePeer(address);
+  peers_.emplace(id, peer);
+  return peer;
+}
+
+std::shared_ptr<Peer> ClientImpl::makePeer(const std::string& address) {
   PeerOptions o;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
   o.dialOnDemand = true;           // a member closes idle client links: redial when needed
@@ -338,9 +380,7 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
       return clientAuth(options_.clientSecret, sent, reply);
     };
   }
-  auto peer = Peer::create(*transport_, address, std::move(o));
-  peers_.emplace(id, peer);
-  return peer;
+  return Peer::create(*transport_, address, std::move(o));
 }
 
 void ClientImpl::learnTopology(const TopologyPtr& t) {
@@ -350,15 +390,23 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
   if (cur && successorInvalidReason(*cur, *t)) return;
   topology_.store(t);
   // Links to members that left are closed after a request's full deadline (in-flight answers).
+  const auto closeLater = [this](std::shared_ptr<Peer> peer) {
+    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
+    timer->async_wait([timer, peer = std::move(peer)](std::error_code) { peer->close(); });
+  };
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (t->hasMember(it->first)) {
       ++it;
       continue;
     }
-    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
-    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    closeLater(it->second);
     it = peers_.erase(it);
   }
+  absl::erase_if(shardPeers_, [&](const auto& link) {
+    if (t->hasMember(link.first.first)) return false;
+    closeLater(link.second);
+    return true;
+  });
 }
 
 void ClientImpl::routeLooksStale() {
@@ -368,11 +416,12 @@ void ClientImpl::routeLooksStale() {
 void ClientImpl::watch() {
   if (state_.load() != kRunning || !watchdog_) return;
   const auto now = std::chrono::steady_clock::now();
-  for (const auto& [id, peer] : peers_) {
-    if (peer->oldestPendingSince() <= now - options_.suspectAfter) {
-      refreshAll();
-      break;
-    }
+  const auto suspect = [&](const auto& link) {
+    return link.second->oldestPendingSince() <= now - options_.suspectAfter;
+  };
+  if (std::any_of(peers_.begin(), peers_.end(), suspect) ||
+      std::any_of(shardPeers_.begin(), shardPeers_.end(), suspect)) {
+    refreshAll();
   }
   watchdog_->expires_after(std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10)));
   watchdog_->async_wait([this](std::error_code ec) {

@@ -31,6 +31,10 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
   --workers N          partition worker threads; 0 = one per core. Default: 0
   --single-thread      run the partitions on the network thread (no worker threads): one
                        thread reads, runs, replicates and answers. Best on one core.
+  --shard-port-base N  worker i takes clients' invocations on port N + i (its shard port);
+                       0 = free ports, listed in the topology. Default: 0
+  --no-shard-ports     workers open no ports of their own: clients send everything to
+                       the --listen port
   --heartbeat-ms N     how often a heartbeat goes to every other member. Default: 500
   --failure-timeout-ms N
                        a member silent this long is declared failed and removed; its
@@ -129,6 +133,10 @@ int main(int argc, char** argv) {
       options.workerThreads = static_cast<unsigned>(n);
     } else if (arg == "--single-thread") {
       options.partitionsOnNetworkThread = true;
+    } else if (arg == "--shard-port-base" && parseUnsigned(value("--shard-port-base"), 65535, n)) {
+      options.shardPortBase = static_cast<std::uint16_t>(n);
+    } else if (arg == "--no-shard-ports") {
+      options.shardPorts = false;
     } else if (arg == "--heartbeat-ms" && parseUnsigned(value("--heartbeat-ms"), 3600000, n) &&
                n > 0) {
       options.heartbeatInterval = std::chrono::milliseconds(n);
@@ -194,6 +202,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ingrid-node: cannot start: %s\n", started.error().message().c_str());
     return 1;
   }
+  std::string shardPorts;
+  if (const ingrid::MemberInfo* me = node.topology()->member(node.memberId())) {
+    for (std::uint16_t port : me->shardPorts) {
+      shardPorts += (shardPorts.empty() ? "" : ",") + std::to_string(port);
+    }
+  }
+  // On a line of its own, before the one that scripts read the address from (its last word).
+  if (!shardPorts.empty()) std::printf("ingrid-node: shard ports %s\n", shardPorts.c_str());
   std::printf("ingrid-node: member %llu listening on %s\n",
               static_cast<unsigned long long>(node.memberId()), node.listenAddress().c_str());
   std::fflush(stdout);

@@ -47,6 +47,10 @@ std::uint64_t Node::TEST_partitionSeq(PartitionId p) { return impl_->TEST_partit
 std::uint64_t Node::TEST_executed() const noexcept { return impl_->TEST_executed(); }
 std::uint64_t Node::TEST_barriers() const noexcept { return impl_->TEST_barriers(); }
 std::uint64_t Node::TEST_parkedCopies() const noexcept { return impl_->TEST_parkedCopies(); }
+std::pair<std::uint64_t, std::uint64_t> Node::TEST_shardInvocations() const noexcept {
+  return impl_->TEST_shardInvocations();
+}
+void Node::TEST_closeShardPorts() { impl_->TEST_closeShardPorts(); }
 void Node::TEST_crash() { impl_->crash(); }
 
 // --- NodeImpl: the embedded invoke path ---

@@ -78,6 +78,11 @@ class NodeImpl final : public ConnectionHandler,
   }
   std::uint64_t TEST_executed() const noexcept { return data_ ? data_->TEST_executed() : 0; }
   std::uint64_t TEST_barriers() const noexcept { return data_ ? data_->TEST_barriers() : 0; }
+  void TEST_closeShardPorts() { stopShardPorts(); }
+  std::pair<std::uint64_t, std::uint64_t> TEST_shardInvocations() const noexcept {
+    if (!data_) return {0, 0};
+    return {data_->TEST_shardRunInPlace(), data_->TEST_shardForwarded()};
+  }
   std::uint64_t TEST_parkedCopies() const noexcept {
     return data_ ? data_->TEST_parkedCopies() : 0;
   }
@@ -85,6 +90,9 @@ class NodeImpl final : public ConnectionHandler,
   // ConnectionHandler (network thread).
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
   void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) override;
+  // A request on worker `w`'s shard port (that worker's thread; node_shards.cpp): a client's
+  // Hello, Auth or Invoke; anything else is refused, naming the member port to use.
+  void onShardRequest(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame);
 
  private:
   enum State : int { kCreated, kRunning, kStopping, kStopped };
@@ -93,6 +101,10 @@ class NodeImpl final : public ConnectionHandler,
   // CallRouter::Host.
   TopologyPtr routingTopology() const override { return topology(); }
   bool runLocally(RoutedCallPtr& call, MemberId primary) override;
+  // Members forward calls over their member links (shard ports take clients only).
+  std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId) override {
+    return peerFor(primary.id, primary.address);
+  }
   void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
   void callFinished() noexcept override { finishInvocation(); }
 
@@ -138,6 +150,14 @@ class NodeImpl final : public ConnectionHandler,
   std::shared_ptr<Peer> linkTo(MemberId id, const std::string& address, bool dialedByThem);
   void syncPeers(const Topology& t);
   bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
+
+  // --- shard ports (node_shards.cpp) ---
+  // Each worker listens on a port of its own (NodeOptions::shardPorts), with the member port's
+  // options `base` and limits shared with it; fills shardPorts_. An Error names the port that
+  // could not be opened.
+  Result<bool> startShardPorts(const TransportOptions& base);
+  // Stops the shard ports' transports (their connections close on their workers). Idempotent.
+  void stopShardPorts();
 
   // Starts this member's control plane (network thread); bootstrap: the first member.
   Result<bool> startControl(MemberId self, bool bootstrap);
@@ -201,7 +221,8 @@ class NodeImpl final : public ConnectionHandler,
   // Until when (steady clock, its ticks) this member holds its primary lease.
   std::atomic<std::int64_t> leaseUntil_{0};
   std::atomic<MemberId> selfId_{0};
-  std::string selfAddress_;  // constant after start()
+  std::string selfAddress_;                // constant after start()
+  std::vector<std::uint16_t> shardPorts_;  // constant after start(); worker i's at i
   // Random per process start, and anew on a rejoin: tells a restart from a retried join.
   std::atomic<std::uint64_t> incarnation_;
   std::atomic<bool> rejoining_{false};
@@ -214,8 +235,25 @@ class NodeImpl final : public ConnectionHandler,
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> netGuard_;
   std::thread netThread_;
   std::unique_ptr<Transport> transport_;
+  // What handles the connections of each shard port (outlives them: destroyed after data_, whose
+  // workers' io_contexts hold the last of them).
+  class ShardHandler final : public ConnectionHandler {
+   public:
+    ShardHandler(NodeImpl& node, unsigned worker) : node_(node), worker_(worker) {}
+    void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override {
+      node_.onShardRequest(worker_, conn, std::move(frame));
+    }
+    void onClosed(const std::shared_ptr<Connection>&, const Error&) override {}
+
+   private:
+    NodeImpl& node_;
+    const unsigned worker_;
+  };
+  std::vector<std::unique_ptr<ShardHandler>> shardHandlers_;
   // The partitions (made by start(); after netIo_, so destroyed before it).
   std::unique_ptr<DataPlane> data_;
+  // The shard ports' transports, each on its worker's io_context (destroyed before data_).
+  std::vector<std::unique_ptr<Transport>> shardTransports_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   std::unique_ptr<Coordinator> coordinator_;                   // network thread
   std::unique_ptr<ControlPlane> control_;  // made and reset on the network thread

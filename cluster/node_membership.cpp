@@ -202,6 +202,15 @@ Result<bool> NodeImpl::start() {
     return std::move(port).error();
   }
   selfAddress_ = transport_->listenAddress();
+  if (Result<bool> shards = startShardPorts(topts); !shards) {
+    stopShardPorts();
+    transport_->stop();
+    data_->stop();
+    shardTransports_.clear();
+    transport_.reset();
+    state_.store(kStopped);
+    return shards;
+  }
   netGuard_.emplace(netIo_.get_executor());
   netThread_ = std::thread([this] { netIo_.run(); });
   state_.store(kRunning, std::memory_order_release);
@@ -241,7 +250,7 @@ Result<bool> NodeImpl::bootstrap() {
 std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   auto t = std::make_shared<Topology>();
   t->version = 1;
-  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_.load()});
+  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_.load(), shardPorts_});
   const std::vector<MemberId> ids{1};
   t->table = PartitionTable::balanced(options_.partitions, ids, options_.backups);
   t->backups = options_.backups;
@@ -266,7 +275,8 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
 Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
   JoinRequest request{selfAddress_,      options_.partitions, options_.backups,
-                      registry_.names(), incarnation_.load(), {}};
+                      registry_.names(), incarnation_.load(), {},
+                      shardPorts_};
   if (!options_.clusterSecret.empty()) {
     request.proof =
         member_auth::joinProof(options_.clusterSecret, request.address, request.incarnation);
@@ -521,7 +531,9 @@ void NodeImpl::stop() {
     if (netThread_.joinable()) netThread_.join();
     control_.reset();
   }
-  // 4. Drain and join the partition workers.
+  // 4. Close the shard ports (on their workers, which run the closes before they end), then drain
+  //    and join the partition workers.
+  stopShardPorts();
   if (data_) data_->stop();
   state_.store(kStopped, std::memory_order_release);
 }
@@ -918,7 +930,7 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                                              "] and has extra [" + describeNames(extra) + "]"));
     return;
   }
-  coordinator_->requestJoin(req.address, req.incarnation,
+  coordinator_->requestJoin(req.address, req.incarnation, req.shardPorts,
                             [this, conn, header = frame.header](Result<MemberId> id) {
                               if (!id) {
                                 conn->replyError(header, id.error());

@@ -38,13 +38,14 @@ void Coordinator::start() {
         PartitionTable::balanced(now->table.partitionCount(), ids, now->backups);
     if (!now->syncing.empty() || !(now->table == ideal)) {
       // The previous leader left a change unfinished: aim for the members committed now.
-      queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, now->members});
+      queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, now->members, {}});
     }
     pump();
   });
 }
 
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
+                              std::vector<std::uint16_t> shardPorts,
                               UniqueFunction<void(Result<MemberId>)> reply) {
   // A join sent again (its reply was lost, or came after the joiner gave up on that connection)
   // is answered at once with the id already given: queued, it would wait behind the change that
@@ -74,12 +75,18 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
       failMember(m.id);
     }
   }
-  queue_.push_back(Change{Kind::kJoin, 0, std::move(address), incarnation, std::move(reply), {}});
+  queue_.push_back(Change{Kind::kJoin,
+                          0,
+                          std::move(address),
+                          incarnation,
+                          std::move(reply),
+                          {},
+                          std::move(shardPorts)});
   pump();
 }
 
 void Coordinator::requestLeave(MemberId id) {
-  queue_.push_back(Change{Kind::kLeave, id, {}, 0, {}, {}});
+  queue_.push_back(Change{Kind::kLeave, id, {}, 0, {}, {}, {}});
   pump();
 }
 
@@ -279,14 +286,14 @@ void Coordinator::failMember(MemberId id) {
     busy_ = false;
     syncing_ = false;
     replan_ = false;
-    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim), {}});
   }
   if (busy_) {
     replan_ = true;
     if (syncing_) migrating();  // waiting for syncs that may never come: re-plan now
     // Otherwise an install round is in flight; migrating() or the end of the change sees it.
   }
-  queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}});
+  queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}, {}});
   pump();
 }
 
@@ -315,7 +322,8 @@ void Coordinator::run(Change change) {
       }
       after = cur->members;
       change.id = nextId++;
-      after.push_back(MemberInfo{change.id, change.address, change.incarnation});
+      after.push_back(
+          MemberInfo{change.id, change.address, change.incarnation, std::move(change.shardPorts)});
       if (change.reply) change.reply(change.id);
       break;
     }
@@ -460,7 +468,7 @@ void Coordinator::migrating() {
     busy_ = false;
     std::vector<MemberInfo> aim = std::move(target_->members);
     target_.reset();
-    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim), {}});
     pump();
     return;
   }
@@ -621,7 +629,7 @@ void Coordinator::proposalFailed(const Error& why) {
   std::weak_ptr<int> life = life_;
   host_.runAfter(std::chrono::milliseconds(100), [this, life, aim = std::move(aim)]() mutable {
     if (life.expired()) return;
-    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim)});
+    queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, std::move(aim), {}});
     pump();
   });
 }

@@ -98,7 +98,9 @@ class Coordinator {
   // with the same id if the committed topology or the change under way lists it, else queued
   // (and then answered with the same id); with another incarnation it is that member restarted:
   // the old member is removed as failed and the node admitted afresh.
+  // `shardPorts` go into its topology entry (MemberInfo::shardPorts).
   void requestJoin(std::string address, std::uint64_t incarnation,
+                   std::vector<std::uint16_t> shardPorts,
                    UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
   void requestLeave(MemberId id);
@@ -135,6 +137,7 @@ class Coordinator {
     std::uint64_t incarnation = 0;
     UniqueFunction<void(Result<MemberId>)> reply;
     std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
+    std::vector<std::uint16_t> shardPorts;  // kJoin: the joiner's
   };
 
   using SteadyTime = std::chrono::steady_clock::time_point;

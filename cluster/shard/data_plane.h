@@ -102,6 +102,12 @@ class DataPlane {
 
   // The data-plane requests from a connection (network thread).
   void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
+  // An Invoke on worker `w`'s shard port (on worker w): run at once if w owns its partition, else
+  // forwarded to the worker that does (answered from there, through the connection's thread).
+  void handleShardInvoke(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame);
+  // The workers, and the io_context each runs (shard ports' transports run on it).
+  unsigned workerCount() const noexcept { return workers_.threadCount(); }
+  asio::io_context& workerIo(unsigned w) noexcept { return workers_.io(w); }
   void handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame);
   void handleSnapshot(const std::shared_ptr<Connection>& conn, Frame frame);
 
@@ -128,6 +134,9 @@ class DataPlane {
   std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
   std::uint64_t TEST_barriers() const noexcept { return barriers_.load(); }
   std::uint64_t TEST_parkedCopies() const noexcept { return parkedCopies_.load(); }
+  // Invocations taken on a shard port: run on the worker that read them, or forwarded to another.
+  std::uint64_t TEST_shardRunInPlace() const noexcept { return shardInPlace_.load(); }
+  std::uint64_t TEST_shardForwarded() const noexcept { return shardForwarded_.load(); }
 
  private:
   enum class ReplicaMode : std::uint8_t {
@@ -157,6 +166,22 @@ class DataPlane {
   };
 
   // --- the primary's side (data_plane_invoke.cpp) ---
+  // An Invoke request, checked: its fields in the body, the processor, its partition and deadline.
+  struct AdmittedInvoke {
+    InvokeRequestSpans spans;
+    ErasedProcessorFn fn = nullptr;
+    PartitionId partition = 0;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  // Decodes and admits an Invoke (counted by beginInvocation); answers a refusal itself and
+  // returns nothing then.
+  std::optional<AdmittedInvoke> admitInvoke(const std::shared_ptr<Connection>& conn,
+                                            const Frame& frame);
+  // Posts an admitted Invoke to its partition's worker, which runs it (runInvoke).
+  void postInvoke(const std::shared_ptr<Connection>& conn, Frame frame, const AdmittedInvoke& call);
+  // Runs an admitted Invoke on its partition's worker and answers it on `conn`.
+  void runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
+                 const FrameHeader& header, std::string_view body, const AdmittedInvoke& call);
   // Why this member may not change p now (no valid lease, too few members), or nothing.
   std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
   // Numbers p's next change (p's worker): its sequence number and epoch; returns the epoch of the
@@ -256,6 +281,8 @@ class DataPlane {
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
+  std::atomic<std::uint64_t> shardInPlace_{0};
+  std::atomic<std::uint64_t> shardForwarded_{0};
 };
 
 }  // namespace ingrid

@@ -468,26 +468,27 @@ void DataPlane::flushUpdates(MemberId b) {
       });
 }
 
-void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
+std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
+    const std::shared_ptr<Connection>& conn, const Frame& frame) {
   // The fields are read in place (no copy): found here, used on the worker over the same body.
-  InvokeRequestSpans spans;
+  AdmittedInvoke call;
   try {
-    spans = InvokeRequestSpans::of(frame.body);
+    call.spans = InvokeRequestSpans::of(frame.body);
   } catch (const std::exception& e) {
     conn->replyError(frame.header, Error(Errc::malformed_message,
                                          std::string("Invoke body does not decode: ") + e.what()));
-    return;
+    return std::nullopt;
   }
-  const std::string_view key = spans.key.in(frame.body);
-  const std::string_view processor = spans.processor.in(frame.body);
+  const std::string_view key = call.spans.key.in(frame.body);
+  const std::string_view processor = call.spans.processor.in(frame.body);
   const bool running = host_.beginInvocation();
-  ErasedProcessorFn fn = registry_.find(processor);
+  call.fn = registry_.find(processor);
   Error refused;
   if (!running) {
     refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
   } else if (auto bad = keyError(key)) {
     refused = std::move(*bad);
-  } else if (fn == nullptr) {
+  } else if (call.fn == nullptr) {
     refused = Error(Errc::unknown_processor, "no processor named '" + std::string(processor) +
                                                  "' is registered on member " +
                                                  std::to_string(memberId()));
@@ -495,29 +496,61 @@ void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame fram
   if (refused.code()) {
     conn->replyError(frame.header, refused);
     host_.endInvocation();
+    return std::nullopt;
+  }
+  call.partition = partitionOf(key, options_.partitions);
+  call.deadline = std::chrono::steady_clock::now() +
+                  (call.spans.timeoutMs != 0 ? std::chrono::milliseconds(call.spans.timeoutMs)
+                                             : options_.requestTimeout);
+  return call;
+}
+
+void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
+                          const FrameHeader& header, std::string_view body,
+                          const AdmittedInvoke& call) {
+  const InvokeRequestSpans& spans = call.spans;
+  execute(
+      call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
+      RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
+      [this, conn, header](Result<std::string> r) {
+        const std::uint64_t version = topology()->version;
+        if (r.ok()) {
+          conn->reply(header, MessageType::kInvoke, version, encode(InvokeReply{std::move(*r)}));
+        } else if (r.error() == Errc::not_owner) {
+          conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));
+        } else {
+          conn->replyError(header, r.error());
+        }
+        host_.endInvocation();
+      });
+}
+
+void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
+  if (std::optional<AdmittedInvoke> call = admitInvoke(conn, frame)) {
+    postInvoke(conn, std::move(frame), *call);
+  }
+}
+
+void DataPlane::postInvoke(const std::shared_ptr<Connection>& conn, Frame frame,
+                           const AdmittedInvoke& call) {
+  workers_.post(call.partition,
+                [this, conn, header = frame.header, body = std::move(frame.body),
+                 call](PartitionStore& store) { runInvoke(store, conn, header, body, call); });
+}
+
+void DataPlane::handleShardInvoke(unsigned w, const std::shared_ptr<Connection>& conn,
+                                  Frame frame) {
+  std::optional<AdmittedInvoke> call = admitInvoke(conn, frame);
+  if (!call) return;
+  if (workers_.workerOf(call->partition) == w) {  // read by the thread that owns it: run now
+    shardInPlace_.fetch_add(1, std::memory_order_relaxed);
+    runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
     return;
   }
-  const PartitionId p = partitionOf(key, options_.partitions);
-  const auto deadline =
-      std::chrono::steady_clock::now() +
-      (spans.timeoutMs != 0 ? std::chrono::milliseconds(spans.timeoutMs) : options_.requestTimeout);
-  workers_.post(p, [this, p, conn, header = frame.header, body = std::move(frame.body), spans, fn,
-                    deadline](PartitionStore& store) {
-    execute(
-        p, store, spans.key.in(body), fn, spans.args.in(body),
-        RequestId{spans.client, spans.seq, spans.doneBelow}, deadline,
-        [this, conn, header](Result<std::string> r) {
-          const std::uint64_t version = topology()->version;
-          if (r.ok()) {
-            conn->reply(header, MessageType::kInvoke, version, encode(InvokeReply{std::move(*r)}));
-          } else if (r.error() == Errc::not_owner) {
-            conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));
-          } else {
-            conn->replyError(header, r.error());
-          }
-          host_.endInvocation();
-        });
-  });
+  // Another worker's partition (a client that routed by an older layout, or one not shard-aware):
+  // forwarded inside the node; its answer goes back through the connection's own thread.
+  shardForwarded_.fetch_add(1, std::memory_order_relaxed);
+  postInvoke(conn, std::move(frame), *call);
 }
 
 }  // namespace ingrid

@@ -69,6 +69,8 @@ class PartitionWorkers {
   void postToWorker(unsigned w, F&& fn) {
     asio::post(*workers_[w]->io, [this, fn = std::forward<F>(fn)]() mutable { fn(*this); });
   }
+  // The io_context worker w runs (its thread, or the shared one).
+  asio::io_context& io(unsigned w) noexcept { return *workers_[w]->io; }
   // Partition p's store. Only on p's worker (the store asserts it in debug builds).
   PartitionStore& store(PartitionId p) noexcept { return stores_[p]; }
 

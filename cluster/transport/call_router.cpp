@@ -77,7 +77,7 @@ void CallRouter::route(RoutedCallPtr call) {
 void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
   const MemberId primary = routing->table.primary(call->partition);
   const MemberInfo* info = routing->member(primary);
-  std::shared_ptr<Peer> peer = info ? host_.peerFor(primary, info->address) : nullptr;
+  std::shared_ptr<Peer> peer = info ? host_.peerForCall(*info, call->partition) : nullptr;
   if (!peer) {
     retryLater(std::move(call),
                Error(Errc::unavailable, "no link to member " + std::to_string(primary)));

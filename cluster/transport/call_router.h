@@ -60,8 +60,9 @@ class CallRouter {
    public:
     // The topology to route by.
     virtual TopologyPtr routingTopology() const = 0;
-    // Network thread: the link to a member (nullptr if there is none).
-    virtual std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) = 0;
+    // Network thread: the link to send a call on partition p to member `primary` (nullptr if
+    // there is none): its member port, or the shard port that serves p.
+    virtual std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId p) = 0;
     // Any thread: if this host is `primary`, take the call and run it here (calling the
     // router's retryLater() or finish() when done) and return true.
     virtual bool runLocally(RoutedCallPtr& call, MemberId primary) = 0;

@@ -59,10 +59,12 @@ struct JoinRequest {
   std::uint64_t incarnation = 0;
   // member_auth::joinProof when the cluster has a secret; else empty.
   std::string proof;
+  // The joiner's shard ports (MemberInfo::shardPorts), listed in its topology entry; may be empty.
+  std::vector<std::uint16_t> shardPorts = {};
   static constexpr std::size_t kMaxProcessors = 4096;
   template <class A>
   void save(A& ar) const {
-    ar(address, partitions, backups, processors, incarnation, proof);
+    ar(address, partitions, backups, processors, incarnation, proof, shardPorts);
   }
   template <class A>
   void load(A& ar) {
@@ -70,6 +72,8 @@ struct JoinRequest {
     processors.resize(loadBoundedSize(ar, kMaxProcessors, "JoinRequest.processors"));
     for (auto& p : processors) ar(p);
     ar(incarnation, proof);
+    shardPorts.resize(loadBoundedSize(ar, MemberInfo::kMaxShardPorts, "JoinRequest.shardPorts"));
+    for (auto& port : shardPorts) ar(port);
   }
 };
 

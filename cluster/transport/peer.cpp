@@ -187,6 +187,9 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
     return;
   }
   if (!result) {
+    dialFailedAt_.store(
+        std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count()),
+        std::memory_order_relaxed);
     lastError_ = describe(result.error());
     if (result.error() == Errc::shutting_down) {  // the transport stopped: no more dialing
       closeNow(false);
@@ -201,7 +204,14 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
         Error(Errc::unavailable, "duplicate connection to " + address_ + "; keeping the older"));
     return;
   }
+  dialFailedAt_.store(0, std::memory_order_relaxed);
   useConnection(std::move(result).value(), /*dialed=*/true);
+}
+
+std::optional<std::chrono::steady_clock::time_point> Peer::lastDialFailure() const noexcept {
+  const std::int64_t at = dialFailedAt_.load(std::memory_order_relaxed);
+  if (at == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
 }
 
 void Peer::useConnection(std::shared_ptr<Connection> conn, bool dialed) {

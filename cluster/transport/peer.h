@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio/io_context.hpp>
@@ -89,6 +90,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
 
   const std::string& address() const noexcept { return address_; }
   bool connected() const noexcept;
+  // When the latest dial failed (steady clock), or nullopt if it succeeded (or none was made).
+  std::optional<std::chrono::steady_clock::time_point> lastDialFailure() const noexcept;
   // When the oldest request still unanswered (sent, or queued for a connection) was made
   // (time_point::max() if none). Network thread only.
   std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
@@ -140,6 +143,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
   std::map<std::uint64_t, Queued> queue_;  // by arrival: FIFO
   std::uint64_t nextQueued_ = 1;
   std::atomic<bool> connectedFlag_{false};
+  // The steady clock's ticks when the latest dial failed; 0 once one succeeds.
+  std::atomic<std::int64_t> dialFailedAt_{0};
 };
 
 }  // namespace ingrid

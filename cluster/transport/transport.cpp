@@ -67,9 +67,13 @@ std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::str
 struct Transport::State {
   State(asio::io_context& context, TransportOptions opts, ConnectionHandler& h)
       : io(context), options(std::move(opts)), handler(h), acceptor(context), retryTimer(context) {
-    if (options.maxBufferedBytes > 0) {
+    if (options.shared.budget) {
+      budget = options.shared.budget;
+    } else if (options.maxBufferedBytes > 0) {
       budget = std::make_shared<BufferBudget>(options.maxBufferedBytes);
     }
+    inbound = options.shared.inbound ? options.shared.inbound
+                                     : std::make_shared<std::atomic<std::size_t>>(0);
   }
 
   asio::io_context& io;
@@ -79,7 +83,8 @@ struct Transport::State {
   asio::steady_timer retryTimer;
   std::shared_ptr<BufferBudget> budget;  // of accepted connections; null without a limit
   std::atomic<std::uint16_t> port{0};
-  std::atomic<std::size_t> inbound{0};  // accepted connections still open
+  // Accepted connections still open (of every transport sharing the count).
+  std::shared_ptr<std::atomic<std::size_t>> inbound;
   std::mutex mu;
   bool stopped = false;                                                // guarded by mu
   bool listening = false;                                              // guarded by mu
@@ -196,6 +201,8 @@ std::size_t Transport::bufferedBytesPeak() const noexcept {
   return state_->budget ? state_->budget->peak() : 0;
 }
 
+TransportOptions::Shared Transport::shared() const { return {state_->budget, state_->inbound}; }
+
 std::string Transport::listenAddress() const {
   return joinAddress(options_.listenHost, state_->port.load());
 }
@@ -239,7 +246,7 @@ void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool p
     conn->refuse(*refusal);
     return;
   }
-  const std::size_t open = state->inbound.load();
+  const std::size_t open = state->inbound->load();
   if (open >= state->options.maxConnections + TransportOptions::kMemberReserve) {
     conn->refuse(
         Error(Errc::overloaded,
@@ -250,8 +257,8 @@ void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool p
     return;
   }
   conn->overLimit = open >= state->options.maxConnections;
-  ++state->inbound;
-  conn->onClose([state](const Error&) { --state->inbound; });
+  ++*state->inbound;
+  conn->onClose([inbound = state->inbound](const Error&) { --*inbound; });
   conn->start();
 }
 

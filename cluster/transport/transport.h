@@ -7,6 +7,7 @@
 // Thread safety: every public member is safe from any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -60,6 +61,13 @@ struct TransportOptions {
   // frame for this long is closed; the thin client redials on its next request. 0: no limit.
   // Default: 10 min.
   std::chrono::milliseconds idleTimeout{600000};
+  // Limits shared with other transports of the same node (its member port and its shard ports),
+  // so that maxConnections and maxBufferedBytes bound them all together: take them from the first
+  // transport's shared(). Null members: this transport's own.
+  struct Shared {
+    std::shared_ptr<BufferBudget> budget;
+    std::shared_ptr<std::atomic<std::size_t>> inbound;  // accepted connections open
+  } shared;
 };
 
 // Splits "host:port"; nullopt if it is not of that form with a port in 1..65535.
@@ -98,6 +106,9 @@ class Transport {
   // held at once (see maxBufferedBytes; 0 without a limit).
   std::size_t bufferedBytes() const noexcept;
   std::size_t bufferedBytesPeak() const noexcept;
+
+  // This transport's limits, to share with another (TransportOptions::shared).
+  TransportOptions::Shared shared() const;
 
   asio::io_context& io() noexcept { return io_; }
   const TransportOptions& options() const noexcept { return options_; }

@@ -60,6 +60,12 @@ struct ClientOptions {
   // suspected member keep waiting for their deadline (they may have run). Must be > 0.
   // Default: 500 ms.
   std::chrono::milliseconds suspectAfter{500};
+  // Send each invocation to the shard port that serves its partition, when the member lists
+  // shard ports (MemberInfo::shardPorts, NodeOptions::shardPorts): one connection per (member,
+  // shard) used, so a request is read, run and answered on the member's thread that owns the
+  // partition. A shard port that refuses a dial is left alone for a second, and the member port
+  // serves meanwhile. false: every call goes to the member port. Default: true.
+  bool shardAware = true;
 };
 
 // A member's own view of itself, as Client::statusOf() reports it (what `ingrid-cli status` shows).

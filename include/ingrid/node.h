@@ -127,6 +127,12 @@ class Node {
   std::uint64_t TEST_barriers() const noexcept;
   // Copies of a request that arrived while its update was replicating, answered when it resolved.
   std::uint64_t TEST_parkedCopies() const noexcept;
+  // Invocations taken on this node's shard ports (NodeOptions::shardPorts): run by the worker
+  // that read them (first), and forwarded to the worker that owns their partition (second).
+  std::pair<std::uint64_t, std::uint64_t> TEST_shardInvocations() const noexcept;
+  // Closes this node's shard ports (listeners and connections), as a firewall that cuts them
+  // would; the member port keeps serving. For failure tests.
+  void TEST_closeShardPorts();
   // Stops like a crash: no leave, no drain; connections just close. For failure tests.
   void TEST_crash();
 

@@ -41,6 +41,18 @@ struct NodeOptions {
   // run partitions in parallel. Only with a listenAddress (without one there is no network
   // thread). Default: false.
   bool partitionsOnNetworkThread = false;
+  // Shard ports (with a listenAddress, and partitions on worker threads): each worker also listens
+  // on a port of its own, on the listen address's host, and serves clients' invocations there on
+  // its own thread: a request is read, run and answered by the thread that owns its partition
+  // (replication still leaves through the network thread). The ports are listed in the member's
+  // topology entry (MemberInfo::shardPorts); the thin client sends each invocation to its
+  // partition's shard port (ClientOptions::shardAware). A shard port takes only a client's Hello,
+  // Auth and Invoke; an invocation for a partition another worker owns is forwarded inside the
+  // node. Default: true.
+  bool shardPorts = true;
+  // The first shard port: worker i listens on shardPortBase + i. 0: ephemeral ports, chosen by
+  // the system (they are advertised in the topology). Default: 0.
+  std::uint16_t shardPortBase = 0;
   // Threads that run completions (callbacks, futures) whose handler has no associated executor.
   // Completions never run on a partition worker (DESIGN invariant 9). Default: 1.
   unsigned completionThreads = 1;

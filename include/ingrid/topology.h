@@ -31,9 +31,24 @@ struct MemberInfo {
   // Random per process start: a join from this address with another incarnation is the member
   // restarted (with nothing), not a retried join.
   std::uint64_t incarnation = 0;
+  // The member's shard ports, on the host of `address`: port i is served by the thread that owns
+  // the partitions p with p % shardPorts.size() == i (NodeOptions::shardPorts). A thin client
+  // sends each invocation to its partition's shard port, so it is read, run and answered on that
+  // one thread. Empty: the member has none (its partitions run on its network thread, or it turned
+  // them off); everything goes to `address`.
+  std::vector<std::uint16_t> shardPorts = {};
+  static constexpr std::size_t kMaxShardPorts = 1024;
   template <class Archive>
-  void serialize(Archive& ar) {
-    ar(id, address, incarnation);
+  void save(Archive& ar) const {
+    ar(id, address, incarnation, shardPorts);
+  }
+  template <class Archive>
+  void load(Archive& ar) {
+    ar(id, address, incarnation, shardPorts);
+    if (shardPorts.size() > kMaxShardPorts) {
+      throw std::length_error("MemberInfo.shardPorts lists " + std::to_string(shardPorts.size()) +
+                              " ports, more than " + std::to_string(kMaxShardPorts));
+    }
   }
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
 };

@@ -123,7 +123,8 @@ class Switchboard {
 std::shared_ptr<Topology> topologyOf(std::uint64_t version, std::vector<MemberId> ids) {
   auto t = std::make_shared<Topology>();
   t->version = version;
-  for (MemberId id : ids) t->members.push_back(MemberInfo{id, "member-" + std::to_string(id), 7});
+  for (MemberId id : ids)
+    t->members.push_back(MemberInfo{id, "member-" + std::to_string(id), 7, {}});
   t->table = PartitionTable::balanced(8, ids, 1);
   t->nextMemberId = ids.back() + 1;
   return t;

@@ -21,7 +21,8 @@ Topology valid() {
   t.version = 5;
   t.term = 2;
   t.leader = 1;
-  t.members = {{1, "127.0.0.1:1", 11}, {2, "127.0.0.1:2", 12}, {3, "127.0.0.1:3", 13}};
+  t.members = {
+      {1, "127.0.0.1:1", 11, {}}, {2, "127.0.0.1:2", 12, {4000, 4001}}, {3, "127.0.0.1:3", 13, {}}};
   t.nextMemberId = 4;
   const std::vector<MemberId> ids{1, 2, 3};
   t.table = PartitionTable::balanced(8, ids, 1);

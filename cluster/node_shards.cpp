@@ -1,0 +1,91 @@
+// NodeImpl: the shard ports. Each partition worker listens on a port of its own and serves
+// clients' invocations there on its own thread (NodeOptions::shardPorts).
+#include <string>
+#include <utility>
+
+#include "cluster/node_impl.h"
+
+namespace ingrid {
+
+Result<bool> NodeImpl::startShardPorts(const TransportOptions& base) {
+  if (!options_.shardPorts || options_.partitionsOnNetworkThread) return true;
+  const unsigned workers = data_->workerCount();
+  if (options_.shardPortBase != 0 && options_.shardPortBase + workers - 1 > 65535) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.shardPortBase " + std::to_string(options_.shardPortBase) + " with " +
+                     std::to_string(workers) + " workers runs past port 65535");
+  }
+  TransportOptions o = base;
+  o.shared = transport_->shared();  // the member port's connection and buffer limits cover all
+  for (unsigned w = 0; w < workers; ++w) {
+    o.listenPort =
+        options_.shardPortBase == 0 ? 0 : static_cast<std::uint16_t>(options_.shardPortBase + w);
+    shardHandlers_.push_back(std::make_unique<ShardHandler>(*this, w));
+    auto transport = std::make_unique<Transport>(data_->workerIo(w), o, *shardHandlers_.back());
+    Result<std::uint16_t> port = transport->listen();
+    if (!port) {
+      return Error(port.error().code(), "shard port of worker " + std::to_string(w) + " (" +
+                                            o.listenHost + ":" + std::to_string(o.listenPort) +
+                                            "): " + port.error().detail());
+    }
+    shardPorts_.push_back(*port);
+    shardTransports_.push_back(std::move(transport));
+  }
+  return true;
+}
+
+void NodeImpl::stopShardPorts() {
+  // From outside the workers: each transport closes its listener and connections on its worker.
+  for (auto& t : shardTransports_) t->stop();
+}
+
+void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame) {
+  const FrameHeader header = frame.header;
+  const auto memberPort = [&] {
+    return std::string(messageTypeName(header.type)) + " is not taken on a shard port (worker " +
+           std::to_string(w) + " of member " + std::to_string(memberId()) +
+           "): send it to the member's port " + selfAddress_;
+  };
+  if (conn->overLimit && header.type != MessageType::kHello) {
+    refuseOverLimit(conn);
+    return;
+  }
+  if (!options_.clientSecret.empty() && !conn->clientAuthenticated &&
+      header.type != MessageType::kHello && header.type != MessageType::kAuth) {
+    refuseUnauthenticatedClient(conn, header.type);
+    return;
+  }
+  try {
+    switch (header.type) {
+      case MessageType::kHello: {
+        // Members link through the member port (their links carry membership and replication,
+        // which run on the network thread): a member's Hello here is refused, and so a shard
+        // port's connections are never a member's (peerId stays 0).
+        const HelloBody hello = decode<HelloBody>(frame.body);
+        if (hello.role != HelloBody::kClient) {
+          conn->refuse(Error(Errc::protocol_error,
+                             "a member's Hello (from " + conn->remote() +
+                                 ") is not taken on a shard port (worker " + std::to_string(w) +
+                                 " of member " + std::to_string(memberId()) +
+                                 "): members link through the member port " + selfAddress_));
+          return;
+        }
+        return handleHello(conn, std::move(frame));
+      }
+      case MessageType::kAuth:
+        // A client's only: the Hello above never starts a member's handshake here.
+        return handleAuth(conn, std::move(frame));
+      case MessageType::kInvoke:
+        return data_->handleShardInvoke(w, conn, std::move(frame));
+      default:
+        break;
+    }
+    conn->replyError(header, Error(Errc::protocol_error, memberPort()));
+  } catch (const std::exception& e) {
+    conn->replyError(header,
+                     Error(Errc::malformed_message, std::string(messageTypeName(header.type)) +
+                                                        " body does not decode: " + e.what()));
+  }
+}
+
+}  // namespace ingrid

@@ -1,0 +1,238 @@
+// Shard ports (NodeOptions::shardPorts): each worker takes clients' invocations on a port of its
+// own; the thin client sends each call to the shard port of its partition.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include <catch2/catch.hpp>
+
+#include <ingrid/client.h>
+#include <ingrid/node.h>
+#include <ingrid/processors/counter.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "cluster/transport/messages.h"
+#include "cluster/transport/transport.h"
+
+#include "support/raw_client.h"
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using namespace std::chrono_literals;
+using ingrid::testing::RawClient;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+constexpr unsigned kWorkers = 2;
+
+ClientOptions clientOf(TestCluster& cluster) {
+  ClientOptions c;
+  for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
+  return c;
+}
+
+// Summed over the live nodes: invocations run in place on a shard port, forwarded to another
+// worker, and executed at all (by any port).
+struct Counts {
+  std::uint64_t inPlace = 0, forwarded = 0, executed = 0;
+};
+Counts countsOf(TestCluster& cluster) {
+  Counts c;
+  for (Node* n : cluster.live()) {
+    const auto [inPlace, forwarded] = n->TEST_shardInvocations();
+    c.inPlace += inPlace;
+    c.forwarded += forwarded;
+    c.executed += n->TEST_executed();
+  }
+  return c;
+}
+
+// "host:port" of worker w's shard port of `node`, from its topology entry.
+std::string shardAddress(Node& node, unsigned w) {
+  const MemberInfo* me = node.topology()->member(node.memberId());
+  REQUIRE(me != nullptr);
+  REQUIRE(me->shardPorts.size() > w);
+  return parseAddress(node.listenAddress())->first + ":" + std::to_string(me->shardPorts[w]);
+}
+
+// A key of a partition that worker w of a node with kWorkers workers owns.
+std::string keyOfWorker(unsigned w, std::uint32_t partitions) {
+  for (int i = 0; i < 10000; ++i) {
+    std::string key = "key-" + std::to_string(i);
+    if (partitionOf(key, partitions) % kWorkers == w) return key;
+  }
+  FAIL("no key found for worker " << w);
+  return {};
+}
+
+// Acquires one token of `key` (capacity 3, no refill within the test) `times` times; the grants.
+int acquire(Client& client, const std::string& key, int times) {
+  const BucketParams bucket = BucketParams::perPeriod(3, std::chrono::nanoseconds(1h).count());
+  int granted = 0;
+  for (int i = 0; i < times; ++i) {
+    auto r = client.invoke(key, TokenBucketAcquire{bucket, 1});
+    REQUIRE(r.ok());
+    granted += r->granted ? 1 : 0;
+  }
+  return granted;
+}
+
+}  // namespace
+
+TEST_CASE("Each worker listens on a shard port, listed in its member's topology entry",
+          "[cluster][shard]") {
+  TestCluster cluster(testing::smallClusterOptions(nullptr, kWorkers));
+  REQUIRE(cluster.start(3));
+  const TopologyPtr t = cluster.at(0).topology();
+  for (Node* n : cluster.live()) {
+    const MemberInfo* m = t->member(n->memberId());
+    REQUIRE(m != nullptr);
+    REQUIRE(m->shardPorts.size() == kWorkers);
+    CHECK(m->shardPorts[0] != m->shardPorts[1]);
+    for (std::uint16_t port : m->shardPorts) {
+      CHECK(port != parseAddress(n->listenAddress())->second);
+    }
+  }
+  SECTION("none with the partitions on the network thread, or with shard ports off") {
+    NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
+    o.listenAddress = "127.0.0.1:0";
+    o.backups = 0;
+    for (bool onNetwork : {true, false}) {
+      o.partitionsOnNetworkThread = onNetwork;
+      o.shardPorts = !onNetwork ? false : true;
+      Node node(o);
+      REQUIRE(node.start().ok());
+      CHECK(node.topology()->member(node.memberId())->shardPorts.empty());
+    }
+  }
+}
+
+TEST_CASE("A thin client sends each call to its partition's shard port, where its worker runs it",
+          "[cluster][shard]") {
+  TestCluster cluster(testing::smallClusterOptions(nullptr, kWorkers));
+  REQUIRE(cluster.start(3));
+  const Counts before = countsOf(cluster);
+  ClientOptions o = clientOf(cluster);
+  SECTION("shard-aware (the default): every call runs on the worker that read it") {
+    Client client(o);
+    REQUIRE(client.start().ok());
+    int granted = 0;
+    for (int k = 0; k < 64; ++k) granted += acquire(client, "bucket-" + std::to_string(k), 4);
+    CHECK(granted == 64 * 3);  // exact: capacity 3 each, the fourth refused
+    const Counts after = countsOf(cluster);
+    CHECK(after.executed - before.executed == 64 * 4);
+    // Each execution was read on a shard port by its worker (a retried copy would add to inPlace
+    // without running again), none came through a member port, none needed forwarding.
+    CHECK(after.inPlace - before.inPlace >= after.executed - before.executed);
+    CHECK(after.forwarded == before.forwarded);
+  }
+  SECTION("not shard-aware: every call goes to the member port") {
+    o.shardAware = false;
+    Client client(o);
+    REQUIRE(client.start().ok());
+    CHECK(acquire(client, "plain", 5) == 3);
+    const Counts after = countsOf(cluster);
+    CHECK(after.executed - before.executed == 5);
+    CHECK(after.inPlace == before.inPlace);
+  }
+  SECTION("a shard port that closes: calls fall back to the member port, none lost or doubled") {
+    Client client(o);
+    REQUIRE(client.start().ok());
+    CHECK(acquire(client, "falls-back", 2) == 2);
+    for (Node* n : cluster.live()) n->TEST_closeShardPorts();
+    const Counts closed = countsOf(cluster);
+    CHECK(acquire(client, "falls-back", 2) == 1);  // the bucket's third token, then none
+    const Counts after = countsOf(cluster);
+    CHECK(after.executed - closed.executed == 2);
+    CHECK(after.inPlace == closed.inPlace);
+  }
+}
+
+TEST_CASE("An invocation on another worker's shard port is forwarded inside the node",
+          "[cluster][shard]") {
+  NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
+  o.backups = 0;
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  Node& node = cluster.at(0);
+  RawClient raw;
+  auto shard0 = raw.connect(shardAddress(node, 0));
+  const std::uint32_t partitions = node.topology()->table.partitionCount();
+  const auto invoke = [&](const std::string& key) {
+    auto r = RawClient::send(
+        *shard0, MessageType::kInvoke, 0,
+        encode(InvokeRequest{key, std::string(Increment::kName), encode(Increment{5})}));
+    REQUIRE(r.ok());
+    REQUIRE(r->header.type == MessageType::kInvoke);
+    return decode<std::int64_t>(decode<InvokeReply>(r->body).result);
+  };
+  CHECK(invoke(keyOfWorker(1, partitions)) == 5);
+  CHECK(node.TEST_shardInvocations() == std::make_pair<std::uint64_t, std::uint64_t>(0, 1));
+  CHECK(invoke(keyOfWorker(0, partitions)) == 5);
+  CHECK(node.TEST_shardInvocations() == std::make_pair<std::uint64_t, std::uint64_t>(1, 1));
+  CHECK(*node.invoke(keyOfWorker(1, partitions), GetCounter{}) == 5);  // one copy, applied once
+}
+
+TEST_CASE("A shard port takes a client's Hello, Auth and Invoke only; the rest get a clear error",
+          "[cluster][shard][bad_frames]") {
+  NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
+  o.backups = 0;
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  Node& node = cluster.at(0);
+  RawClient raw;
+  SECTION("a member-port request names the member port") {
+    auto conn = raw.connect(shardAddress(node, 1));
+    auto r = RawClient::send(*conn, MessageType::kGetTopology, 0, {});
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == Errc::protocol_error);
+    CHECK_THAT(r.error().detail(), Catch::Contains("GetTopology is not taken on a shard port") &&
+                                       Catch::Contains(node.listenAddress()));
+  }
+  SECTION("a member's Hello is refused") {
+    auto conn = raw.connect(shardAddress(node, 0));
+    auto r = RawClient::send(*conn, MessageType::kHello, 0,
+                             encode(HelloBody{HelloBody::kPeer, 9, "127.0.0.1:1", {}, {}}));
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(r.error().detail(), Catch::Contains("members link through the member port"));
+  }
+  SECTION("a malformed Invoke is refused; the port serves the next connection") {
+    auto conn = raw.connect(shardAddress(node, 0));
+    auto r = RawClient::send(*conn, MessageType::kInvoke, 0, std::string("\x01\x02", 2));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error() == Errc::malformed_message);
+    auto next = raw.connect(shardAddress(node, 0));
+    auto ok = RawClient::send(
+        *next, MessageType::kInvoke, 0,
+        encode(InvokeRequest{"after", std::string(Increment::kName), encode(Increment{1})}));
+    REQUIRE(ok.ok());
+    CHECK(ok->header.type == MessageType::kInvoke);
+  }
+}
+
+TEST_CASE("Shard ports ask for the client secret as the member port does", "[cluster][shard]") {
+  NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
+  o.clusterSecret = "cluster-secret";
+  o.clientSecret = "client-secret";
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(2));
+  Node& node = cluster.at(0);
+  RawClient raw;
+  auto conn = raw.connect(shardAddress(node, 0));
+  auto refused = RawClient::send(
+      *conn, MessageType::kInvoke, 0,
+      encode(InvokeRequest{"k", std::string(Increment::kName), encode(Increment{1})}));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == Errc::unauthenticated);
+
+  const Counts before = countsOf(cluster);
+  ClientOptions c = clientOf(cluster);
+  c.clientSecret = "client-secret";
+  Client client(c);
+  REQUIRE(client.start().ok());
+  CHECK(acquire(client, "secret-bucket", 4) == 3);
+  const Counts after = countsOf(cluster);
+  CHECK(after.inPlace - before.inPlace >= 4);
+}
