@@ -20,10 +20,13 @@
 //
 //   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
 //                              [--keys N] [--memory-buckets N] [--csv FILE] [--smoke]
-//                              [--single-thread|--workers] [--server-cpu C] [--client-cpu C]
+//                              [--single-thread|--workers] [--no-shard-ports]
+//                              [--server-cpu C] [--client-cpu C]
 // By default (--single-thread) every ingrid-node runs with --single-thread: its partitions on its
 // network thread, one thread per server as Redis has, each pinned to the servers' CPU. --workers
-// runs each with one worker thread beside its network thread instead.
+// runs each with one worker thread beside its network thread instead; the thin client then sends
+// its calls to the worker's shard port, or, with --no-shard-ports, to the member port (whose
+// network thread hands each call to the worker and back).
 //
 // Last, memory per bucket: --memory-buckets new buckets (16-byte keys) on each system; ingrid's
 // RSS delta (per copy: with 3 servers and 1 backup each bucket has two), Redis's used_memory delta.
@@ -446,6 +449,7 @@ struct Config {
   int serverCpu = 0, clientCpu = 1;
   std::size_t memoryBuckets = 1'000'000;  // 0: no memory case
   bool singleThread = true;               // ingrid-node --single-thread (else --workers 1)
+  bool shardPorts = true;                 // with --workers: the worker's shard port serves clients
 };
 
 std::vector<int> parseList(const char* s) {
@@ -491,6 +495,8 @@ int main(int argc, char** argv) {
       cfg.singleThread = true;
     } else if (a == "--workers") {
       cfg.singleThread = false;
+    } else if (a == "--no-shard-ports") {
+      cfg.shardPorts = false;
     } else if (a == "--memory-buckets") {
       cfg.memoryBuckets = static_cast<std::size_t>(std::atol(value()));
     } else if (a == "--server-cpu") {
@@ -507,7 +513,7 @@ int main(int argc, char** argv) {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
           "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread|--workers] "
-          "[--server-cpu C] [--client-cpu C]");
+          "[--no-shard-ports] [--server-cpu C] [--client-cpu C]");
     }
   }
   if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
@@ -622,6 +628,7 @@ int main(int argc, char** argv) {
   auto startNode = [&](const std::string& name, std::vector<std::string> extra) {
     std::vector<std::string> args{INGRID_NODE_PATH, "--listen", "127.0.0.1:0", "--workers", "1"};
     if (cfg.singleThread) args.emplace_back("--single-thread");
+    if (!cfg.shardPorts) args.emplace_back("--no-shard-ports");
     args.insert(args.end(), extra.begin(), extra.end());
     children.push_back(spawn(args, cfg.serverCpu, name));
     std::string rest = awaitLine(children.back(), "listening on ", std::chrono::seconds(20));
@@ -788,7 +795,8 @@ int main(int argc, char** argv) {
       "\n%s, %u CPUs, servers on CPU %d, load generator on CPU %d, %.1f s per case, ingrid-node "
       "%s\n",
       "bench_vs_redis", cpus, cfg.serverCpu, clientCpu, cfg.seconds,
-      cfg.singleThread ? "--single-thread" : "--workers 1");
+      cfg.singleThread ? "--single-thread"
+                       : (cfg.shardPorts ? "--workers 1 (shard port)" : "--workers 1 --no-shard-ports"));
   for (int inflight : {1, 64}) {
     print(measure("floor", "-", inflight, {echoPid},
                   [&](double s) { return runSockets(echoPort, inflight, s, echo); }));
