@@ -203,7 +203,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::string shardPorts;
-  if (const ingrid::MemberInfo* me = node.topology()->member(node.memberId())) {
+  // Held while `me` is read: the network thread may install a newer topology meanwhile.
+  const ingrid::TopologyPtr topology = node.topology();
+  if (const ingrid::MemberInfo* me = topology->member(node.memberId())) {
     for (std::uint16_t port : me->shardPorts) {
       shardPorts += (shardPorts.empty() ? "" : ",") + std::to_string(port);
     }
