@@ -58,7 +58,7 @@ std::string joinRefusal(TestCluster& cluster, TlsOptions tls) {
 }  // namespace
 
 TEST_CASE(
-    "With TLS, three members form a cluster, replicate, and serve a thin client; clients and "
+    "With TLS, three members form a cluster, replicate, and serve a thin client: clients and "
     "members without TLS or with an untrusted certificate are refused, naming the reason",
     "[client][tls]") {
   TestCerts certs;

@@ -22,7 +22,7 @@ namespace {
 const DedupTable::Clock::time_point t0{};
 }  // namespace
 
-TEST_CASE("A recorded request is answered again with its result; an unknown one is new",
+TEST_CASE("A recorded request is answered again with its result: an unknown one is new",
           "[dedup]") {
   DedupTable t;
   CHECK(t.find({7, 1, 1}, t0).kind == Kind::kNew);
@@ -38,7 +38,7 @@ TEST_CASE("A recorded request is answered again with its result; an unknown one 
   CHECK_FALSE(RequestId{7, 0, 1}.valid());
 }
 
-TEST_CASE("doneBelow drops the client's answered records; a copy below it is forgotten",
+TEST_CASE("doneBelow drops the client's answered records: a copy below it is forgotten",
           "[dedup]") {
   DedupTable t;
   for (std::uint64_t seq = 1; seq <= 5; ++seq)
@@ -178,7 +178,7 @@ TEST_CASE("Parking races with resolving: every copy is answered exactly once", "
   }
 }
 
-TEST_CASE("A client silent for the window loses its records; an active one keeps them", "[dedup]") {
+TEST_CASE("A client silent for the window loses its records: an active one keeps them", "[dedup]") {
   DedupTable t;
   t.record({7, 1, 1}, "a", nullptr, t0);
   t.record({8, 1, 1}, "b", nullptr, t0);

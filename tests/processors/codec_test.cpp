@@ -100,7 +100,7 @@ TEST_CASE("decode still reads what encode wrote, large or empty", "[processors][
   CHECK_NOTHROW(checkRemaining(k100GiB, 1, "no input"));
 }
 
-TEST_CASE("A bool on the wire is 0 or 1; any other byte is refused", "[processors][codec]") {
+TEST_CASE("A bool on the wire is 0 or 1: any other byte is refused", "[processors][codec]") {
   CHECK(decode<bool>(input(std::string(1, '\x01'))) == true);
   CHECK(decode<bool>(input(std::string(1, '\x00'))) == false);
   CHECK_THROWS_WITH(decode<bool>(input(std::string(1, '\x02'))),

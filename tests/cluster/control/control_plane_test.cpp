@@ -187,7 +187,7 @@ TEST_CASE("Members added by the committed topology follow the log and vote", "[c
   }
 }
 
-TEST_CASE("An isolated leader commits nothing; the majority elects another and goes on",
+TEST_CASE("An isolated leader commits nothing: the majority elects another and goes on",
           "[control][raft][failure]") {
   Switchboard board;
   ControlPlane& first = bootstrapFirst(board);

@@ -383,7 +383,7 @@ TEST_CASE("Killing the leader elects another with a higher term and keeps commit
   CHECK(c.server(next.id).applied.size() >= 20);
 }
 
-TEST_CASE("A minority partition commits nothing while the majority commits; healing converges",
+TEST_CASE("A minority partition commits nothing while the majority commits: healing converges",
           "[control][cluster]") {
   Cluster c({5});
   for (int i = 0; i < 5; ++i) c.commit();

@@ -82,7 +82,7 @@ std::int64_t increment(Node& node, const std::string& key) {
 }  // namespace
 
 TEST_CASE(
-    "Members with a cluster secret form a cluster and replicate; a node without it or "
+    "Members with a cluster secret form a cluster and replicate: a node without it or "
     "with another one is refused, naming the secret",
     "[cluster][auth]") {
   TestCluster cluster(withSecret("correct horse battery staple"));
@@ -108,7 +108,7 @@ TEST_CASE(
 
 TEST_CASE(
     "A connection that has not proved the secret is refused member messages and a bad "
-    "proof; the node keeps serving",
+    "proof: the node keeps serving",
     "[cluster][auth]") {
   TestCluster cluster(withSecret("s3cret"));
   REQUIRE(cluster.start(1));

@@ -84,7 +84,7 @@ TEST_CASE("A request with a stale topology is redirected, then runs exactly once
   CHECK(*cluster.at(0).invoke(key, GetCounter{}) == 1);
 }
 
-TEST_CASE("Bad frames to a node's port get an error and a closed connection; others go on",
+TEST_CASE("Bad frames to a node's port get an error and a closed connection: others go on",
           "[cluster][multinode][bad_frames]") {
   TestCluster cluster(smallCluster());
   cluster.add();

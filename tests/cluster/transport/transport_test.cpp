@@ -519,7 +519,7 @@ TEST_CASE("transport: dial errors, listen errors and stop", "[cluster][transport
   CHECK(r3.error() == Errc::shutting_down);
 }
 
-TEST_CASE("transport: bad frames get an error reply and a close; others carry on",
+TEST_CASE("transport: bad frames get an error reply and a close: others carry on",
           "[cluster][transport]") {
   Net server;
   Net client({}, false);
@@ -623,7 +623,7 @@ TEST_CASE("transport: a peer that neither reads nor closes is cut off after the 
   CHECK(std::chrono::steady_clock::now() - start < 2500ms);
 }
 
-TEST_CASE("transport: replies are matched by id; unknown ids and bad error bodies handled",
+TEST_CASE("transport: replies are matched by id: unknown ids and bad error bodies handled",
           "[cluster][transport]") {
   asio::io_context io;
   asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
@@ -865,7 +865,7 @@ TEST_CASE("transport: accepted connections that stay silent or go idle are close
 
 TEST_CASE(
     "transport: connections past maxConnections are marked for their owner, whose "
-    "refusal the dialer takes as its close reason; a peer that does not read is cut off",
+    "refusal the dialer takes as its close reason: a peer that does not read is cut off",
     "[cluster][transport][limits]") {
   TransportOptions options;
   options.maxConnections = 3;
@@ -930,7 +930,7 @@ TEST_CASE(
 
 TEST_CASE(
     "transport: connections that announce large frames and trickle them hold at most "
-    "maxBufferedBytes in all; past it a frame is refused, naming the limit, and others are served",
+    "maxBufferedBytes in all: past it a frame is refused, naming the limit, and others are served",
     "[cluster][transport][limits]") {
   constexpr std::size_t kLimit = std::size_t{4} << 20;
   constexpr int kTricklers = 16;
