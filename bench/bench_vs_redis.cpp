@@ -795,8 +795,9 @@ int main(int argc, char** argv) {
       "\n%s, %u CPUs, servers on CPU %d, load generator on CPU %d, %.1f s per case, ingrid-node "
       "%s\n",
       "bench_vs_redis", cpus, cfg.serverCpu, clientCpu, cfg.seconds,
-      cfg.singleThread ? "--single-thread"
-                       : (cfg.shardPorts ? "--workers 1 (shard port)" : "--workers 1 --no-shard-ports"));
+      cfg.singleThread
+          ? "--single-thread"
+          : (cfg.shardPorts ? "--workers 1 (shard port)" : "--workers 1 --no-shard-ports"));
   for (int inflight : {1, 64}) {
     print(measure("floor", "-", inflight, {echoPid},
                   [&](double s) { return runSockets(echoPort, inflight, s, echo); }));

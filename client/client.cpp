@@ -13,8 +13,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include <absl/container/flat_hash_map.h>
-
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
@@ -24,27 +22,11 @@
 #include "cluster/transport/call_router.h"
 #include "cluster/transport/member_auth.h"
 #include "cluster/transport/messages.h"
+#include "cluster/transport/shard_links.h"
 #include "cluster/transport/tls.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {
-namespace {
-
-// A client's Hello: with a client secret, it carries the nonce the member's Auth check covers.
-std::string clientHello(const std::string& secret) {
-  return encode(HelloBody{
-      HelloBody::kClient, 0, {}, secret.empty() ? std::string() : member_auth::freshNonce(), {}});
-}
-
-// The Auth that proves the client secret, after the member's Hello reply; empty without one.
-std::string clientAuth(const std::string& secret, const std::string& sent, const Frame& reply) {
-  if (secret.empty()) return {};
-  const HelloBody theirs = decode<HelloBody>(reply.body);
-  return encode(AuthBody{member_auth::clientProof(secret, decode<HelloBody>(sent).nonce,
-                                                  theirs.nonce, theirs.memberId)});
-}
-
-}  // namespace
 
 class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
  public:
@@ -75,8 +57,6 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId p) override;
   // The link to member `id` at its member port `address`, made if needed. Network thread.
   std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address);
-  // A new link to `address` (a member port or a shard port). Network thread.
-  std::shared_ptr<Peer> makePeer(const std::string& address);
   bool runLocally(RoutedCallPtr&, MemberId) override { return false; }
   void learnTopology(const TopologyPtr& t) override;
   void routeLooksStale() override;
@@ -110,8 +90,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::unique_ptr<Transport> transport_;
   SharedTopology topology_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
-  // Links to shard ports, by (member, shard); network thread.
-  absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, std::shared_ptr<Peer>> shardPeers_;
+  std::optional<ShardLinks> shardLinks_;  // made with transport_; network thread
   // Members and seeds being asked for their topology now (a frozen one is asked again only once
   // its ask timed out, while the others are asked on every refresh). Network thread.
   std::unordered_set<std::string> asking_;
@@ -151,6 +130,8 @@ Result<bool> ClientImpl::start() {
     topts.tls = std::move(tls).value();
   }
   transport_ = std::make_unique<Transport>(io_, topts, *this);
+  shardLinks_.emplace(*transport_,
+                      [this](MemberId) { return clientLinkOptions(options_.clientSecret); });
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] { io_.run(); });
   state_.store(kRunning, std::memory_order_release);
@@ -301,8 +282,7 @@ void ClientImpl::stop() {
     if (watchdog_) watchdog_->cancel();
     for (auto& [id, peer] : peers_) peer->close();
     peers_.clear();
-    for (auto& [shard, peer] : shardPeers_) peer->close();
-    shardPeers_.clear();
+    if (shardLinks_) shardLinks_->closeAll();
     transport_->stop();
   });
   guard_.reset();
@@ -335,28 +315,10 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
 }
 
 std::shared_ptr<Peer> ClientImpl::peerForCall(const MemberInfo& primary, PartitionId p) {
-  if (!options_.shardAware || primary.shardPorts.empty()) {
-    return peerFor(primary.id, primary.address);
+  if (options_.shardAware) {
+    if (auto link = shardLinks_->forCall(primary, p)) return link;
   }
-  const auto shard = static_cast<std::uint32_t>(p % primary.shardPorts.size());
-  const auto memberPort = parseAddress(primary.address);
-  if (!memberPort) return peerFor(primary.id, primary.address);
-  const std::string address = memberPort->first + ":" + std::to_string(primary.shardPorts[shard]);
-  auto [it, made] = shardPeers_.try_emplace({primary.id, shard});
-  if (!made && it->second->address() != address) {
-    it->second->close();  // the member now lists another port there (should not happen)
-    made = true;
-  }
-  if (made) {
-    it->second = makePeer(address);
-    return it->second;
-  }
-  // A shard port that refused a dial: the member port serves for a second, then it is tried again.
-  if (const auto failed = it->second->lastDialFailure();
-      failed && std::chrono::steady_clock::now() - *failed < std::chrono::seconds(1)) {
-    return peerFor(primary.id, primary.address);
-  }
-  return it->second;
+  return peerFor(primary.id, primary.address);
 }
 
 std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& address) {
@@ -365,22 +327,9 @@ std::shared_ptr<Peer> ClientImpl::peerFor(MemberId id, const std::string& addres
     it->second->close();  // the id now names another address (should not happen)
     peers_.erase(it);
   }
-  auto peer = makePeer(address);
+  auto peer = Peer::create(*transport_, address, clientLinkOptions(options_.clientSecret));
   peers_.emplace(id, peer);
   return peer;
-}
-
-std::shared_ptr<Peer> ClientImpl::makePeer(const std::string& address) {
-  PeerOptions o;
-  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
-  o.dialOnDemand = true;           // a member closes idle client links: redial when needed
-  if (!options_.clientSecret.empty()) {
-    o.helloBody = [this] { return clientHello(options_.clientSecret); };
-    o.authBody = [this](const std::string& sent, const Frame& reply) {
-      return clientAuth(options_.clientSecret, sent, reply);
-    };
-  }
-  return Peer::create(*transport_, address, std::move(o));
 }
 
 void ClientImpl::learnTopology(const TopologyPtr& t) {
@@ -390,23 +339,16 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
   if (cur && successorInvalidReason(*cur, *t)) return;
   topology_.store(t);
   // Links to members that left are closed after a request's full deadline (in-flight answers).
-  const auto closeLater = [this](std::shared_ptr<Peer> peer) {
-    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
-    timer->async_wait([timer, peer = std::move(peer)](std::error_code) { peer->close(); });
-  };
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (t->hasMember(it->first)) {
       ++it;
       continue;
     }
-    closeLater(it->second);
+    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
+    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
     it = peers_.erase(it);
   }
-  absl::erase_if(shardPeers_, [&](const auto& link) {
-    if (t->hasMember(link.first.first)) return false;
-    closeLater(link.second);
-    return true;
-  });
+  shardLinks_->retain(*t, options_.requestTimeout);
 }
 
 void ClientImpl::routeLooksStale() {
@@ -420,7 +362,7 @@ void ClientImpl::watch() {
     return link.second->oldestPendingSince() <= now - options_.suspectAfter;
   };
   if (std::any_of(peers_.begin(), peers_.end(), suspect) ||
-      std::any_of(shardPeers_.begin(), shardPeers_.end(), suspect)) {
+      shardLinks_->pendingSince(now - options_.suspectAfter)) {
     refreshAll();
   }
   watchdog_->expires_after(std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10)));
@@ -514,14 +456,14 @@ void ClientImpl::authenticate(const std::shared_ptr<Connection>& c, UniqueFuncti
     then();
     return;
   }
-  std::string hello = clientHello(options_.clientSecret);
+  std::string hello = clientHelloBody(options_.clientSecret);
   c->request(MessageType::kHello, 0, hello, options_.connectTimeout,
              [this, c, hello, then = std::move(then)](Result<Frame> reply) mutable {
                if (reply) {
                  // Frames on a connection are handled in order: the Auth is checked before the
                  // request that `then` sends behind it; a refused one closes the connection.
                  c->request(MessageType::kAuth, 0,
-                            clientAuth(options_.clientSecret, hello, reply.value()),
+                            clientAuthBody(options_.clientSecret, hello, reply.value()),
                             options_.connectTimeout, [](Result<Frame>) {});
                }
                then();

@@ -40,6 +40,7 @@
 #include "cluster/transport/call_router.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
+#include "cluster/transport/shard_links.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {
@@ -90,7 +91,7 @@ class NodeImpl final : public ConnectionHandler,
   // ConnectionHandler (network thread).
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
   void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) override;
-  // A request on worker `w`'s shard port (that worker's thread; node_shards.cpp): a client's
+  // A request on worker `w`'s shard port (that worker's thread; node_shards.cpp): a
   // Hello, Auth or Invoke; anything else is refused, naming the member port to use.
   void onShardRequest(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame);
 
@@ -101,8 +102,10 @@ class NodeImpl final : public ConnectionHandler,
   // CallRouter::Host.
   TopologyPtr routingTopology() const override { return topology(); }
   bool runLocally(RoutedCallPtr& call, MemberId primary) override;
-  // Members forward calls over their member links (shard ports take clients only).
-  std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId) override {
+  // A call this member forwards goes to the primary's shard port for its partition (on a link
+  // that says Hello as this member), or over the member link.
+  std::shared_ptr<Peer> peerForCall(const MemberInfo& primary, PartitionId p) override {
+    if (auto link = shardLinks_ ? shardLinks_->forCall(primary, p) : nullptr) return link;
     return peerFor(primary.id, primary.address);
   }
   void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
@@ -126,17 +129,23 @@ class NodeImpl final : public ConnectionHandler,
   // identity and join again as a new member without data (on rejoinThread_).
   void rejoin(std::vector<std::string> seeds);
   void leave();
-  void handleHello(const std::shared_ptr<Connection>& conn, Frame frame);
+  // A Hello: a client's, or a member's (which, once proven, makes the connection that member's:
+  // with `link`, its Peer adopts it as the member link; without, on a shard port, it only carries
+  // that member's calls). Any thread with `link` false; the network thread otherwise.
+  void handleHello(const std::shared_ptr<Connection>& conn, Frame frame, bool link = true);
   // The dialing member's proof of the cluster secret (member_auth.h): accepted, the connection
-  // becomes that member's link; refused, it is closed with the reason.
-  void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame);
+  // becomes that member's (adopted as its link with `link`); refused, it is closed with the reason.
+  void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, bool link = true);
   // Refuses a connection accepted past maxConnections that is not a member's (overloaded).
   void refuseOverLimit(const std::shared_ptr<Connection>& conn);
   // Refuses a connection that sent `type` before proving the client secret.
   void refuseUnauthenticatedClient(const std::shared_ptr<Connection>& conn, MessageType type);
-  // Makes `conn` member `id`'s link (Connection::peerId, adopted by its Peer).
+  // Marks `conn` as member `id`'s (Connection::peerId) and, with `link`, has its Peer adopt it.
   void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
-                    const std::string& address);
+                    const std::string& address, bool link);
+  // The options of a link to member `id`: its Hello as this member, the check of its reply (the
+  // process there must be that member, proving the cluster secret if there is one), the Auth.
+  PeerOptions memberLinkOptions(MemberId id);
   void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
   // Fences the partitions `next` takes from this member and drains their replication.
   void prepareTopology(const Topology& next, UniqueFunction<void()> done);
@@ -255,8 +264,11 @@ class NodeImpl final : public ConnectionHandler,
   // The shard ports' transports, each on its worker's io_context (destroyed before data_).
   std::vector<std::unique_ptr<Transport>> shardTransports_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
-  std::unique_ptr<Coordinator> coordinator_;                   // network thread
-  std::unique_ptr<ControlPlane> control_;  // made and reset on the network thread
+  // Links to members' shard ports for the calls this member forwards (made with transport_;
+  // network thread).
+  std::optional<ShardLinks> shardLinks_;
+  std::unique_ptr<Coordinator> coordinator_;  // network thread
+  std::unique_ptr<ControlPlane> control_;     // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).
   asio::steady_timer heartbeatTimer_{netIo_};

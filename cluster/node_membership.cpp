@@ -202,6 +202,13 @@ Result<bool> NodeImpl::start() {
     return std::move(port).error();
   }
   selfAddress_ = transport_->listenAddress();
+  // Links to shard ports say Hello as this member: exempt from the client limits there.
+  shardLinks_.emplace(*transport_, [this](MemberId id) {
+    PeerOptions o = memberLinkOptions(id);
+    o.failQueuedOnDialError = true;  // not sent: routed again (to the member port meanwhile)
+    o.dialOnDemand = true;
+    return o;
+  });
   if (Result<bool> shards = startShardPorts(topts); !shards) {
     stopShardPorts();
     transport_->stop();
@@ -414,6 +421,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       coordinator_.reset();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
+      if (shardLinks_) shardLinks_->closeAll();
       lastHeard_.clear();
       leaseUntil_.store(0, std::memory_order_release);
       selfId_.store(0, std::memory_order_release);
@@ -524,6 +532,7 @@ void NodeImpl::stop() {
       heartbeatTimer_.cancel();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
+      if (shardLinks_) shardLinks_->closeAll();
       transport_->stop();
       // Handlers queued by the closes above may still reach the coordinator: stop first.
       netIo_.stop();
@@ -546,13 +555,20 @@ std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, 
   const MemberId self = memberId();
   if (id == 0 || id == self || !transport_) return nullptr;
   if (auto it = peers_.find(id); it != peers_.end()) return it->second;
-  PeerOptions o;
+  PeerOptions o = memberLinkOptions(id);
   o.dial = self != 0 && self < id;  // one connection per pair: the smaller id dials
   // A link that waits to be dialed, to a member that is not (or no longer) in our topology,
   // would only queue requests until their deadlines: that member will not dial us. The caller
   // routes again instead (a departed primary's partitions have moved).
   if (!o.dial && !dialedByThem && !topology()->hasMember(id)) return nullptr;
   o.failQueuedOnDialError = true;  // a member that refuses connections is gone: route elsewhere
+  auto peer = Peer::create(*transport_, address, std::move(o));
+  peers_.emplace(id, peer);
+  return peer;
+}
+
+PeerOptions NodeImpl::memberLinkOptions(MemberId id) {
+  PeerOptions o;
   o.peerId = id;
   const std::string& secret = options_.clusterSecret;
   o.helloBody = [this, &secret] {
@@ -592,9 +608,7 @@ std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, 
     return encode(
         AuthBody{member_auth::dialerProof(secret, mine.nonce, theirs.nonce, mine.memberId, id)});
   };
-  auto peer = Peer::create(*transport_, address, std::move(o));
-  peers_.emplace(id, peer);
-  return peer;
+  return o;
 }
 
 void NodeImpl::syncPeers(const Topology& t) {
@@ -612,6 +626,7 @@ void NodeImpl::syncPeers(const Topology& t) {
     timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
     it = peers_.erase(it);
   }
+  if (shardLinks_) shardLinks_->retain(t, options_.requestTimeout);
 }
 
 void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done) {
@@ -791,7 +806,7 @@ void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t versio
 
 void NodeImpl::onClosed(const std::shared_ptr<Connection>&, const Error&) {}
 
-void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame) {
+void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame, bool link) {
   const HelloBody hello = decode<HelloBody>(frame.body);
   if (conn->overLimit && (hello.role != HelloBody::kPeer || hello.memberId == 0)) {
     refuseOverLimit(conn);
@@ -813,7 +828,7 @@ void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame)
       return;
     }
     if (options_.clusterSecret.empty()) {
-      acceptMember(conn, hello.memberId, hello.address);
+      acceptMember(conn, hello.memberId, hello.address, link);
     } else {
       // Prove ourselves; the dialer proves itself in its Auth, which decides (handleAuth).
       mine.nonce = member_auth::freshNonce();
@@ -846,12 +861,13 @@ void NodeImpl::refuseUnauthenticatedClient(const std::shared_ptr<Connection>& co
 }
 
 void NodeImpl::acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
-                            const std::string& address) {
+                            const std::string& address, bool link) {
   conn->peerId = id;
+  if (!link) return;
   if (auto peer = linkTo(id, address, /*dialedByThem=*/true)) peer->adopt(conn);
 }
 
-void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame) {
+void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, bool link) {
   const std::string who = "member " + std::to_string(memberId()) + " (" + selfAddress_ + ")";
   if (conn->handshake.empty()) {
     conn->refuse(Error(Errc::protocol_error, who + " got an Auth from " + conn->remote() +
@@ -884,7 +900,7 @@ void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame) 
     conn->refuse(Error(Errc::unauthenticated, why));
     return;
   }
-  acceptMember(conn, pending.dialerId, pending.address);
+  acceptMember(conn, pending.dialerId, pending.address, link);
   conn->reply(frame.header, MessageType::kAuth, topology()->version, {});
 }
 

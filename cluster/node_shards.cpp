@@ -46,35 +46,26 @@ void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& con
            std::to_string(w) + " of member " + std::to_string(memberId()) +
            "): send it to the member's port " + selfAddress_;
   };
-  if (conn->overLimit && header.type != MessageType::kHello) {
+  if (conn->overLimit && conn->peerId == 0 && header.type != MessageType::kHello &&
+      header.type != MessageType::kAuth) {
     refuseOverLimit(conn);
     return;
   }
-  if (!options_.clientSecret.empty() && !conn->clientAuthenticated &&
+  if (!options_.clientSecret.empty() && conn->peerId == 0 && !conn->clientAuthenticated &&
       header.type != MessageType::kHello && header.type != MessageType::kAuth) {
     refuseUnauthenticatedClient(conn, header.type);
     return;
   }
   try {
     switch (header.type) {
-      case MessageType::kHello: {
-        // Members link through the member port (their links carry membership and replication,
-        // which run on the network thread): a member's Hello here is refused, and so a shard
-        // port's connections are never a member's (peerId stays 0).
-        const HelloBody hello = decode<HelloBody>(frame.body);
-        if (hello.role != HelloBody::kClient) {
-          conn->refuse(Error(Errc::protocol_error,
-                             "a member's Hello (from " + conn->remote() +
-                                 ") is not taken on a shard port (worker " + std::to_string(w) +
-                                 " of member " + std::to_string(memberId()) +
-                                 "): members link through the member port " + selfAddress_));
-          return;
-        }
-        return handleHello(conn, std::move(frame));
-      }
+      // A client's, or a member's (proving the cluster secret, if there is one, as on the member
+      // port) that forwards its embedded calls here. A member's connection here is not its member
+      // link (membership and replication stay there): it only carries calls, exempt from the
+      // limits set for clients.
+      case MessageType::kHello:
+        return handleHello(conn, std::move(frame), /*link=*/false);
       case MessageType::kAuth:
-        // A client's only: the Hello above never starts a member's handshake here.
-        return handleAuth(conn, std::move(frame));
+        return handleAuth(conn, std::move(frame), /*link=*/false);
       case MessageType::kInvoke:
         return data_->handleShardInvoke(w, conn, std::move(frame));
       default:

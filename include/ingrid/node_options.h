@@ -46,9 +46,9 @@ struct NodeOptions {
   // its own thread: a request is read, run and answered by the thread that owns its partition
   // (replication still leaves through the network thread). The ports are listed in the member's
   // topology entry (MemberInfo::shardPorts); the thin client sends each invocation to its
-  // partition's shard port (ClientOptions::shardAware). A shard port takes only a client's Hello,
-  // Auth and Invoke; an invocation for a partition another worker owns is forwarded inside the
-  // node. Default: true.
+  // partition's shard port (ClientOptions::shardAware), and so do members forwarding their
+  // embedded calls. A shard port takes only Hello, Auth and Invoke; an invocation for a partition
+  // another worker owns is forwarded inside the node. Default: true.
   bool shardPorts = true;
   // The first shard port: worker i listens on shardPortBase + i. 0: ephemeral ports, chosen by
   // the system (they are advertised in the topology). Default: 0.

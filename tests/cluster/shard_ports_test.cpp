@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <catch2/catch.hpp>
@@ -51,7 +52,8 @@ Counts countsOf(TestCluster& cluster) {
 
 // "host:port" of worker w's shard port of `node`, from its topology entry.
 std::string shardAddress(Node& node, unsigned w) {
-  const MemberInfo* me = node.topology()->member(node.memberId());
+  const TopologyPtr t = node.topology();  // held while `me` is read
+  const MemberInfo* me = t->member(node.memberId());
   REQUIRE(me != nullptr);
   REQUIRE(me->shardPorts.size() > w);
   return parseAddress(node.listenAddress())->first + ":" + std::to_string(me->shardPorts[w]);
@@ -150,6 +152,30 @@ TEST_CASE("A thin client sends each call to its partition's shard port, where it
   }
 }
 
+TEST_CASE("A member sends its embedded calls on remote partitions to the primary's shard port",
+          "[cluster][shard]") {
+  TestCluster cluster(testing::smallClusterOptions(nullptr, kWorkers));
+  REQUIRE(cluster.start(3));
+  const TopologyPtr t = cluster.at(0).topology();
+  Node& caller = cluster.at(0);
+  int remote = 0;
+  for (int k = 0; k < 32; ++k) {
+    const std::string key = "embedded-" + std::to_string(k);
+    Node* primary = cluster.byId(t->table.primary(partitionOf(key, t->table.partitionCount())));
+    REQUIRE(primary != nullptr);
+    if (primary == &caller) continue;
+    ++remote;
+    const auto before = primary->TEST_shardInvocations();
+    auto r = caller.invoke(key, Increment{2});
+    REQUIRE(r.ok());
+    CHECK(*r == 2);
+    const auto after = primary->TEST_shardInvocations();
+    CHECK(after.first == before.first + 1);  // read and run by the worker that owns it
+    CHECK(after.second == before.second);
+  }
+  CHECK(remote > 0);
+}
+
 TEST_CASE("An invocation on another worker's shard port is forwarded inside the node",
           "[cluster][shard]") {
   NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
@@ -160,22 +186,33 @@ TEST_CASE("An invocation on another worker's shard port is forwarded inside the 
   RawClient raw;
   auto shard0 = raw.connect(shardAddress(node, 0));
   const std::uint32_t partitions = node.topology()->table.partitionCount();
+  // A write refused for want of a lease ("unavailable": nothing changed; a loaded machine can
+  // delay the first grant or a renewal) is sent again, as a client would; each try is counted.
   const auto invoke = [&](const std::string& key) {
-    auto r = RawClient::send(
-        *shard0, MessageType::kInvoke, 0,
-        encode(InvokeRequest{key, std::string(Increment::kName), encode(Increment{5})}));
+    Result<Frame> r = Error(Errc::unavailable, "not sent");
+    for (int attempt = 0; attempt < 100 && !r.ok() && r.error() == Errc::unavailable; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // backoff
+      r = RawClient::send(
+          *shard0, MessageType::kInvoke, 0,
+          encode(InvokeRequest{key, std::string(Increment::kName), encode(Increment{5})}));
+    }
+    INFO((r.ok() ? std::string("answered") : r.error().message()));
     REQUIRE(r.ok());
     REQUIRE(r->header.type == MessageType::kInvoke);
     return decode<std::int64_t>(decode<InvokeReply>(r->body).result);
   };
   CHECK(invoke(keyOfWorker(1, partitions)) == 5);
-  CHECK(node.TEST_shardInvocations() == std::make_pair<std::uint64_t, std::uint64_t>(0, 1));
+  const auto first = node.TEST_shardInvocations();  // (run in place, forwarded)
+  CHECK(first.first == 0);
+  CHECK(first.second >= 1);
   CHECK(invoke(keyOfWorker(0, partitions)) == 5);
-  CHECK(node.TEST_shardInvocations() == std::make_pair<std::uint64_t, std::uint64_t>(1, 1));
+  const auto second = node.TEST_shardInvocations();
+  CHECK(second.first >= 1);
+  CHECK(second.second == first.second);
   CHECK(*node.invoke(keyOfWorker(1, partitions), GetCounter{}) == 5);  // one copy, applied once
 }
 
-TEST_CASE("A shard port takes a client's Hello, Auth and Invoke only; the rest get a clear error",
+TEST_CASE("A shard port takes a client's Hello, Auth and Invoke only: the rest get a clear error",
           "[cluster][shard][bad_frames]") {
   NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
   o.backups = 0;
@@ -191,12 +228,13 @@ TEST_CASE("A shard port takes a client's Hello, Auth and Invoke only; the rest g
     CHECK_THAT(r.error().detail(), Catch::Contains("GetTopology is not taken on a shard port") &&
                                        Catch::Contains(node.listenAddress()));
   }
-  SECTION("a member's Hello is refused") {
+  SECTION("a member's Hello is answered as on the member port, with this member's identity") {
     auto conn = raw.connect(shardAddress(node, 0));
     auto r = RawClient::send(*conn, MessageType::kHello, 0,
                              encode(HelloBody{HelloBody::kPeer, 9, "127.0.0.1:1", {}, {}}));
-    REQUIRE_FALSE(r.ok());
-    CHECK_THAT(r.error().detail(), Catch::Contains("members link through the member port"));
+    REQUIRE(r.ok());
+    CHECK(r->header.type == MessageType::kHello);
+    CHECK(decode<HelloBody>(r->body).memberId == node.memberId());
   }
   SECTION("a malformed Invoke is refused; the port serves the next connection") {
     auto conn = raw.connect(shardAddress(node, 0));

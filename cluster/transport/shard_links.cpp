@@ -1,0 +1,90 @@
+#include "cluster/transport/shard_links.h"
+
+#include <algorithm>
+
+#include <asio/steady_timer.hpp>
+
+#include "cluster/transport/member_auth.h"
+#include "cluster/transport/messages.h"
+
+namespace ingrid {
+
+std::string clientHelloBody(const std::string& secret) {
+  return encode(HelloBody{
+      HelloBody::kClient, 0, {}, secret.empty() ? std::string() : member_auth::freshNonce(), {}});
+}
+
+std::string clientAuthBody(const std::string& secret, const std::string& sent, const Frame& reply) {
+  if (secret.empty()) return {};
+  const HelloBody theirs = decode<HelloBody>(reply.body);
+  return encode(AuthBody{member_auth::clientProof(secret, decode<HelloBody>(sent).nonce,
+                                                  theirs.nonce, theirs.memberId)});
+}
+
+PeerOptions clientLinkOptions(const std::string& secret) {
+  PeerOptions o;
+  o.failQueuedOnDialError = true;  // a member that refuses connections is gone: re-route
+  o.dialOnDemand = true;           // a member closes idle client links: redial when needed
+  if (!secret.empty()) {
+    o.helloBody = [secret] { return clientHelloBody(secret); };
+    o.authBody = [secret](const std::string& sent, const Frame& reply) {
+      return clientAuthBody(secret, sent, reply);
+    };
+  }
+  return o;
+}
+
+std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId p) {
+  if (member.shardPorts.empty()) return nullptr;
+  const auto shard = static_cast<std::uint32_t>(p % member.shardPorts.size());
+  const std::uint16_t port = member.shardPorts[shard];
+  auto [it, made] = links_.try_emplace({member.id, shard});
+  Link& link = it->second;
+  if (!made && link.port != port) {
+    link.peer->close();  // the member now lists another port there (ids are never reused)
+    made = true;
+  }
+  if (made) {
+    // Only here is the address built: a call on an existing link allocates nothing.
+    const auto memberPort = parseAddress(member.address);
+    if (!memberPort) {
+      links_.erase(it);
+      return nullptr;
+    }
+    link.port = port;
+    link.peer = Peer::create(transport_, memberPort->first + ":" + std::to_string(port),
+                             linkOptions_(member.id));
+    return link.peer;
+  }
+  // A shard port that refused its last dial: the member port serves for a while, then it is tried
+  // again (the call that finds it so dials it).
+  if (const auto failed = link.peer->lastDialFailure();
+      failed && std::chrono::steady_clock::now() - *failed < kRetryAfter) {
+    return nullptr;
+  }
+  return link.peer;
+}
+
+void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger) {
+  absl::erase_if(links_, [&](const auto& link) {
+    if (t.hasMember(link.first.first)) return false;
+    link.second.peer->abandonQueued("member " + std::to_string(link.first.first) +
+                                    " left the topology");  // not sent: routed again
+    auto timer = std::make_shared<asio::steady_timer>(transport_.io(), linger);
+    timer->async_wait([timer, peer = link.second.peer](std::error_code) { peer->close(); });
+    return true;
+  });
+}
+
+void ShardLinks::closeAll() {
+  for (auto& [shard, link] : links_) link.peer->close();
+  links_.clear();
+}
+
+bool ShardLinks::pendingSince(std::chrono::steady_clock::time_point when) const {
+  return std::any_of(links_.begin(), links_.end(), [&](const auto& link) {
+    return link.second.peer->oldestPendingSince() <= when;
+  });
+}
+
+}  // namespace ingrid

@@ -1,0 +1,71 @@
+// ShardLinks: the links a caller keeps to members' shard ports (MemberInfo::shardPorts), one per
+// (member, shard) it uses, and the client-side handshake they (and any client link) speak.
+//
+// A call on partition p goes to the shard port p % (the member's shard count): the member's thread
+// that owns p reads it, runs it and answers. forCall() answers nullptr when the member lists no
+// shard ports, or when the link's last dial failed less than kRetryAfter ago (a shard port cut by
+// a firewall, a member restarting): the caller then uses the member port, and the shard port is
+// tried again after that. Used by the thin client and by members forwarding their embedded calls.
+//
+// Thread safety: one thread, the transport's network thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <absl/container/flat_hash_map.h>
+
+#include <ingrid/topology.h>
+
+#include "cluster/transport/peer.h"
+#include "cluster/transport/transport.h"
+
+namespace ingrid {
+
+// A client's Hello: with a client secret (NodeOptions::clientSecret), it carries the nonce that
+// the member's Auth check covers.
+std::string clientHelloBody(const std::string& secret);
+// The Auth that proves the client secret, after the member's Hello reply; empty without a secret.
+std::string clientAuthBody(const std::string& secret, const std::string& sent, const Frame& reply);
+// The options of a client's link to a member (its member port or a shard port): it says Hello as
+// a client (proving `secret` if set), fails its queue at once when a dial fails (so the call is
+// routed again), and dials only when a request wants it (members close idle client links).
+PeerOptions clientLinkOptions(const std::string& secret);
+
+class ShardLinks {
+ public:
+  static constexpr std::chrono::seconds kRetryAfter{1};
+
+  // `linkOptions(id)`: the options of a link to member `id` (clientLinkOptions for a client; a
+  // member's own Hello for a member). `transport` must outlive this.
+  ShardLinks(Transport& transport, std::function<PeerOptions(MemberId)> linkOptions)
+      : transport_(transport), linkOptions_(std::move(linkOptions)) {}
+  ShardLinks(const ShardLinks&) = delete;
+  ShardLinks& operator=(const ShardLinks&) = delete;
+
+  // The link for a call on partition p to `member`, made if needed; nullptr: use the member port.
+  std::shared_ptr<Peer> forCall(const MemberInfo& member, PartitionId p);
+  // Drops the links to members that `t` does not list: what they still queue fails as not sent
+  // (routed again), and each is closed `linger` later (answers to requests already sent may
+  // still come).
+  void retain(const Topology& t, std::chrono::milliseconds linger);
+  // Closes every link (their queued and pending requests fail).
+  void closeAll();
+  // Whether some link has a request unanswered since before `when`.
+  bool pendingSince(std::chrono::steady_clock::time_point when) const;
+
+ private:
+  Transport& transport_;
+  std::function<PeerOptions(MemberId)> linkOptions_;
+  struct Link {
+    std::uint16_t port = 0;  // the shard port it dials (MemberInfo::shardPorts)
+    std::shared_ptr<Peer> peer;
+  };
+  absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, Link> links_;  // by (member, shard)
+};
+
+}  // namespace ingrid
