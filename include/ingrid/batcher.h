@@ -36,6 +36,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -105,6 +106,16 @@ struct BatcherStats {
 };
 
 namespace batcher_detail {
+// An invoker that completes on an I/O thread of its own, which runs a handler that has no
+// associated executor (Client): it names that thread's executor and tells whether the calling
+// thread is that thread. Its continuations stay on that thread (no hop), and so do its callers'
+// handlers that have no executor of their own.
+template <class I>
+concept IoThreadInvoker = requires(const I& invoker) {
+  invoker.ioExecutor().running_in_this_thread();
+  { invoker.onIoThread() } -> std::convertible_to<bool>;
+};
+
 // The most requests a B accepts: B::kMaxWants if declared, else unbounded.
 template <class B>
 constexpr std::size_t batchLimit() {
@@ -154,8 +165,9 @@ class Batcher {
   }
 
   // Runs `p` on `key`'s entry, alone or in a batch with other requests for `key`, and completes
-  // `token` (signature void(Result<P::Result>)) on the handler's associated executor, by default
-  // asio::system_executor(); never inline. Errors: the invoker's, and Errc::overloaded when
+  // `token` (signature void(Result<P::Result>)) on the handler's associated executor; without
+  // one, on the invoker's I/O thread (Client; see bindCompletion), else on the system executor.
+  // Never inside this call. Errors: the invoker's, and Errc::overloaded when
   // maxQueuedPerKey requests for `key` are already queued.
   template <class CompletionToken>
   auto invokeAsync(std::string key, P p, CompletionToken&& token) {
@@ -173,7 +185,9 @@ class Batcher {
   const BatcherOptions& options() const noexcept { return options_; }
 
  private:
-  using Completion = UniqueFunction<void(Answer)>;
+  // A caller's handler, erased. `initiating`: called inside the caller's invokeAsync (a refusal),
+  // where it must not run inline.
+  using Completion = UniqueFunction<void(Answer, bool initiating)>;
   using SteadyClock = std::chrono::steady_clock;
   using Timer = asio::basic_waitable_timer<SteadyClock, asio::wait_traits<SteadyClock>,
                                            asio::system_executor>;
@@ -183,12 +197,35 @@ class Batcher {
     SteadyClock::time_point deadline;  // queued until at most then
   };
 
-  // A caller's handler, erased; calling it posts the handler to its associated executor.
+  // A caller's handler, erased. A handler with an associated executor runs there. Over an
+  // invoker with an I/O thread (Client), a handler without one runs on that thread, inline when
+  // its answer is handed over there, as a handler of any Asio I/O object does: a closed loop of
+  // calls crosses no thread. Otherwise (over a Node; or a refusal inside the call, or a queue
+  // timeout on the timer's thread) it is posted to the system executor.
   template <class Handler>
-  static Completion bindCompletion(Handler handler) {
+  Completion bindCompletion(Handler handler) {
+    if constexpr (batcher_detail::IoThreadInvoker<Invoker>) {
+      using Io = decltype(invoker_.ioExecutor());
+      if constexpr (std::is_same_v<asio::associated_executor_t<Handler, Io>, Io>) {
+        const Io io = invoker_.ioExecutor();
+        if (asio::get_associated_executor(handler, io) == io) {
+          return [handler = std::move(handler), io](Answer r, bool initiating) mutable {
+            if (!initiating && io.running_in_this_thread()) {
+              std::move(handler)(std::move(r));
+              return;
+            }
+            asio::post(asio::system_executor(),
+                       [handler = std::move(handler), r = std::move(r)]() mutable {
+                         std::move(handler)(std::move(r));
+                       });
+          };
+        }
+      }
+    }
+    // Counted as work of its executor from now on (a caller's io_context.run() waits for it).
     auto work =
         asio::make_work_guard(asio::get_associated_executor(handler, asio::system_executor()));
-    return [handler = std::move(handler), work = std::move(work)](Answer r) mutable {
+    return [handler = std::move(handler), work = std::move(work)](Answer r, bool) mutable {
       auto ex = work.get_executor();
       auto posting = asio::make_work_guard(ex);  // until post() returns (see invoke_async.h)
       asio::post(ex, [handler = std::move(handler), r = std::move(r),
@@ -196,11 +233,17 @@ class Batcher {
     };
   }
 
-  // The batcher's own continuations run on the system executor, not on the invoker's completion
-  // threads, so that a caller blocked on one of those (tryAcquire) cannot stall its own answer.
+  // The batcher's own continuations. Over a Node they run on the system executor, not on the
+  // node's completion threads, so that a caller blocked on one of those (tryAcquire) cannot stall
+  // its own answer. Over a Client they run on its I/O thread, where its answers arrive (a caller
+  // cannot block there: BatchingRateLimiter's blocking calls refuse with would_deadlock).
   template <class F>
   static auto continuation(F f) {
-    return asio::bind_executor(asio::system_executor(), std::move(f));
+    if constexpr (batcher_detail::IoThreadInvoker<Invoker>) {
+      return f;
+    } else {
+      return asio::bind_executor(asio::system_executor(), std::move(f));
+    }
   }
 
   void submit(std::string key, P p, Completion done) {
@@ -220,7 +263,8 @@ class Batcher {
         done(Error(Errc::overloaded, "key '" + key +
                                          "': " + std::to_string(options_.maxQueuedPerKey) +
                                          " requests already queued behind the one in flight "
-                                         "(BatcherOptions::maxQueuedPerKey); retry later"));
+                                         "(BatcherOptions::maxQueuedPerKey); retry later"),
+             /*initiating=*/true);
         return;
       }
       ++stats_.sends;
@@ -240,7 +284,7 @@ class Batcher {
     invoker_.invokeAsync(
         std::move(target), p,
         continuation([this, key = std::move(key), done = std::move(done)](Answer r) mutable {
-          done(std::move(r));
+          done(std::move(r), false);
           sendNext(std::move(key));
           sendFinished();
         }));
@@ -268,9 +312,9 @@ class Batcher {
     }
     for (std::size_t i = 0; i < dones.size(); ++i) {
       if (r) {
-        dones[i](Answer(std::move(r.value()[i])));
+        dones[i](Answer(std::move(r.value()[i])), false);
       } else {
-        dones[i](Answer(r.error()));
+        dones[i](Answer(r.error()), false);
       }
     }
   }
@@ -309,7 +353,8 @@ class Batcher {
       expired[i](Error(Errc::timeout, "key '" + keys[i] + "': waited " +
                                           std::to_string(queueTimeout_.count()) +
                                           " ms in the batcher's queue "
-                                          "(BatcherOptions::queueTimeout); not sent"));
+                                          "(BatcherOptions::queueTimeout); not sent"),
+                 false);
     }
     sendFinished();
   }
@@ -387,7 +432,8 @@ class BatchingRateLimiter {
   // Batcher per kind of request). Defaults: none of the options; BatcherOptions' defaults.
   BatchingRateLimiter(Invoker& invoker, std::string key, BucketParams params,
                       LimiterOptions options = {}, BatcherOptions batching = {})
-      : acquires_(invoker, batching),
+      : invoker_(invoker),
+        acquires_(invoker, batching),
         reserves_(invoker, batching),
         warmups_(invoker, batching),
         key_(std::move(key)),
@@ -396,7 +442,8 @@ class BatchingRateLimiter {
 
   // Blocks until the answer arrives. Not from a partition worker (a processor), which would
   // stall the partition: unlike Node::invoke this is not checked (would_deadlock), because
-  // client/ does not link cluster/. Safe from the invoker's completion threads.
+  // client/ does not link cluster/. Safe from a Node's completion threads; on a Client's I/O thread
+  // (inside a completion) it refuses with would_deadlock.
   Result<AcquireAnswer> tryAcquire(std::int64_t tokens = 1) {
     return await<AcquireAnswer>([&](auto handler) { tryAcquireAsync(tokens, std::move(handler)); });
   }
@@ -458,13 +505,22 @@ class BatchingRateLimiter {
 
   // The answer of an asynchronous call, initiated by start(handler), waited for on this thread.
   template <class T, class Start>
-  static Result<T> await(Start start) {
+  Result<T> await(Start start) {
+    if constexpr (batcher_detail::IoThreadInvoker<Invoker>) {
+      if (invoker_.onIoThread()) {  // the answer would need this very thread
+        return Error(Errc::would_deadlock,
+                     "a blocking call of the BatchingRateLimiter on '" + key_ +
+                         "' inside a completion, on the client's I/O thread, would wait for that "
+                         "thread: use tryAcquireAsync or acquireAsync");
+      }
+    }
     std::promise<Result<T>> done;
     auto answer = done.get_future();
     start([done = std::move(done)](Result<T> r) mutable { done.set_value(std::move(r)); });
     return answer.get();
   }
 
+  Invoker& invoker_;
   Batcher<Invoker, TokenBucketAcquire> acquires_;
   Batcher<Invoker, TokenBucketReserve> reserves_;
   Batcher<Invoker, WarmupAcquire> warmups_;

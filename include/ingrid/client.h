@@ -128,6 +128,10 @@ class Client {
   Result<Topology> topologyOf(const std::string& address);
   // Asks the member at `address` for its own view: control plane, lease, fenced partitions.
   Result<MemberStatus> statusOf(const std::string& address);
+  // The executor of the client's I/O thread, where completions without an executor of their
+  // own run (Batcher keeps its continuations there), and whether the calling thread is it.
+  asio::io_context::executor_type ioExecutor() const noexcept;
+  bool onIoThread() const noexcept;
   // Invoke requests written to members so far (each single or batch processor is one).
   std::uint64_t requestsSent() const noexcept;
   const ClientOptions& options() const noexcept;
@@ -138,9 +142,6 @@ class Client {
       invokeRaw(std::move(k), name, std::move(args), std::move(done));
     };
   }
-
-  asio::io_context::executor_type ioExecutor() const noexcept;
-  bool onIoThread() const noexcept;
 
   std::unique_ptr<ClientImpl> impl_;
   // Set when stop() begins: later refusals complete on the system executor, not the I/O thread.

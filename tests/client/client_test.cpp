@@ -13,6 +13,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -334,6 +335,87 @@ TEST_CASE("Client completions run on its I/O thread, chain with no hop, and neve
   auto v = client.invoke("chain", GetCounter{});
   REQUIRE(v.ok());
   CHECK(*v == 50);
+}
+
+TEST_CASE("Batcher over a client: completions run on its I/O thread, the next call joins a batch",
+          "[client][batching]") {
+  auto clock = std::make_shared<ManualClock>(5 * kNanosPerSecond);  // frozen: no refill
+  TestCluster cluster(ingrid::testing::smallClusterOptions(clock));
+  cluster.add();
+  REQUIRE(cluster.lastStart().ok());
+  Client client(clientOf(cluster));
+  REQUIRE(client.start().ok());
+  const BucketParams params = BucketParams::perPeriod(100'000, kNanosPerSecond);
+  Batcher<Client, TokenBucketAcquire> batcher(client, BatcherOptions{.maxQueuedPerKey = 64});
+
+  // 16 chains of 40 increments on one key, each started from the previous one's completion.
+  struct Chains {
+    std::mutex mu;  // the completions run on one thread; the lock only makes that checkable
+    std::set<std::thread::id> threads;
+    int running = 16;
+    int failed = 0;
+    bool allOnIoThread = true;
+    std::promise<void> done;
+  };
+  auto chains = std::make_shared<Chains>();
+  std::function<void(int, Result<AcquireAnswer>)> step = [&](int left, Result<AcquireAnswer> r) {
+    {
+      std::lock_guard lock(chains->mu);
+      chains->threads.insert(std::this_thread::get_id());
+      chains->allOnIoThread = chains->allOnIoThread && client.onIoThread();
+      if (!r.ok() || !r->granted) ++chains->failed;
+      if (!r.ok() || left == 0) {
+        if (--chains->running == 0) chains->done.set_value();
+        return;
+      }
+    }
+    batcher.invokeAsync("batched-chain", TokenBucketAcquire{params, 1},
+                        [&step, left](Result<AcquireAnswer> next) { step(left - 1, next); });
+  };
+  auto done = chains->done.get_future();
+  for (int c = 0; c < 16; ++c) {
+    batcher.invokeAsync("batched-chain", TokenBucketAcquire{params, 1},
+                        [&step](Result<AcquireAnswer> r) { step(39, r); });
+  }
+  REQUIRE(done.wait_for(20s) == std::future_status::ready);
+  CHECK(chains->failed == 0);
+  CHECK(chains->allOnIoThread);  // no hop of the batcher's own
+  CHECK(chains->threads.size() == 1);
+  const auto stats = batcher.stats();
+  CHECK(stats.requests == 16 * 40);
+  CHECK(stats.sends < stats.requests);  // a call made inside a completion waits for the batch
+  auto last = client.invoke("batched-chain", TokenBucketAcquire{params, 1});
+  REQUIRE(last.ok());
+  CHECK(last->remaining == 100'000 - 16 * 40 - 1);  // each call ran once
+
+  // A handler with an executor of its own runs there.
+  asio::io_context mine;
+  std::thread::id ranOn;
+  batcher.invokeAsync("batched-chain", TokenBucketAcquire{params, 1},
+                      asio::bind_executor(mine, [&](Result<AcquireAnswer> r) {
+                        CHECK(r.ok());
+                        ranOn = std::this_thread::get_id();
+                      }));
+  mine.run_for(10s);  // returns once the handler has run (its work guard is the only work)
+  CHECK(ranOn == std::this_thread::get_id());
+
+  // Inside a completion a blocking call of a BatchingRateLimiter would wait for this very
+  // thread: refused. Outside one it works.
+  BatchingRateLimiter limiter(client, "batched-limiter",
+                              BucketParams::perPeriod(10, kNanosPerSecond));
+  std::promise<Result<AcquireAnswer>> inside;
+  client.invokeAsync("elsewhere", TokenBucketAcquire{params, 1}, [&](Result<AcquireAnswer>) {
+    inside.set_value(limiter.tryAcquire(1));  // a client's completion: on its I/O thread
+  });
+  auto refused = inside.get_future();
+  REQUIRE(refused.wait_for(10s) == std::future_status::ready);
+  const Result<AcquireAnswer> blocked = refused.get();
+  REQUIRE_FALSE(blocked.ok());
+  CHECK(blocked.error() == Errc::would_deadlock);
+  CHECK_THAT(blocked.error().message(), Catch::Contains("batched-limiter"));
+  auto outside = limiter.tryAcquire(1);
+  REQUIRE(outside.ok());
+  CHECK(outside->granted);
 }
 
 TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in few messages",
