@@ -448,9 +448,10 @@ class BatchingRateLimiter {
     return await<AcquireAnswer>([&](auto handler) { tryAcquireAsync(tokens, std::move(handler)); });
   }
 
-  // Completion signature void(Result<AcquireAnswer>), on the handler's associated executor (by
-  // default asio::system_executor()), never inline. Errors: the invoker's, and the Batcher's
-  // (Errc::overloaded past maxQueuedPerKey, Errc::timeout past queueTimeout), after the policy.
+  // Completion signature void(Result<AcquireAnswer>), on the handler's associated executor
+  // (without one: as Batcher::invokeAsync says), never inline. Errors: the invoker's, and the
+  // Batcher's (Errc::overloaded past maxQueuedPerKey, Errc::timeout past queueTimeout), after the
+  // policy.
   template <class CompletionToken>
   auto tryAcquireAsync(std::int64_t tokens, CompletionToken&& token) {
     return limiter_detail::withRequest<false>(

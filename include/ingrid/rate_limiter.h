@@ -9,7 +9,9 @@
 //   LocalTokenBucket              a lock-free bucket in this process only (no cluster;
 //                                 include/ingrid/local_token_bucket.h): tryAcquire only.
 // Each has tryAcquire(n) (blocking) and tryAcquireAsync(n, token) (completion signature
-// void(Result<AcquireAnswer>)). A denial is an answer (granted == false, waitNanos), not an
+// void(Result<AcquireAnswer>); a handler with an associated executor runs there, one without
+// runs where the invoker runs such handlers: a Client's I/O thread, where it must not block; a
+// Node's completion threads). A denial is an answer (granted == false, waitNanos), not an
 // error. The two cluster limiters also reserve (Guava's acquire with a timeout,
 // docs/token-bucket.md "Reservations"): acquire(n, maxWait) and acquireAsync(n, maxWait, token)
 // take n tokens now if they will exist within maxWait, and return or complete once they are the
@@ -130,10 +132,18 @@ auto withRequest(const std::string& key, const BucketParams& params, const Limit
 // A reservation granted with a delay: the caller waits (unless in dry-run).
 inline bool mustWait(const Result<ReserveAnswer>& r) { return r && r->granted && r->delay > 0; }
 
+// Whether a handler has an associated executor of its own (asio::bind_executor, a coroutine's).
+struct NoExecutor {};
+template <class Handler>
+inline constexpr bool hasOwnExecutor =
+    !std::is_same_v<asio::associated_executor_t<Handler, NoExecutor>, NoExecutor>;
+
 // tryAcquireAsync: sends `req` (TokenBucketAcquire or WarmupAcquire) to `entryKey` through
 // `target` (an Invoker, or a Batcher: anything with invokeAsync(std::string, Request, token)),
 // or refuses it with `refusal`, and completes `token` (void(Result<AcquireAnswer>)) with the
-// answer as AcquireAnswer, after the policy. `target` must be alive when the token initiates.
+// answer as AcquireAnswer, after the policy: on the handler's associated executor; without one,
+// where the target runs such handlers (a refusal: on the system executor). `target` must be alive
+// when the token initiates.
 template <class Target, class Request, class CompletionToken>
 auto initiateAcquire(Target& target, std::shared_ptr<LimiterPolicy> limiterPolicy,
                      std::string entryKey, Request req, std::optional<Error> refusal,
@@ -151,12 +161,19 @@ auto initiateAcquire(Target& target, std::shared_ptr<LimiterPolicy> limiterPolic
           });
           return;
         }
-        // Bound to the handler's executor: the target runs it there (DESIGN invariant 9).
-        to->invokeAsync(std::move(key), request,
-                        asio::bind_executor(ex, [handler = std::move(handler), policy](
-                                                    Result<typename Request::Result> r) mutable {
-                          std::move(handler)(policy->apply(asAcquire(std::move(r))));
-                        }));
+        auto complete = [handler = std::move(handler),
+                         policy](Result<typename Request::Result> r) mutable {
+          std::move(handler)(policy->apply(asAcquire(std::move(r))));
+        };
+        if constexpr (hasOwnExecutor<decltype(handler)>) {
+          // Bound to the handler's executor: the target runs it there (DESIGN invariant 9).
+          to->invokeAsync(std::move(key), request, asio::bind_executor(ex, std::move(complete)));
+        } else {
+          // The target's own default, with no hop of the limiter's: a Client's I/O thread, a
+          // Node's completion threads (never a partition's), a Batcher's
+          // (include/ingrid/batcher.h).
+          to->invokeAsync(std::move(key), request, std::move(complete));
+        }
       },
       token, &target, std::move(limiterPolicy), std::move(refusal), std::move(entryKey),
       std::move(req));

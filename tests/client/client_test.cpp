@@ -416,6 +416,21 @@ TEST_CASE("Batcher over a client: completions run on its I/O thread, the next ca
   auto outside = limiter.tryAcquire(1);
   REQUIRE(outside.ok());
   CHECK(outside->granted);
+
+  // The limiters add no hop either: a handler without an executor runs on the I/O thread.
+  RateLimiter single(client, "single-limiter", params);
+  std::promise<bool> singleOnIo, batchedOnIo;
+  single.tryAcquireAsync(1, [&](Result<AcquireAnswer> r) {
+    singleOnIo.set_value(r.ok() && r->granted && client.onIoThread());
+  });
+  limiter.tryAcquireAsync(1, [&](Result<AcquireAnswer> r) {
+    batchedOnIo.set_value(r.ok() && r->granted && client.onIoThread());
+  });
+  for (auto* p : {&singleOnIo, &batchedOnIo}) {
+    auto f = p->get_future();
+    REQUIRE(f.wait_for(10s) == std::future_status::ready);
+    CHECK(f.get());
+  }
 }
 
 TEST_CASE("With batching, clients and nodes still grant exactly the capacity, in few messages",
