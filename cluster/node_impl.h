@@ -79,7 +79,8 @@ class NodeImpl final : public ConnectionHandler,
   }
   std::uint64_t TEST_executed() const noexcept { return data_ ? data_->TEST_executed() : 0; }
   std::uint64_t TEST_barriers() const noexcept { return data_ ? data_->TEST_barriers() : 0; }
-  void TEST_closeShardPorts() { stopShardPorts(); }
+  // Closes the shard ports and returns once each worker has closed its own.
+  void TEST_closeShardPorts();
   std::pair<std::uint64_t, std::uint64_t> TEST_shardInvocations() const noexcept {
     if (!data_) return {0, 0};
     return {data_->TEST_shardRunInPlace(), data_->TEST_shardForwarded()};

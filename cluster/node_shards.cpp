@@ -1,7 +1,10 @@
 // NodeImpl: the shard ports. Each partition worker listens on a port of its own and serves
 // clients' invocations there on its own thread (NodeOptions::shardPorts).
+#include <future>
 #include <string>
 #include <utility>
+
+#include <asio/post.hpp>
 
 #include "cluster/node_impl.h"
 
@@ -37,6 +40,16 @@ Result<bool> NodeImpl::startShardPorts(const TransportOptions& base) {
 void NodeImpl::stopShardPorts() {
   // From outside the workers: each transport closes its listener and connections on its worker.
   for (auto& t : shardTransports_) t->stop();
+}
+
+void NodeImpl::TEST_closeShardPorts() {
+  stopShardPorts();
+  // Each transport's stop() posted its closes to its worker: a task posted behind them runs after.
+  for (unsigned w = 0; w < shardTransports_.size(); ++w) {
+    std::promise<void> closed;
+    asio::post(data_->workerIo(w), [&closed] { closed.set_value(); });
+    closed.get_future().wait();
+  }
 }
 
 void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame) {

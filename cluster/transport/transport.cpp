@@ -246,8 +246,10 @@ void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool p
     conn->refuse(*refusal);
     return;
   }
-  const std::size_t open = state->inbound->load();
+  // Counted first, then checked: the member port and the shard ports (other threads) share it.
+  const std::size_t open = state->inbound->fetch_add(1);
   if (open >= state->options.maxConnections + TransportOptions::kMemberReserve) {
+    --*state->inbound;
     conn->refuse(
         Error(Errc::overloaded,
               "member at " + joinAddress(state->options.listenHost, state->port.load()) +
@@ -257,7 +259,6 @@ void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool p
     return;
   }
   conn->overLimit = open >= state->options.maxConnections;
-  ++*state->inbound;
   conn->onClose([inbound = state->inbound](const Error&) { --*inbound; });
   conn->start();
 }

@@ -154,6 +154,16 @@ class Batcher {
     std::unique_lock lock(mu_);
     stopping_ = true;
     timer_.cancel();  // its handler still runs (and counts in active_)
+    if constexpr (batcher_detail::IoThreadInvoker<Invoker>) {
+      // A continuation still to come needs this very thread: waiting would never end.
+      if (active_ > 0 && invoker_.onIoThread()) {
+        std::fprintf(stderr,
+                     "ingrid: Batcher destroyed on its client's I/O thread (in a completion) with "
+                     "%zu calls in flight, whose answers need that thread\n",
+                     active_);
+        std::abort();
+      }
+    }
     // Every continuation ends within its invoker's deadline; one that never does is a bug
     // (an invoker that drops a completion), reported rather than hung on.
     if (!idle_.wait_for(lock, std::chrono::minutes(2), [this] { return active_ == 0; })) {
@@ -204,23 +214,19 @@ class Batcher {
   // timeout on the timer's thread) it is posted to the system executor.
   template <class Handler>
   Completion bindCompletion(Handler handler) {
-    if constexpr (batcher_detail::IoThreadInvoker<Invoker>) {
-      using Io = decltype(invoker_.ioExecutor());
-      if constexpr (std::is_same_v<asio::associated_executor_t<Handler, Io>, Io>) {
-        const Io io = invoker_.ioExecutor();
-        if (asio::get_associated_executor(handler, io) == io) {
-          return [handler = std::move(handler), io](Answer r, bool initiating) mutable {
-            if (!initiating && io.running_in_this_thread()) {
-              std::move(handler)(std::move(r));
-              return;
-            }
-            asio::post(asio::system_executor(),
-                       [handler = std::move(handler), r = std::move(r)]() mutable {
-                         std::move(handler)(std::move(r));
-                       });
-          };
+    if constexpr (batcher_detail::IoThreadInvoker<Invoker> &&
+                  !limiter_detail::hasOwnExecutor<Handler>) {
+      return [handler = std::move(handler), io = invoker_.ioExecutor()](Answer r,
+                                                                        bool initiating) mutable {
+        if (!initiating && io.running_in_this_thread()) {
+          std::move(handler)(std::move(r));
+          return;
         }
-      }
+        asio::post(asio::system_executor(),
+                   [handler = std::move(handler), r = std::move(r)]() mutable {
+                     std::move(handler)(std::move(r));
+                   });
+      };
     }
     // Counted as work of its executor from now on (a caller's io_context.run() waits for it).
     auto work =

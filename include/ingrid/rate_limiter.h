@@ -9,19 +9,20 @@
 //   LocalTokenBucket              a lock-free bucket in this process only (no cluster;
 //                                 include/ingrid/local_token_bucket.h): tryAcquire only.
 // Each has tryAcquire(n) (blocking) and tryAcquireAsync(n, token) (completion signature
-// void(Result<AcquireAnswer>); a handler with an associated executor runs there, one without
-// runs where the invoker runs such handlers: a Client's I/O thread, where it must not block; a
-// Node's completion threads). A denial is an answer (granted == false, waitNanos), not an
-// error. The two cluster limiters also reserve (Guava's acquire with a timeout,
-// docs/token-bucket.md "Reservations"): acquire(n, maxWait) and acquireAsync(n, maxWait, token)
-// take n tokens now if they will exist within maxWait, and return or complete once they are the
-// caller's. They take LimiterOptions (include/ingrid/limiter_policy.h): dry-run, fail-open or
-// fail-closed, each outcome counted (counts()); and warm-up, which paces permits instead
-// (WarmupAcquire on the bucket's refill rate, docs/warm-up.md), answering in the same types
-// (remaining is then 0: a warm-up limiter holds no burst). Both build their requests and
-// complete their calls with the code of limiter_detail below, so they answer alike. Bad use is
-// refused before anything is sent: tokens <= 0, maxWait < 0 and unusable BucketParams or warm-up
-// are Errc::invalid_argument, an empty or oversize key Errc::invalid_key, all naming the problem.
+// void(Result<AcquireAnswer>); a handler with an associated executor runs there; one without
+// runs on a Client's I/O thread, where it must not block, or, over a Node, on its completion
+// threads (RateLimiter) or the system executor (BatchingRateLimiter)). A denial is an answer
+// (granted == false, waitNanos), not an error. The two cluster limiters also reserve (Guava's
+// acquire with a timeout, docs/token-bucket.md "Reservations"): acquire(n, maxWait) and
+// acquireAsync(n, maxWait, token) take n tokens now if they will exist within maxWait, and return
+// or complete once they are the caller's. They take LimiterOptions
+// (include/ingrid/limiter_policy.h): dry-run, fail-open or fail-closed, each outcome counted
+// (counts()); and warm-up, which paces permits instead (WarmupAcquire on the bucket's refill rate,
+// docs/warm-up.md), answering in the same types (remaining is then 0: a warm-up limiter holds no
+// burst). Both build their requests and complete their calls with the code of limiter_detail below,
+// so they answer alike. Bad use is refused before anything is sent: tokens <= 0, maxWait < 0 and
+// unusable BucketParams or warm-up are Errc::invalid_argument, an empty or oversize key
+// Errc::invalid_key, all naming the problem.
 //
 // Thread safety: every member is safe from any thread; the invoker must outlive the limiter and
 // every pending acquireAsync.

@@ -170,7 +170,9 @@ TEST_CASE("A member sends its embedded calls on remote partitions to the primary
     REQUIRE(r.ok());
     CHECK(*r == 2);
     const auto after = primary->TEST_shardInvocations();
-    CHECK(after.first == before.first + 1);  // read and run by the worker that owns it
+    // Read and run by the worker that owns it (more than once if a try was refused for want of
+    // a lease and sent again; the counter's value shows it ran once).
+    CHECK(after.first >= before.first + 1);
     CHECK(after.second == before.second);
   }
   CHECK(remote > 0);
