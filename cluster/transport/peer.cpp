@@ -154,15 +154,17 @@ void Peer::closeNow(bool deferCallbacks) {
 void Peer::dialNow() {
   if (closed_ || dialing_ || conn_) return;
   dialing_ = true;
-  transport_.connect(address_,
-                     [weak = weak_from_this()](Result<std::shared_ptr<Connection>> result) mutable {
-                       auto self = weak.lock();
-                       if (!self) {
-                         if (result) result.value()->close(Error(Errc::shutting_down, "peer gone"));
-                         return;
-                       }
-                       self->onDialed(std::move(result));
-                     });
+  transport_.connect(
+      address_,
+      [weak = weak_from_this()](Result<std::shared_ptr<Connection>> result) mutable {
+        auto self = weak.lock();
+        if (!self) {
+          if (result) result.value()->close(Error(Errc::shutting_down, "peer gone"));
+          return;
+        }
+        self->onDialed(std::move(result));
+      },
+      options_.dialTimeout);
 }
 
 void Peer::scheduleDial() {

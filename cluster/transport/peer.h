@@ -50,6 +50,9 @@ struct PeerOptions {
   // member closes a client's idle connection (NodeOptions::idleTimeout), and an empty redial
   // would only be closed again by its handshake timeout. Default: false (members keep links up).
   bool dialOnDemand = false;
+  // How long a dial (connect, and TLS handshake) may take before it counts as failed; 0: the
+  // transport's connectTimeout. Default: 0.
+  std::chrono::milliseconds dialTimeout{0};
   // Body of the Hello sent first on every dialed connection; none if empty. Default: none.
   std::function<std::string()> helloBody;
   // Checks the Hello reply against the Hello sent: an empty string accepts it, anything else is

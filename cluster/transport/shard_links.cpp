@@ -51,17 +51,28 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
       links_.erase(it);
       return nullptr;
     }
+    PeerOptions o = linkOptions_(member.id);
+    o.dialTimeout = kDialTimeout;
+    link = Link{};
     link.port = port;
-    link.peer = Peer::create(transport_, memberPort->first + ":" + std::to_string(port),
-                             linkOptions_(member.id));
+    link.peer =
+        Peer::create(transport_, memberPort->first + ":" + std::to_string(port), std::move(o));
     return link.peer;
   }
-  // A shard port that refused its last dial: the member port serves for a while, then it is tried
+  // A shard port whose last dial failed: the member port serves for a while, then it is tried
   // again (the call that finds it so dials it).
-  if (const auto failed = link.peer->lastDialFailure();
-      failed && std::chrono::steady_clock::now() - *failed < kRetryAfter) {
-    return nullptr;
+  const auto failed = link.peer->lastDialFailure();
+  if (!failed) {
+    link.failures = 0;
+    return link.peer;
   }
+  if (failed != link.failureSeen) {
+    link.failureSeen = failed;
+    ++link.failures;
+  }
+  const auto passOver = std::min<std::chrono::steady_clock::duration>(
+      kRetryAfter * (1u << std::min(std::max(link.failures, 1u) - 1, 5u)), kRetryAfterMax);
+  if (std::chrono::steady_clock::now() - *failed < passOver) return nullptr;
   return link.peer;
 }
 

@@ -3,9 +3,13 @@
 //
 // A call on partition p goes to the shard port p % (the member's shard count): the member's thread
 // that owns p reads it, runs it and answers. forCall() answers nullptr when the member lists no
-// shard ports, or when the link's last dial failed less than kRetryAfter ago (a shard port cut by
-// a firewall, a member restarting): the caller then uses the member port, and the shard port is
-// tried again after that. Used by the thin client and by members forwarding their embedded calls.
+// shard ports, or while the link is passed over after a failed dial (a shard port cut by a
+// firewall, a member restarting): the caller then uses the member port. A dial to a shard port
+// fails after kDialTimeout (a port that drops packets would otherwise hold the calls queued behind
+// it for the whole connectTimeout), and the requests queued behind it fail "not sent", so they go
+// again, to the member port. The link is passed over for kRetryAfter, doubled after each failure
+// in a row up to kRetryAfterMax, then tried again by the next call. Used by the thin client and
+// by members forwarding their embedded calls.
 //
 // Thread safety: one thread, the transport's network thread.
 #pragma once
@@ -14,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -39,6 +44,8 @@ PeerOptions clientLinkOptions(const std::string& secret);
 class ShardLinks {
  public:
   static constexpr std::chrono::seconds kRetryAfter{1};
+  static constexpr std::chrono::seconds kRetryAfterMax{32};
+  static constexpr std::chrono::milliseconds kDialTimeout{500};
 
   // `linkOptions(id)`: the options of a link to member `id` (clientLinkOptions for a client; a
   // member's own Hello for a member). `transport` must outlive this.
@@ -64,6 +71,9 @@ class ShardLinks {
   struct Link {
     std::uint16_t port = 0;  // the shard port it dials (MemberInfo::shardPorts)
     std::shared_ptr<Peer> peer;
+    // The latest failed dial seen, and how many failed in a row (the pass-over window doubles).
+    std::optional<std::chrono::steady_clock::time_point> failureSeen;
+    unsigned failures = 0;
   };
   absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, Link> links_;  // by (member, shard)
 };

@@ -113,6 +113,7 @@ struct Transport::Dial {
   std::string address;
   ConnectHandler done;
   std::optional<asio::ip::address> source;  // the local address to leave from, if any
+  std::chrono::milliseconds timeout{0};     // of the connect and the TLS handshake
   bool finished = false;
   bool timedOut = false;
   bool cancelled = false;  // by stop()
@@ -347,7 +348,8 @@ bool Transport::track(const std::shared_ptr<State>& state,
   return false;
 }
 
-void Transport::connect(const std::string& address, ConnectHandler done) {
+void Transport::connect(const std::string& address, ConnectHandler done,
+                        std::chrono::milliseconds timeout) {
   auto parsed = parseAddress(address);
   auto failSoon = [this](ConnectHandler handler, Error error) {
     asio::post(io_, [handler = std::move(handler), error = std::move(error)]() mutable {
@@ -360,6 +362,7 @@ void Transport::connect(const std::string& address, ConnectHandler done) {
     return;
   }
   auto dial = std::make_shared<Dial>(io_, address, std::move(done));
+  dial->timeout = timeout.count() > 0 ? timeout : state_->options.connectTimeout;
   {
     std::lock_guard lock(state_->mu);
     dial->source = state_->source;
@@ -381,7 +384,7 @@ void Transport::startDial(const std::shared_ptr<State>& state, const std::shared
     finishDial(state, dial, asio::error::operation_aborted);
     return;
   }
-  dial->timer.expires_after(state->options.connectTimeout);
+  dial->timer.expires_after(dial->timeout);
   dial->timer.async_wait([dial](const std::error_code& ec) {
     if (ec || dial->finished) return;
     dial->timedOut = true;
@@ -457,9 +460,8 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
   }
   if (ec) {
     const std::string reason =
-        dial->timedOut
-            ? "timed out after " + std::to_string(state->options.connectTimeout.count()) + " ms"
-            : ec.message();
+        dial->timedOut ? "timed out after " + std::to_string(dial->timeout.count()) + " ms"
+                       : ec.message();
     done(Error(Errc::unreachable, "cannot connect to " + dial->address + ": " + reason));
     return;
   }

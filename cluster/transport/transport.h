@@ -91,8 +91,10 @@ class Transport {
   using ConnectHandler = UniqueFunction<void(Result<std::shared_ptr<Connection>>)>;
   // Dials `address` ("host:port"). `done` runs once on the network thread with the started,
   // registered connection, or Errc::unreachable naming the address and the reason (refused,
-  // timed out after connectTimeout, bad address).
-  void connect(const std::string& address, ConnectHandler done);
+  // timed out after `timeout`, bad address). `timeout`: of the connect and the TLS handshake;
+  // 0: connectTimeout.
+  void connect(const std::string& address, ConnectHandler done,
+               std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
   // Stops accepting and closes every connection (their pending requests fail). Idempotent.
   // The owner then lets its io_context run out (or stops it) before destroying the handler.
