@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include <catch2/catch.hpp>
@@ -58,6 +57,18 @@ std::string shardAddress(Node& node, unsigned w) {
   REQUIRE(me->shardPorts.size() > w);
   return parseAddress(node.listenAddress())->first + ":" + std::to_string(me->shardPorts[w]);
 }
+
+// One started node with kWorkers workers and no backups.
+struct OneNode {
+  OneNode() : cluster(options()) { REQUIRE(cluster.start(1)); }
+  static NodeOptions options() {
+    NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
+    o.backups = 0;
+    return o;
+  }
+  Node& node() { return cluster.at(0); }
+  TestCluster cluster;
+};
 
 // A key of a partition that worker w of a node with kWorkers workers owns.
 std::string keyOfWorker(unsigned w, std::uint32_t partitions) {
@@ -180,11 +191,8 @@ TEST_CASE("A member sends its embedded calls on remote partitions to the primary
 
 TEST_CASE("An invocation on another worker's shard port is forwarded inside the node",
           "[cluster][shard]") {
-  NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
-  o.backups = 0;
-  TestCluster cluster(o);
-  REQUIRE(cluster.start(1));
-  Node& node = cluster.at(0);
+  OneNode one;
+  Node& node = one.node();
   RawClient raw;
   auto shard0 = raw.connect(shardAddress(node, 0));
   const std::uint32_t partitions = node.topology()->table.partitionCount();
@@ -192,13 +200,14 @@ TEST_CASE("An invocation on another worker's shard port is forwarded inside the 
   // delay the first grant or a renewal) is sent again, as a client would; each try is counted.
   const auto invoke = [&](const std::string& key) {
     Result<Frame> r = Error(Errc::unavailable, "not sent");
-    for (int attempt = 0; attempt < 100 && !r.ok() && r.error() == Errc::unavailable; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // backoff
+    const bool answered = testing::eventually([&] {
       r = RawClient::send(
           *shard0, MessageType::kInvoke, 0,
           encode(InvokeRequest{key, std::string(Increment::kName), encode(Increment{5})}));
-    }
+      return r.ok() || r.error() != Errc::unavailable;
+    });
     INFO((r.ok() ? std::string("answered") : r.error().message()));
+    REQUIRE(answered);
     REQUIRE(r.ok());
     REQUIRE(r->header.type == MessageType::kInvoke);
     return decode<std::int64_t>(decode<InvokeReply>(r->body).result);
@@ -216,11 +225,8 @@ TEST_CASE("An invocation on another worker's shard port is forwarded inside the 
 
 TEST_CASE("A shard port takes a client's Hello, Auth and Invoke only: the rest get a clear error",
           "[cluster][shard][bad_frames]") {
-  NodeOptions o = testing::smallClusterOptions(nullptr, kWorkers);
-  o.backups = 0;
-  TestCluster cluster(o);
-  REQUIRE(cluster.start(1));
-  Node& node = cluster.at(0);
+  OneNode one;
+  Node& node = one.node();
   RawClient raw;
   SECTION("a member-port request names the member port") {
     auto conn = raw.connect(shardAddress(node, 1));
