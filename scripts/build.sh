@@ -12,7 +12,10 @@ case "$sanitize" in
   *) echo "INGRID_SANITIZE must be empty, 'address' or 'thread'" >&2; exit 2 ;;
 esac
 dir=${INGRID_BUILD_DIR:-$root/$dir}
+# A sanitizer build runs the tests only: the benchmarks (which no test runs) are left out.
+benchmarks=ON
+[ -z "$sanitize" ] || benchmarks=OFF
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DINGRID_WARNINGS_AS_ERRORS=ON \
-  -DINGRID_SANITIZE="$sanitize" >&2
+  -DINGRID_SANITIZE="$sanitize" -DINGRID_BUILD_BENCHMARKS="$benchmarks" >&2
 cmake --build "$dir" -j "$(nproc)" >&2
 echo "$dir"
