@@ -87,6 +87,14 @@ struct MemberStatus {
 class ClientImpl;
 
 class Client {
+  // Defined before the templates below use it: its return type is deduced, and clang deduces it
+  // where a template names it (clang refused every use of invokeAsync before).
+  auto rawInvoker() {
+    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
+      invokeRaw(std::move(k), name, std::move(args), std::move(done));
+    };
+  }
+
  public:
   explicit Client(ClientOptions options);
   Client(const Client&) = delete;
@@ -137,12 +145,6 @@ class Client {
   const ClientOptions& options() const noexcept;
 
  private:
-  auto rawInvoker() {
-    return [this](std::string k, std::string_view name, std::string args, RawCompletion done) {
-      invokeRaw(std::move(k), name, std::move(args), std::move(done));
-    };
-  }
-
   std::unique_ptr<ClientImpl> impl_;
   // Set when stop() begins: later refusals complete on the system executor, not the I/O thread.
   std::atomic<bool> completionsClosed_{false};

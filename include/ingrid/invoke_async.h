@@ -69,6 +69,7 @@ auto asyncInvoke(InvokeRaw invokeRaw, const Executor& fallback, std::string key,
         invokeRaw(std::move(k), P::kName, std::move(args),
                   [handler = std::move(handler), work = std::move(work),
                    fallback](Result<std::string> raw) mutable {
+                    static_cast<void>(fallback);  // unused when Executor has no thread (clang)
                     auto target = work.get_executor();
                     if constexpr (std::is_same_v<decltype(target), Executor> &&
                                   requires { target.running_in_this_thread(); }) {
