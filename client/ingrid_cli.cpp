@@ -734,7 +734,8 @@ int main(int argc, char** argv) {
       a.positional.push_back(arg);
     }
   }
-  for (const auto& [name, values] : a.options) {
+  for (const auto& option : a.options) {
+    const std::string& name = option.first;  // not a structured binding: a lambda captures it
     static const char* known[] = {"seed",        "timeout-ms",  "limiter",  "capacity",
                                   "refill",      "period-ms",   "initial",  "keys",
                                   "concurrency", "seconds",     "batching", "client-secret-file",

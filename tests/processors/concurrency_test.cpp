@@ -41,7 +41,6 @@ static_assert(EntryProcessor<ConcurrencyBatchAcquire>);
 static_assert(EntryProcessor<ConcurrencyRelease>);
 static_assert(EntryProcessor<ConcurrencyExtend>);
 
-constexpr Nanos kMs = 1'000'000;
 constexpr Nanos kS = kNanosPerSecond;
 constexpr Nanos kTenYears = 315'360'000'000'000'000;
 const ConcurrencyParams kThreeFor10s{3, 10 * kS};
