@@ -20,6 +20,7 @@
 #include <ingrid/processors/token_bucket.h>
 
 #include "cluster/shard/partition_workers.h"
+#include "support/eventually.h"
 
 using namespace ingrid;
 using namespace std::chrono_literals;
@@ -67,16 +68,7 @@ struct StartedNode {
   Node node;
 };
 
-// Waits (bounded) until pred() holds; returns whether it did.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = 5000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using ingrid::testing::eventually;  // bounded waits for conditions (support/eventually.h)
 
 }  // namespace
 

@@ -10,18 +10,9 @@
 
 #include <ingrid/node.h>
 
-namespace ingrid::testing {
+#include "support/eventually.h"
 
-// Waits until pred() holds or `limit` passes; returns whether it held. Polls every millisecond.
-inline bool eventually(const std::function<bool()>& pred,
-                       std::chrono::milliseconds limit = std::chrono::seconds(20)) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
+namespace ingrid::testing {
 
 // Options for a small test cluster: 64 partitions, 1 backup, `workers` worker threads, a
 // failure timeout of 10 s.

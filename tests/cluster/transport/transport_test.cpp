@@ -21,6 +21,7 @@
 
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
+#include "support/eventually.h"
 
 using namespace ingrid;
 using namespace std::chrono_literals;
@@ -29,15 +30,7 @@ namespace {
 
 constexpr auto kWait = 5000ms;  // the most any condition below may take
 
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds limit = kWait) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using ingrid::testing::eventually;  // bounded waits for conditions (support/eventually.h)
 
 // Answers by message type: Hello -> Hello (or an error if refuseHello), Invoke -> echo,
 // Join -> error join_refused, Heartbeat -> no answer, Leave -> closes the connection.
