@@ -1,10 +1,13 @@
 #include <ingrid/processors/codec.h>
 
 #include <catch2/catch.hpp>
+#include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/optional.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -109,4 +112,83 @@ TEST_CASE("A bool on the wire is 0 or 1: any other byte is refused", "[processor
   CHECK_THROWS_WITH(decode<std::optional<std::int64_t>>(input(std::string(1, '\x05') + sizeTag(7))),
                     Catch::Contains("a bool holds 5"));
   CHECK(decode<std::optional<std::int64_t>>(encode(std::optional<std::int64_t>(7))) == 7);
+}
+
+namespace {
+
+// Every kind of field the messages and processors use.
+struct Mixed {
+  bool flag = false;
+  std::uint8_t small = 0;
+  std::int32_t negative = 0;
+  std::uint64_t big = 0;
+  double ratio = 0;
+  std::string text;
+  std::vector<std::uint32_t> numbers;
+  std::vector<Pair> pairs;
+  std::optional<std::int64_t> maybe;
+  std::optional<std::int64_t> none;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(flag, small, negative, big, ratio, text, numbers, pairs, maybe, none);
+  }
+  bool operator==(const Mixed& o) const {
+    return flag == o.flag && small == o.small && negative == o.negative && big == o.big &&
+           ratio == o.ratio && text == o.text && numbers == o.numbers &&
+           pairs.size() == o.pairs.size() && maybe == o.maybe && none == o.none;
+  }
+};
+
+Mixed sampleMixed() {
+  Mixed m;
+  m.flag = true;
+  m.small = 200;
+  m.negative = -123456;
+  m.big = std::numeric_limits<std::uint64_t>::max() - 7;
+  m.ratio = 0.375;
+  m.text = std::string(40, 'x') + "\0y";
+  m.numbers = {1, 2, 0xFFFFFFFFu};
+  m.pairs = {{"a", 1}, {"", 0}};
+  m.maybe = -9;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("The archives write the bytes of Cereal's portable binary archive, and read them",
+          "[processors][codec]") {
+  const Mixed m = sampleMixed();
+  std::ostringstream cerealBytes;
+  {
+    cereal::PortableBinaryOutputArchive out(cerealBytes);
+    out(m);
+  }
+  const std::string ours = encode(m);
+  CHECK(ours == cerealBytes.str());
+  CHECK(decode<Mixed>(cerealBytes.str()) == m);
+  Mixed back;
+  {
+    std::istringstream in(ours);
+    cereal::PortableBinaryInputArchive archive(in);
+    archive(back);
+  }
+  CHECK(back == m);
+}
+
+TEST_CASE("decode reads big-endian portable binary, and refuses a bad first byte or a short input",
+          "[processors][codec]") {
+  const Mixed m = sampleMixed();
+  std::ostringstream bigEndian;
+  {
+    cereal::PortableBinaryOutputArchive out(
+        bigEndian, cereal::PortableBinaryOutputArchive::Options::BigEndian());
+    out(m);
+  }
+  REQUIRE(bigEndian.str().front() == '\0');
+  CHECK(decode<Mixed>(bigEndian.str()) == m);
+  CHECK_THROWS_WITH(decode<std::uint32_t>(std::string("\x02") + "abcd"),
+                    Catch::Contains("first byte is 2"));
+  CHECK_THROWS_WITH(decode<std::uint32_t>(input("abc")), Catch::Contains("4 bytes wanted, 3 left"));
+  CHECK_THROWS_WITH(decode<std::uint32_t>(std::string()),
+                    Catch::Contains("1 bytes wanted, 0 left"));
 }
