@@ -79,7 +79,7 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
   };
   const std::uint64_t version = next.version;
   for (PartitionId p : losing) {
-    workers_.post(p, [this, p, drain, poll, version](PartitionStore&) {
+    workers_.dispatch(p, [this, p, drain, poll, version](PartitionStore&) {
       replicas_[p].fenced = true;
       replicas_[p].fencedFor = version;
       asio::post(net_, [drain, poll] {
@@ -94,7 +94,7 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
   release->async_wait([this, release, losing = std::move(losing), version](std::error_code ec) {
     if (ec || host_.stopped() || topology()->version >= version) return;
     for (PartitionId p : losing) {
-      workers_.post(p, [this, p, version](PartitionStore&) {
+      workers_.dispatch(p, [this, p, version](PartitionStore&) {
         Replica& rep = replicas_[p];
         if (rep.fenced && rep.fencedFor == version) rep.fenced = false;
       });
@@ -123,8 +123,8 @@ void DataPlane::install(const TopologyPtr& cur, const TopologyPtr& next) {
     const bool wasOwner = cur->table.isOwner(p, self);
     const bool isOwner = next->table.isOwner(p, self);
     if (!wasOwner && !isOwner) continue;
-    workers_.post(p, [this, p, next, self, wasOwner, isOwner,
-                      to = std::move(snapshots[p])](PartitionStore& store) {
+    workers_.dispatch(p, [this, p, next, self, wasOwner, isOwner,
+                          to = std::move(snapshots[p])](PartitionStore& store) {
       Replica& rep = replicas_[p];
       if (!isOwner) {  // moved away: drop it
         if (wasOwner) store.clear();

@@ -258,6 +258,10 @@ class DataPlane {
   // replica refuses it, and then nothing changed.
   Error applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
                     const ReplicateBody& u);
+  // On the worker of s.partition: stages a snapshot chunk `s` from `conn` (its entries moved
+  // out), installing the snapshot whole with its last chunk, and answers it.
+  void stageSnapshot(PartitionStore& store, const std::shared_ptr<Connection>& conn,
+                     const FrameHeader& header, SnapshotBody& s);
   // Whether `conn` comes from p's primary in `t` (and that is not this node).
   bool fromPrimary(const Connection& conn, const Topology& t, PartitionId p) const;
   Error notPrimaryError(const Connection& conn, const Topology& t, PartitionId p) const;

@@ -286,7 +286,7 @@ void DataPlane::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repl
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
         // the snapshot goes once it is back).
-        workers_.post(p, [this, p, b](PartitionStore& store) {
+        workers_.dispatch(p, [this, p, b](PartitionStore& store) {
           const TopologyPtr t = topology();
           if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
             sendSnapshot(p, store, b, t->version);
@@ -526,9 +526,14 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
 }
 
 void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
-  if (std::optional<AdmittedInvoke> call = admitInvoke(conn, frame)) {
-    postInvoke(conn, std::move(frame), *call);
+  std::optional<AdmittedInvoke> call = admitInvoke(conn, frame);
+  if (!call) return;
+  if (workers_.onWorkerOf(call->partition)) {
+    // Partitions on the network thread (one thread per node): run where it was read, no re-post.
+    runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
+    return;
   }
+  postInvoke(conn, std::move(frame), *call);
 }
 
 void DataPlane::postInvoke(const std::shared_ptr<Connection>& conn, Frame frame,

@@ -1,4 +1,6 @@
 // The backup side of replication, and migration: snapshots of a partition for its new owners.
+#include <algorithm>
+
 #include "cluster/shard/data_plane.h"
 #include "cluster/shard/replica_log.h"
 
@@ -25,11 +27,11 @@ Error DataPlane::notPrimaryError(const Connection& conn, const Topology& t, Part
 }
 
 void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
-  auto job = std::make_shared<ApplyBatch>();
+  ReplicateBatch batch;
   try {
-    decodeInto(frame.body, job->batch);
-    for (std::size_t i = 0; i < job->batch.updates.size(); ++i) {
-      const ReplicateBody& u = job->batch.updates[i];
+    decodeInto(frame.body, batch);
+    for (std::size_t i = 0; i < batch.updates.size(); ++i) {
+      const ReplicateBody& u = batch.updates[i];
       const std::string which = "update " + std::to_string(i) + " of the batch";
       if (u.partition >= options_.partitions) {
         throw std::out_of_range(which + " is for partition " + std::to_string(u.partition) +
@@ -51,6 +53,24 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
                      Error(Errc::malformed_message, std::string("Replicate body: ") + e.what()));
     return;
   }
+  const auto onItsWorker = [this](const ReplicateBody& u) {
+    return workers_.onWorkerOf(u.partition);
+  };
+  if (std::all_of(batch.updates.begin(), batch.updates.end(), onItsWorker)) {
+    // Every update's partition is owned by this thread (partitions on the network thread):
+    // applied where the batch was read, and acknowledged in the same pass.
+    const TopologyPtr topo = topology();
+    ReplicateAck ack;
+    for (std::uint32_t i = 0; i < batch.updates.size(); ++i) {
+      const ReplicateBody& u = batch.updates[i];
+      Error refused = applyUpdate(*conn, workers_.store(u.partition), *topo, u);
+      if (refused.code()) ack.refused.push_back(UpdateRefusal{i, errorBodyFor(refused)});
+    }
+    conn->reply(frame.header, MessageType::kReplicate, topo->version, encode(ack));
+    return;
+  }
+  auto job = std::make_shared<ApplyBatch>();
+  job->batch = std::move(batch);
   job->conn = conn;
   job->header = frame.header;
   // The updates go to their partitions' workers, one task per worker holding its updates in
@@ -163,8 +183,19 @@ void DataPlane::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fr
     return;
   }
   const PartitionId p = snap.partition;
-  workers_.post(p, [this, conn, header = frame.header,
-                    s = std::move(snap)](PartitionStore& store) mutable {
+  if (workers_.onWorkerOf(p)) {
+    // Partitions on the network thread: staged where it was read, so that it keeps its place
+    // before the updates that follow it on this connection (which are applied in place too).
+    stageSnapshot(workers_.store(p), conn, frame.header, snap);
+    return;
+  }
+  workers_.post(p, [this, conn, header = frame.header, s = std::move(snap)](
+                       PartitionStore& store) mutable { stageSnapshot(store, conn, header, s); });
+}
+
+void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Connection>& conn,
+                              const FrameHeader& header, SnapshotBody& s) {
+  {
     Replica& rep = replicas_[s.partition];
     const TopologyPtr topo = topology();
     if (!fromPrimary(*conn, *topo, s.partition)) {
@@ -232,7 +263,7 @@ void DataPlane::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fr
       rep.mode = ReplicaMode::kReady;
     }
     conn->reply(header, MessageType::kSnapshot, topology()->version, {});
-  });
+  }
 }
 
 void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
@@ -299,7 +330,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                           net_, std::chrono::milliseconds(100));
                       timer->async_wait([this, timer, p, to](std::error_code ec) {
                         if (ec || host_.stopped()) return;
-                        workers_.post(p, [this, p, to](PartitionStore& s) {
+                        workers_.dispatch(p, [this, p, to](PartitionStore& s) {
                           const TopologyPtr t = topology();
                           if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
                             sendSnapshot(p, s, to, t->version);

@@ -59,6 +59,22 @@ class PartitionWorkers {
     asio::post(*w.io, [store = &stores_[p], fn = std::forward<F>(fn)]() mutable { fn(*store); });
   }
 
+  // Runs fn(PartitionStore&) on partition p's worker: at once when called there (partitions on
+  // the network thread, whose handlers call this), otherwise posted. Every task of the data plane
+  // goes this way, so on one thread they run in the order they were made.
+  template <class F>
+  void dispatch(PartitionId p, F&& fn) {
+    if (onWorkerOf(p)) {
+      fn(stores_[p]);
+    } else {
+      post(p, std::forward<F>(fn));
+    }
+  }
+  // Whether the calling thread is partition p's worker.
+  bool onWorkerOf(PartitionId p) const noexcept {
+    return workers_[p % workers_.size()]->io->get_executor().running_in_this_thread();
+  }
+
   // The worker that owns partition p.
   unsigned workerOf(PartitionId p) const noexcept {
     return static_cast<unsigned>(p % workers_.size());

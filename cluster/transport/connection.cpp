@@ -241,25 +241,37 @@ void Connection::expireDue() {
 
 void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                        std::string body) {
-  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, type,
-                                               topologyVersion, body = std::move(body)]() mutable {
-    if (self->closed_) return;
-    if (body.size() > self->options_.maxBodyBytes) {
-      // The requester would otherwise wait for its deadline; tell it why instead.
-      self->sendError(request,
-                      Error(Errc::malformed_message,
-                            std::string(messageTypeName(type)) + " reply body of " +
-                                std::to_string(body.size()) + " bytes exceeds the limit of " +
-                                std::to_string(self->options_.maxBodyBytes)));
-      return;
-    }
-    FrameHeader header;
-    header.type = type;
-    header.flags = kFlagResponse;
-    header.requestId = request.requestId;
-    header.topologyVersion = topologyVersion;
-    self->enqueue(header, std::move(body));
+  const asio::any_io_executor executor = stream_.socket().get_executor();
+  const auto* io = executor.target<asio::io_context::executor_type>();
+  if (io != nullptr && io->running_in_this_thread()) {
+    // On the connection's own thread (a request run where it was read): queued at once, and it
+    // leaves with the rest of this read pass's frames.
+    sendReply(request, type, topologyVersion, std::move(body));
+    return;
+  }
+  asio::post(executor, [self = shared_from_this(), request, type, topologyVersion,
+                        body = std::move(body)]() mutable {
+    self->sendReply(request, type, topologyVersion, std::move(body));
   });
+}
+
+void Connection::sendReply(const FrameHeader& request, MessageType type,
+                           std::uint64_t topologyVersion, std::string body) {
+  if (closed_) return;
+  if (body.size() > options_.maxBodyBytes) {
+    // The requester would otherwise wait for its deadline; tell it why instead.
+    sendError(request, Error(Errc::malformed_message,
+                             std::string(messageTypeName(type)) + " reply body of " +
+                                 std::to_string(body.size()) + " bytes exceeds the limit of " +
+                                 std::to_string(options_.maxBodyBytes)));
+    return;
+  }
+  FrameHeader header;
+  header.type = type;
+  header.flags = kFlagResponse;
+  header.requestId = request.requestId;
+  header.topologyVersion = topologyVersion;
+  enqueue(header, std::move(body));
 }
 
 void Connection::replyError(const FrameHeader& request, const Error& error) {
@@ -416,7 +428,13 @@ void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
   if (closed_) return;
   inEnd_ += bytes;
   const std::uint64_t framesBefore = framesRead_;
-  if (!parseFrames()) return;
+  // What the frames of this pass produce on this connection (replies to requests run in place,
+  // requests sent by the callbacks of replies) leaves in one gathered write after the pass.
+  inPass_ = true;
+  const bool more = parseFrames();
+  inPass_ = false;
+  if (!writes_.empty() && writing_ == 0 && (!closed_ || lingering_)) writeNext();
+  if (!more) return;
   // One clock read per pass, not per frame: the idle timeout needs no finer time.
   if (framesRead_ != framesBefore && options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
   if (ec) {
@@ -514,7 +532,17 @@ void Connection::write(HeaderBytes header, std::string body) {
   }
   queuedBytes_ += bytes;
   writes_.push_back(Outgoing{header, std::move(body)});
-  if (writing_ == 0) writeNext();
+  if (writing_ != 0 || inPass_ || flushPosted_) return;  // leaves with those, or after the pass
+  // Written once the handlers queued on this thread now have run: the frames they produce (the
+  // answers released by one acknowledgement, the requests of one pass of callbacks) join this
+  // one in a single gathered write.
+  flushPosted_ = true;
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
+    self->flushPosted_ = false;
+    if (!self->writes_.empty() && self->writing_ == 0 && (!self->closed_ || self->lingering_)) {
+      self->writeNext();
+    }
+  });
 }
 
 void Connection::writeNext() {

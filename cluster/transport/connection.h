@@ -129,7 +129,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void request(MessageType type, std::uint64_t topologyVersion, std::string body,
                std::chrono::milliseconds timeout, ResponseHandler done);
 
-  // Replies to `request` (same request id, kFlagResponse set).
+  // Replies to `request` (same request id, kFlagResponse set). On the connection's thread the
+  // reply is queued at once (within a read pass, it leaves with the pass's other frames in one
+  // write); from another thread it is posted there.
   void reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
              std::string body);
   // Error reply to `request`: kFlagResponse|kFlagError, body ErrorBody{code, message}.
@@ -206,6 +208,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the earliest one left.
   void expireDue();
   void armDeadline(Clock::time_point at);
+  // reply() on the connection's thread.
+  void sendReply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
+                 std::string body);
   void enqueue(const FrameHeader& header, std::string body);
   // Queues the encoded frame for writing (enqueue, past the fault hook).
   void write(HeaderBytes header, std::string body);
@@ -237,6 +242,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t inBegin_ = 0, inEnd_ = 0;
   bool haveHeader_ = false;
   FrameHeader header_{};
+  // While onRead handles the frames of one read: writes wait for its end (one gathered write).
+  bool inPass_ = false;
+  // A write is posted to run after the handlers queued now (write()).
+  bool flushPosted_ = false;
   std::deque<Outgoing> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;
