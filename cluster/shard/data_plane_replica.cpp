@@ -304,9 +304,10 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks[i].first = i == 0;
     chunks[i].last = i + 1 == chunks.size();
   }
-  // Posted from the worker before any later update of p, so the new owner sees the snapshot
-  // before every update that it does not contain.
-  asio::post(net_, [this, p, to, version, chunks = std::move(chunks)]() {
+  // Sent from the worker before any later update of p (posted to the network thread ahead of
+  // them, or requested at once when this is the network thread), so the new owner sees the
+  // snapshot before every update that it does not contain.
+  auto send = [this, p, to, version, chunks = std::move(chunks)]() {
     const TopologyPtr topo = topology();
     const MemberInfo* info = topo->member(to);
     std::shared_ptr<Peer> peer = info ? host_.peerFor(to, info->address) : nullptr;
@@ -339,7 +340,12 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                       });
                     });
     }
-  });
+  };
+  if (onNetworkThread()) {
+    send();
+  } else {
+    asio::post(net_, std::move(send));
+  }
 }
 
 }  // namespace ingrid

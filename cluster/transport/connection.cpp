@@ -532,17 +532,7 @@ void Connection::write(HeaderBytes header, std::string body) {
   }
   queuedBytes_ += bytes;
   writes_.push_back(Outgoing{header, std::move(body)});
-  if (writing_ != 0 || inPass_ || flushPosted_) return;  // leaves with those, or after the pass
-  // Written once the handlers queued on this thread now have run: the frames they produce (the
-  // answers released by one acknowledgement, the requests of one pass of callbacks) join this
-  // one in a single gathered write.
-  flushPosted_ = true;
-  asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
-    self->flushPosted_ = false;
-    if (!self->writes_.empty() && self->writing_ == 0 && (!self->closed_ || self->lingering_)) {
-      self->writeNext();
-    }
-  });
+  if (writing_ == 0 && !inPass_) writeNext();  // in a read pass: written once the pass ends
 }
 
 void Connection::writeNext() {

@@ -244,8 +244,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   FrameHeader header_{};
   // While onRead handles the frames of one read: writes wait for its end (one gathered write).
   bool inPass_ = false;
-  // A write is posted to run after the handlers queued now (write()).
-  bool flushPosted_ = false;
   std::deque<Outgoing> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;
