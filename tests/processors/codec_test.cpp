@@ -4,6 +4,7 @@
 #include <cereal/archives/portable_binary.hpp>
 #include <cereal/types/optional.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -135,7 +136,11 @@ struct Mixed {
   bool operator==(const Mixed& o) const {
     return flag == o.flag && small == o.small && negative == o.negative && big == o.big &&
            ratio == o.ratio && text == o.text && numbers == o.numbers &&
-           pairs.size() == o.pairs.size() && maybe == o.maybe && none == o.none;
+           std::equal(pairs.begin(), pairs.end(), o.pairs.begin(), o.pairs.end(),
+                      [](const Pair& a, const Pair& b) {
+                        return a.name == b.name && a.value == b.value;
+                      }) &&
+           maybe == o.maybe && none == o.none;
   }
 };
 
