@@ -25,6 +25,7 @@ DataPlane::DataPlane(DataPlaneHost& host, const NodeOptions& options,
       registry_(registry),
       clock_(clock),
       net_(net),
+      netRound_(WriteRound::of(net)),
       workers_(options.partitions, threads, clock, options.expirySweepInterval,
                options.expirySweepEntries, partitionsOnNet ? &net : nullptr),
       replicas_(std::make_unique<Replica[]>(options.partitions)) {

@@ -279,6 +279,7 @@ class DataPlane {
   const ProcessorRegistry& registry_;
   std::shared_ptr<const Clock> clock_;
   asio::io_context& net_;
+  WriteRound& netRound_;  // net_'s: replication batches leave at the end of its round
   PartitionWorkers workers_;
   std::unique_ptr<Replica[]> replicas_;
   std::unordered_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread

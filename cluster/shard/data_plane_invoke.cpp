@@ -371,9 +371,10 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
   if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
     flushUpdates(b);
   } else if (!out.flushPosted) {
-    // After what is queued on this thread now: the updates the rest of this pass makes join.
+    // At the end of this round (write_round.h): the updates the rest of the round makes join, and
+    // the batch leaves in the same write as the round's other frames to b (its acknowledgements).
     out.flushPosted = true;
-    asio::post(net_, [this, b] {
+    netRound_.atEnd([this, b] {
       auto it = outgoingUpdates_.find(b);
       if (it == outgoingUpdates_.end()) return;
       it->second.flushPosted = false;

@@ -89,6 +89,13 @@ Connection::Connection(Stream stream, ConnectionOptions options, ConnectionHandl
       silenceTimer_(stream_.socket().get_executor()) {
   std::error_code ignored;
   stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (stream_.tls() == nullptr) {
+    // A copy: target() points into it.
+    const asio::any_io_executor executor = stream_.socket().get_executor();
+    if (const auto* io = executor.target<asio::io_context::executor_type>()) {
+      round_ = &WriteRound::of(io->context());
+    }
+  }
   if (options_.faults) {
     std::error_code ec;
     const auto local = stream_.socket().local_endpoint(ec);
@@ -433,7 +440,9 @@ void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
   inPass_ = true;
   const bool more = parseFrames();
   inPass_ = false;
-  if (!writes_.empty() && writing_ == 0 && (!closed_ || lingering_)) writeNext();
+  if (round_ == nullptr && !writes_.empty() && writing_ == 0 && (!closed_ || lingering_)) {
+    writeNext();
+  }
   if (!more) return;
   // One clock read per pass, not per frame: the idle timeout needs no finer time.
   if (framesRead_ != framesBefore && options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
@@ -532,7 +541,38 @@ void Connection::write(HeaderBytes header, std::string body) {
   }
   queuedBytes_ += bytes;
   writes_.push_back(Outgoing{header, std::move(body)});
-  if (writing_ == 0 && !inPass_) writeNext();  // in a read pass: written once the pass ends
+  if (writing_ != 0) return;  // leaves with the next write, once the one in flight completes
+  if (round_ != nullptr && round_->here()) {
+    // Written at the end of the round, with whatever the round's other handlers queue here.
+    if (!deferred_) {
+      deferred_ = true;
+      round_->defer(shared_from_this());
+    }
+    return;
+  }
+  if (!inPass_) writeNext();  // in a read pass (TLS): written once the pass ends
+}
+
+void Connection::flushDeferred() {
+  deferred_ = false;
+  if (!writes_.empty() && writing_ == 0 && (!closed_ || lingering_)) writeNext();
+}
+
+void Connection::sendDeferredNow() {
+  if (!deferred_ || writing_ != 0 || writes_.empty() || stream_.tls() != nullptr) return;
+  gather_.clear();
+  for (const Outgoing& o : writes_) {
+    if (gather_.size() >= 2 * kMaxGatheredFrames) break;
+    gather_.push_back(asio::buffer(o.header));
+    if (!o.body.empty()) gather_.push_back(asio::buffer(o.body));
+  }
+  // One try, as the first attempt of an async write would make: what the kernel takes now leaves.
+  std::error_code ignored;
+  Stream::Tcp& socket = stream_.socket();
+  socket.non_blocking(true, ignored);
+  socket.send(gather_, 0, ignored);
+  writes_.clear();
+  queuedBytes_ = 0;
 }
 
 void Connection::writeNext() {
@@ -549,6 +589,7 @@ void Connection::writeNext() {
     ++frames;
   }
   writing_ = frames;
+  writesStarted_.fetch_add(1, std::memory_order_relaxed);
   if (stream_.tls() != nullptr && gather_.size() > 1) {
     tlsOut_.resize(bytes);
     asio::buffer_copy(asio::buffer(tlsOut_), gather_);
@@ -624,7 +665,10 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
   open_.store(false, std::memory_order_release);
   closeReason_ = reason;
   if (options_.budget) options_.budget->give(std::exchange(charged_, 0));
-  if (!lingering_) closeSocket();  // cancels the read and any write in flight
+  if (!lingering_) {
+    sendDeferredNow();
+    closeSocket();  // cancels the read and any write in flight
+  }
   deadlineTimer_.cancel();
   silenceTimer_.cancel();
   armedFor_ = Clock::time_point::max();

@@ -37,6 +37,7 @@
 #include "cluster/transport/frame.h"
 #include "cluster/transport/frame_faults.h"
 #include "cluster/transport/stream.h"
+#include "cluster/transport/write_round.h"
 
 namespace ingrid {
 
@@ -137,6 +138,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Error reply to `request`: kFlagResponse|kFlagError, body ErrorBody{code, message}.
   void replyError(const FrameHeader& request, const Error& error);
 
+  // Round end (WriteRound): starts the write of the frames deferred to it. Network thread.
+  void flushDeferred();
   // Closes the connection: fails pending requests (Errc::unreachable with `reason` in the
   // message), calls close listeners and the handler's onClosed once. Idempotent.
   void close(const Error& reason);
@@ -154,6 +157,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
   // "host:port" of the remote end, fixed at construction ("?" if unknown).
   const std::string& remote() const noexcept { return remote_; }
+  // Writes started (each one gathered system call, or one TLS record), for tests. Any thread.
+  std::uint64_t TEST_writes() const noexcept {
+    return writesStarted_.load(std::memory_order_relaxed);
+  }
 
   // An identity the owner may attach (e.g. the peer's member id after its Hello). Network
   // thread only.
@@ -216,6 +223,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write(HeaderBytes header, std::string body);
   void sendError(const FrameHeader& request, const Error& error);
   void writeNext();
+  // Before the socket closes: a best-effort, non-blocking send of the frames deferred to the
+  // round's end (what an immediate write would have handed to the kernel already).
+  void sendDeferredNow();
   // Fails pending requests and runs the close callbacks: at once, or posted (when called from
   // outside our own handlers, whose caller may not expect re-entry).
   void closeNow(const Error& reason, bool deferCallbacks = false);
@@ -243,7 +253,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool haveHeader_ = false;
   FrameHeader header_{};
   // While onRead handles the frames of one read: writes wait for its end (one gathered write).
+  // Only under TLS; on plain TCP the round_ does the same for every connection of the thread.
   bool inPass_ = false;
+  // Plain TCP on an io_context: a frame queued on the connection's thread waits for the end of
+  // the round (write_round.h), so what every handler of the round produced leaves in one write.
+  // deferred_: this connection is in the round's list. Null under TLS (see inPass_).
+  WriteRound* round_ = nullptr;
+  bool deferred_ = false;
+  std::atomic<std::uint64_t> writesStarted_{0};
   std::deque<Outgoing> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;

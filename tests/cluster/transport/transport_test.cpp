@@ -452,6 +452,47 @@ TEST_CASE("transport: a request made on the network thread is queued inline, ans
   CHECK_FALSE(doneInsideCall);
 }
 
+TEST_CASE("transport: frames queued by several handlers of one round leave in one write",
+          "[cluster][transport]") {
+  Net server;
+  Net client({}, false);
+  auto conn = dial(client.transport, server.address());
+  Reply warm = send(conn, MessageType::kInvoke, "warm");
+  REQUIRE(get(warm).ok());
+  constexpr int kRequests = 10;
+  std::atomic<int> answered{0};
+  std::atomic<std::uint64_t> writesBefore{0};
+  asio::post(client.io, [&, conn] {
+    writesBefore = conn->TEST_writes();
+    // Ten handlers queued together: one round. Each queues a request on the connection's own
+    // thread; the first posts the round's end behind the other nine.
+    for (int i = 0; i < kRequests; ++i) {
+      asio::post(client.io, [&, conn, i] {
+        conn->request(MessageType::kInvoke, 0, "r" + std::to_string(i), kWait,
+                      [&](Result<Frame> r) {
+                        CHECK(r.ok());
+                        ++answered;
+                      });
+      });
+    }
+  });
+  REQUIRE(eventually([&] { return answered.load() == kRequests; }));
+  CHECK(conn->TEST_writes() - writesBefore.load() == 1);
+}
+
+TEST_CASE("transport: a frame still waiting for its round's end is sent before a close",
+          "[cluster][transport]") {
+  Net server;
+  Net client({}, false);
+  auto conn = dial(client.transport, server.address());
+  asio::post(client.io, [conn] {
+    // Deferred to the end of this round, which the close comes before: it must still leave.
+    conn->request(MessageType::kInvoke, 0, "last words", kWait, [](Result<Frame>) {});
+    conn->close(Error(Errc::shutting_down, "closed by the test right after queueing"));
+  });
+  CHECK(eventually([&] { return server.handler.count(MessageType::kInvoke) == 1; }));
+}
+
 TEST_CASE("transport: a closed connection fails its pending requests", "[cluster][transport]") {
   Net server;
   Net client({}, false);
