@@ -94,6 +94,40 @@ inline bool invokeSpans(std::string_view name, std::string_view body) {
   return decoded;
 }
 
+// The backup reads a Replicate batch in place (ReplicateBatchIn): it must accept exactly what the
+// decoder accepts, and find the same updates.
+inline bool replicateInPlace(std::string_view name, std::string_view body) {
+  bool inPlace = true;
+  ReplicateBatchIn in;
+  try {
+    decodeInto(body, in);
+  } catch (const std::exception&) {
+    inPlace = false;
+  }
+  const bool decoded = decodeBody<ReplicateBatch>(name, body);
+  if (inPlace != decoded) {
+    fuzzFail("fuzz_messages", std::string("a Replicate batch the decoder ") +
+                                  (decoded ? "accepts" : "refuses") + " is " +
+                                  (inPlace ? "accepted" : "refused") + " when read in place");
+  }
+  if (decoded) {
+    ReplicateBatch batch;
+    decodeInto(body, batch);
+    bool same = batch.updates.size() == in.updates.size();
+    for (std::size_t i = 0; same && i < batch.updates.size(); ++i) {
+      const ReplicateBody& a = batch.updates[i];
+      const ReplicateUpdateView& b = in.updates[i];
+      same = a.partition == b.partition && a.seq == b.seq && a.epoch == b.epoch &&
+             a.prevEpoch == b.prevEpoch && a.kind == b.kind && a.key == b.key &&
+             a.value == b.value && a.expiresAt == b.expiresAt && a.client == b.client &&
+             a.requestSeq == b.requestSeq && a.doneBelow == b.doneBelow && a.result == b.result;
+    }
+    if (!same)
+      fuzzFail("fuzz_messages", "a Replicate batch read in place differs from the decoded one");
+  }
+  return decoded;
+}
+
 struct MessageBody {
   std::string_view name;  // also the prefix of its seed files
   bool (*decode)(std::string_view name, std::string_view body);
@@ -152,6 +186,8 @@ inline constexpr MessageBody kMessageBodies[] = {
     {"WarmupAnswer", &decodeBody<WarmupAnswer>},
     {"WarmupAnswers", &decodeBody<std::vector<WarmupAnswer>>},
     {"WarmupState", &decodeBody<WarmupState>},
+    // A Replicate batch read in place by the backup.
+    {"ReplicateBatchIn", &replicateInPlace},
 };
 inline constexpr std::size_t kMessageBodyCount = std::size(kMessageBodies);
 

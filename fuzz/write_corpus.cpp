@@ -162,6 +162,7 @@ std::map<std::string, std::string> messageSeeds() {
       {"InvokeRequest", encode(invokeRequest())},
       {"InvokeRequestSpans", encode(invokeRequest())},
       {"ReplicateBatch", encode(replicateBatch())},
+      {"ReplicateBatchIn", encode(replicateBatch())},
       {"ReplicateAck",
        encode(ReplicateAck{
            .refused = {UpdateRefusal{

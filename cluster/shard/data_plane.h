@@ -188,7 +188,7 @@ class DataPlane {
   // change before it.
   std::uint64_t advance(PartitionId p, const Topology& topo);
   // The header of p's next replicated update (p's worker): advance(), as an update to send.
-  std::shared_ptr<ReplicateBody> nextUpdate(PartitionId p, const Topology& topo);
+  ReplicateUpdateView nextUpdate(PartitionId p, const Topology& topo);
   // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
   // once a barrier through the backups confirms that each holds its update (issue 9).
   void confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
@@ -197,19 +197,18 @@ class DataPlane {
   // The answer to a request the dedup table has seen (`seen.kind` is not kNew, kAnswered or
   // kInherited).
   static Error dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen);
-  // Sends `update` of p to every backup of p in `topo` (the topology it ran under), trying until
-  // `deadline`. With `track`, returns the replication's outcome for a dedup record (null in
-  // kPrimarySync: nothing to wait for), marked as a barrier's if `update` is one.
-  std::shared_ptr<const ReplicationOutcome> replicate(
-      PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
-      Result<std::string> result, std::chrono::steady_clock::time_point deadline,
-      RawCompletion done, bool track = false);
-  // The acknowledgements one replicated update waits for (network thread); its outcome is read by
-  // the dedup table (p's worker).
-  struct Acks {
-    Acks(std::size_t backups, Result<std::string> r) : pending(backups), result(std::move(r)) {}
-    std::size_t pending = 0;
-    Result<std::string> result;
+  // One replicated update on its way to the backups, and what its caller waits for: one
+  // allocation per change, shared by the attempts to each backup until the last one answers.
+  // Made on p's worker (makeReplication); afterwards touched only on the network thread, except
+  // `outcome`, which the dedup table reads on p's worker.
+  struct Replication {
+    PartitionId partition = 0;
+    std::uint64_t seq = 0;
+    bool barrier = false;
+    // The update as encode(ReplicateUpdateView) wrote it; batches join these (joinReplicateBatch).
+    std::string encoded;
+    std::size_t pending = 0;                    // backups yet to answer
+    Result<std::string> result{std::string()};  // the caller's answer, once all have answered
     RawCompletion done;
     std::string failures;
     // Shared with the request's dedup record (which must not keep the rest of this alive: the
@@ -218,19 +217,27 @@ class DataPlane {
     // the request.
     std::shared_ptr<ReplicationOutcome> outcome;
   };
+  // `update` encoded (its views are read here, so what they point to may change afterwards).
+  static std::shared_ptr<Replication> makeReplication(const ReplicateUpdateView& update);
+  // Sends the update in `r` to every backup of its partition in `topo` (the topology it ran
+  // under), trying until `deadline`. With `track`, returns the replication's outcome for a dedup
+  // record (null in kPrimarySync: nothing to wait for), marked as a barrier's if it is one.
+  std::shared_ptr<const ReplicationOutcome> replicate(
+      std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
+      std::chrono::steady_clock::time_point deadline, RawCompletion done, bool track = false);
   // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
-  static std::string replicationFailure(PartitionId p, const Acks& acks);
-  // Sends `update` of p to backup b, again and again until b acknowledges, stops being an
-  // owner of p, or `deadline` passes. Network thread.
-  void sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
-                  std::shared_ptr<Acks> acks, std::chrono::steady_clock::time_point deadline,
-                  const TopologyPtr& topo, bool first);
+  static std::string replicationFailure(const Replication& r);
+  // Sends r's update to backup b, again and again until b acknowledges, stops being an owner of
+  // its partition, or `deadline` passes. Network thread.
+  void sendUpdate(MemberId b, std::shared_ptr<Replication> r,
+                  std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
+                  bool first);
   // Group commit: the updates bound for one backup wait here until the network thread has run
   // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
   struct OutgoingUpdates {
     std::shared_ptr<Peer> peer;
     std::uint64_t version = 0;  // the newest topology any of them was made under
-    std::vector<std::shared_ptr<const ReplicateBody>> updates;
+    std::vector<std::shared_ptr<const Replication>> updates;
     std::vector<Connection::ResponseHandler> arrivals;  // one per update
     // The latest deadline among them: the batch waits for an answer at most until then.
     std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
@@ -239,7 +246,7 @@ class DataPlane {
   };
   // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
   void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
-                   std::shared_ptr<const ReplicateBody> update,
+                   std::shared_ptr<const Replication> update,
                    std::chrono::steady_clock::time_point deadline,
                    Connection::ResponseHandler arrive);
   // Sends b's waiting updates as one batch. Network thread.
@@ -250,14 +257,15 @@ class DataPlane {
   struct ApplyBatch {
     std::shared_ptr<Connection> conn;
     FrameHeader header;
-    ReplicateBatch batch;
+    std::string body;  // the frame's body, which `batch` reads in place
+    ReplicateBatchIn batch;
     std::vector<std::vector<UpdateRefusal>> refusedBy;  // per worker, written by that worker
     std::atomic<unsigned> tasksLeft{0};
   };
   // On p's worker: applies update u (of partition p) from `conn` to p's replica. An error if the
   // replica refuses it, and then nothing changed.
   Error applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
-                    const ReplicateBody& u);
+                    const ReplicateUpdateView& u);
   // On the worker of s.partition: stages a snapshot chunk `s` from `conn` (its entries moved
   // out), installing the snapshot whole with its last chunk, and answers it.
   void stageSnapshot(PartitionStore& store, const std::shared_ptr<Connection>& conn,

@@ -16,8 +16,8 @@ std::string partitionName(PartitionId p) { return "partition " + std::to_string(
 constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
 // The order of updates in a batch: by partition, then sequence.
-bool updateOrder(const std::shared_ptr<const ReplicateBody>& a,
-                 const std::shared_ptr<const ReplicateBody>& b) {
+template <class R>
+bool updateOrder(const std::shared_ptr<const R>& a, const std::shared_ptr<const R>& b) {
   return a->partition != b->partition ? a->partition < b->partition : a->seq < b->seq;
 }
 
@@ -92,28 +92,32 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     done(std::move(result));
     return;
   }
-  std::shared_ptr<ReplicateBody> update = nextUpdate(p, *topo);
-  update->key = std::string(key);
+  // The update is encoded here, from the stored entry and the answer where they lie.
+  ReplicateUpdateView update = nextUpdate(p, *topo);
+  update.key = key;
   if (const std::optional<EntryView> stored = store.find(key, now)) {
-    update->kind = ReplicateBody::kPut;
-    update->value = std::string(stored->value);
-    update->expiresAt = stored->expiresAt;
+    update.kind = ReplicateBody::kPut;
+    update.value = stored->value;
+    update.expiresAt = stored->expiresAt;
   } else {
-    update->kind = ReplicateBody::kRemove;
+    update.kind = ReplicateBody::kRemove;
   }
   if (id.valid()) {
-    update->client = id.client;
-    update->requestSeq = id.seq;
-    update->doneBelow = id.doneBelow;
-    update->result = *result;
+    update.client = id.client;
+    update.requestSeq = id.seq;
+    update.doneBelow = id.doneBelow;
+    update.result = *result;
+  }
+  std::shared_ptr<Replication> r = makeReplication(update);
+  if (id.valid()) {
     std::string answer = *result;
     std::shared_ptr<const ReplicationOutcome> outcome =
-        replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done),
+        replicate(std::move(r), topo, std::move(result), deadline, std::move(done),
                   /*track=*/true);
     store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
     return;
   }
-  replicate(p, std::move(update), topo, std::move(result), deadline, std::move(done));
+  replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
 }
 
 std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo) const {
@@ -143,13 +147,25 @@ std::uint64_t DataPlane::advance(PartitionId p, const Topology& topo) {
   return prevEpoch;
 }
 
-std::shared_ptr<ReplicateBody> DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
-  auto update = std::make_shared<ReplicateBody>();
-  update->prevEpoch = advance(p, topo);
-  update->epoch = replicas_[p].lastEpoch;
-  update->partition = p;
-  update->seq = replicas_[p].seq;
+ReplicateUpdateView DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
+  ReplicateUpdateView update;
+  update.prevEpoch = advance(p, topo);
+  update.epoch = replicas_[p].lastEpoch;
+  update.partition = p;
+  update.seq = replicas_[p].seq;
   return update;
+}
+
+std::shared_ptr<DataPlane::Replication> DataPlane::makeReplication(
+    const ReplicateUpdateView& update) {
+  auto r = std::make_shared<Replication>();
+  r->partition = update.partition;
+  r->seq = update.seq;
+  r->barrier = update.kind == ReplicateBody::kBarrier;
+  // Its size, so that the string is allocated once: the fixed fields take 71 bytes with the flag.
+  r->encoded.reserve(80 + update.key.size() + update.value.size() + update.result.size());
+  encodeInto(r->encoded, update);
+  return r;
 }
 
 void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
@@ -178,17 +194,17 @@ void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const Top
   }
   // A barrier through every backup: once each acknowledges it, each holds every update before it,
   // the request's among them. Copies that arrive meanwhile find the record pending.
-  std::shared_ptr<ReplicateBody> barrier = nextUpdate(p, *topo);
-  barrier->kind = ReplicateBody::kBarrier;
-  barrier->client = id.client;
-  barrier->requestSeq = id.seq;
-  barrier->doneBelow = id.doneBelow;
-  barrier->result = answer;
+  ReplicateUpdateView barrier = nextUpdate(p, *topo);
+  barrier.kind = ReplicateBody::kBarrier;
+  barrier.client = id.client;
+  barrier.requestSeq = id.seq;
+  barrier.doneBelow = id.doneBelow;
+  barrier.result = answer;
   deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
   barriers_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const ReplicationOutcome> outcome =
-      replicate(p, std::move(barrier), topo, Result<std::string>(answer), deadline, std::move(done),
-                /*track=*/true);
+      replicate(makeReplication(barrier), topo, Result<std::string>(answer), deadline,
+                std::move(done), /*track=*/true);
   store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
 }
 
@@ -219,29 +235,27 @@ Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTabl
 }
 
 std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
-    PartitionId p, std::shared_ptr<const ReplicateBody> update, TopologyPtr topo,
-    Result<std::string> result, std::chrono::steady_clock::time_point deadline, RawCompletion done,
-    bool track) {
-  Replica& rep = replicas_[p];
-  auto acks = std::make_shared<Acks>(topo->table.owners(p).size() - 1, std::move(result));
+    std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
+    std::chrono::steady_clock::time_point deadline, RawCompletion done, bool track) {
+  const PartitionId p = r->partition;
+  r->pending = topo->table.owners(p).size() - 1;
+  r->result = std::move(result);
   std::shared_ptr<const ReplicationOutcome> outcome;
   if (options_.replication == ReplicationMode::kPrimarySync) {
-    done(acks->result);  // answer first; a failover may lose this update (documented)
+    done(r->result);  // answer first; a failover may lose this update (documented)
     // (no outcome: a copy of the request gets the same answer at once)
   } else {
-    acks->done = std::move(done);
+    r->done = std::move(done);
     if (track) {
-      acks->outcome = std::make_shared<ReplicationOutcome>();
-      acks->outcome->barrier = update->kind == ReplicateBody::kBarrier;
-      outcome = acks->outcome;
+      r->outcome = std::make_shared<ReplicationOutcome>();
+      r->outcome->barrier = r->barrier;
+      outcome = r->outcome;
     }
   }
-  rep.outstanding.fetch_add(1, std::memory_order_acq_rel);
-  auto send = [this, p, acks, update = std::move(update), topo = std::move(topo), deadline]() {
-    const std::vector<MemberId>& owners = topo->table.owners(p);
-    for (std::size_t i = 1; i < owners.size(); ++i) {
-      sendUpdate(p, owners[i], update, acks, deadline, topo, true);
-    }
+  replicas_[p].outstanding.fetch_add(1, std::memory_order_acq_rel);
+  auto send = [this, r = std::move(r), topo = std::move(topo), deadline]() {
+    const std::vector<MemberId>& owners = topo->table.owners(r->partition);
+    for (std::size_t i = 1; i < owners.size(); ++i) sendUpdate(owners[i], r, deadline, topo, true);
   };
   if (onNetworkThread()) {  // partitions on the network thread
     send();
@@ -251,18 +265,18 @@ std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
   return outcome;
 }
 
-std::string DataPlane::replicationFailure(PartitionId p, const Acks& acks) {
-  return (acks.outcome && acks.outcome->barrier
-              ? "confirming a request of a former primary of partition "
-              : "replicating a request's update on partition ") +
-         std::to_string(p) + " failed (" + acks.failures + "): ask again";
+std::string DataPlane::replicationFailure(const Replication& r) {
+  return (r.outcome && r.outcome->barrier ? "confirming a request of a former primary of partition "
+                                          : "replicating a request's update on partition ") +
+         std::to_string(r.partition) + " failed (" + r.failures + "): ask again";
 }
 
-void DataPlane::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const ReplicateBody> update,
-                           std::shared_ptr<Acks> acks,
+void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
                            std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                            bool first) {
-  auto arrive = [this, p, b, update, acks, deadline, first, topo](Result<Frame> r) mutable {
+  // Its captures fit a UniqueFunction's inline buffer (64 bytes): no allocation per backup.
+  auto arrive = [this, b, repl, deadline, topo, first](Result<Frame> r) mutable {
+    const PartitionId p = repl->partition;
     if (!r && r.error() == Errc::not_owner) {
       // The backup names another primary, or a newer epoch: this member may have been deposed.
       // Learn the backup's topology (installed if newer); the next attempt is judged by it.
@@ -299,43 +313,42 @@ void DataPlane::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repl
         auto timer = std::make_shared<asio::steady_timer>(net_, std::chrono::milliseconds(50));
         // With the topology the update was made under: a newer one that drops the backup (or
         // this primary) is judged against it when the attempt fails.
-        timer->async_wait(
-            [this, timer, p, b, update, acks, deadline, topo](std::error_code) mutable {
-              sendUpdate(p, b, std::move(update), std::move(acks), deadline, topo, false);
-            });
+        timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
+          sendUpdate(b, std::move(repl), deadline, topo, false);
+        });
         return;
       }
-      if (!acks->failures.empty()) acks->failures += "; ";
-      acks->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
+      if (!repl->failures.empty()) repl->failures += "; ";
+      repl->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
     }
-    if (--acks->pending != 0) return;
-    if (acks->outcome) {  // answers the copies of the request parked on it, too
-      if (acks->failures.empty()) {
-        acks->outcome->resolve(ReplicationOutcome::kAcknowledged,
-                               acks->result.ok() ? *acks->result : std::string(), Error());
+    if (--repl->pending != 0) return;
+    if (repl->outcome) {  // answers the copies of the request parked on it, too
+      if (repl->failures.empty()) {
+        repl->outcome->resolve(ReplicationOutcome::kAcknowledged,
+                               repl->result.ok() ? *repl->result : std::string(), Error());
       } else {
         // The copies waiting on it did not run: each is asked to come again, and its retry
         // learns the outcome where it is recorded (indeterminate on this primary; the answer,
         // after a barrier, on a new one).
-        acks->outcome->resolve(ReplicationOutcome::kFailed, {},
-                               Error(Errc::unavailable, replicationFailure(p, *acks)));
+        repl->outcome->resolve(ReplicationOutcome::kFailed, {},
+                               Error(Errc::unavailable, replicationFailure(*repl)));
       }
     }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
-    if (!acks->done) return;
+    if (!repl->done) return;
     // Released once called (the connection it holds must not outlive its answer).
-    RawCompletion done = std::exchange(acks->done, RawCompletion{});
-    if (acks->failures.empty()) {
-      done(std::move(acks->result));
-    } else if (acks->outcome && acks->outcome->barrier) {
+    RawCompletion done = std::exchange(repl->done, RawCompletion{});
+    if (repl->failures.empty()) {
+      done(std::move(repl->result));
+    } else if (repl->outcome && repl->outcome->barrier) {
       // The request ran on a former primary and its answer stands: a failed barrier is no
       // verdict on it. The retry finds the record inherited again and tries another barrier.
-      done(Error(Errc::unavailable, replicationFailure(p, *acks)));
+      done(Error(Errc::unavailable, replicationFailure(*repl)));
     } else {
       done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
-                                          ", but " + acks->failures));
+                                          ", but " + repl->failures));
     }
-    acks->failures = {};
+    repl->failures = {};
   };
   const MemberInfo* info = topo->member(b);
   std::shared_ptr<Peer> peer = info ? host_.peerFor(b, info->address) : nullptr;
@@ -343,11 +356,11 @@ void DataPlane::sendUpdate(PartitionId p, MemberId b, std::shared_ptr<const Repl
     arrive(Error(Errc::unreachable, "no address known"));
     return;
   }
-  queueUpdate(b, std::move(peer), topo->version, std::move(update), deadline, std::move(arrive));
+  queueUpdate(b, std::move(peer), topo->version, std::move(repl), deadline, std::move(arrive));
 }
 
 void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
-                            std::shared_ptr<const ReplicateBody> update,
+                            std::shared_ptr<const Replication> update,
                             std::chrono::steady_clock::time_point deadline,
                             Connection::ResponseHandler arrive) {
   assert(onNetworkThread());
@@ -355,7 +368,7 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
       it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
     flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
   }
-  const std::size_t bytes = update->key.size() + update->value.size() + update->result.size() + 96;
+  const std::size_t bytes = update->encoded.size() + 16;
   if (auto it = outgoingUpdates_.find(b); it != outgoingUpdates_.end() &&
                                           !it->second.updates.empty() &&
                                           it->second.bytes + bytes > kMaxBatchBytes) {
@@ -390,7 +403,7 @@ void DataPlane::flushUpdates(MemberId b) {
   OutgoingUpdates& out = it->second;
   if (out.updates.empty()) return;
   std::shared_ptr<Peer> peer = std::move(out.peer);
-  std::vector<std::shared_ptr<const ReplicateBody>> updates;
+  std::vector<std::shared_ptr<const Replication>> updates;
   std::vector<Connection::ResponseHandler> arrivals;
   updates.swap(out.updates);
   arrivals.swap(out.arrivals);
@@ -401,13 +414,13 @@ void DataPlane::flushUpdates(MemberId b) {
   if (!out.flushPosted) outgoingUpdates_.erase(it);
   // Each partition's updates in sequence order: a retried update may have been queued after later
   // ones of its partition, which the backup would take for a gap (and resync).
-  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
+  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder<Replication>)) {
     std::vector<std::size_t> order(updates.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return updateOrder(updates[x], updates[y]);
+      return updateOrder<Replication>(updates[x], updates[y]);
     });
-    std::vector<std::shared_ptr<const ReplicateBody>> sortedUpdates;
+    std::vector<std::shared_ptr<const Replication>> sortedUpdates;
     std::vector<Connection::ResponseHandler> sortedArrivals;
     sortedUpdates.reserve(order.size());
     sortedArrivals.reserve(order.size());
@@ -418,7 +431,9 @@ void DataPlane::flushUpdates(MemberId b) {
     updates.swap(sortedUpdates);
     arrivals.swap(sortedArrivals);
   }
-  std::string body = encode(ReplicateBatchView{&updates});
+  std::string body = joinReplicateBatch(
+      updates.begin(), updates.end(),
+      [](const std::shared_ptr<const Replication>& u) { return std::string_view(u->encoded); });
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline. An update whose

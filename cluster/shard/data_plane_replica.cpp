@@ -27,33 +27,38 @@ Error DataPlane::notPrimaryError(const Connection& conn, const Topology& t, Part
 }
 
 void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
-  ReplicateBatch batch;
+  // The body moves into the job first: the batch is read in place from it (no copy of a key, a
+  // value or an answer), and the job keeps it while any worker applies the batch.
+  auto job = std::make_shared<ApplyBatch>();
+  job->body = std::move(frame.body);
+  ReplicateBatchIn& batch = job->batch;
   try {
-    decodeInto(frame.body, batch);
+    decodeInto(job->body, batch);
     for (std::size_t i = 0; i < batch.updates.size(); ++i) {
-      const ReplicateBody& u = batch.updates[i];
-      const std::string which = "update " + std::to_string(i) + " of the batch";
+      const ReplicateUpdateView& u = batch.updates[i];
+      // Named only in an error: no string is built on the way every update takes.
+      const auto which = [i] { return "update " + std::to_string(i) + " of the batch"; };
       if (u.partition >= options_.partitions) {
-        throw std::out_of_range(which + " is for partition " + std::to_string(u.partition) +
+        throw std::out_of_range(which() + " is for partition " + std::to_string(u.partition) +
                                 "; this member has " + std::to_string(options_.partitions));
       }
       if (u.kind == ReplicateBody::kBarrier) {
         if (!u.key.empty() || !u.value.empty()) {
-          throw std::invalid_argument(which + " is a barrier with a key or a value");
+          throw std::invalid_argument(which() + " is a barrier with a key or a value");
         }
         continue;
       }
       if (u.kind != ReplicateBody::kPut && u.kind != ReplicateBody::kRemove) {
-        throw std::invalid_argument(which + " has unknown kind " + std::to_string(u.kind));
+        throw std::invalid_argument(which() + " has unknown kind " + std::to_string(u.kind));
       }
-      if (auto bad = keyError(u.key)) throw std::invalid_argument(which + ": " + bad->detail());
+      if (auto bad = keyError(u.key)) throw std::invalid_argument(which() + ": " + bad->detail());
     }
   } catch (const std::exception& e) {
     conn->replyError(frame.header,
                      Error(Errc::malformed_message, std::string("Replicate body: ") + e.what()));
     return;
   }
-  const auto onItsWorker = [this](const ReplicateBody& u) {
+  const auto onItsWorker = [this](const ReplicateUpdateView& u) {
     return workers_.onWorkerOf(u.partition);
   };
   if (std::all_of(batch.updates.begin(), batch.updates.end(), onItsWorker)) {
@@ -62,15 +67,13 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
     const TopologyPtr topo = topology();
     ReplicateAck ack;
     for (std::uint32_t i = 0; i < batch.updates.size(); ++i) {
-      const ReplicateBody& u = batch.updates[i];
+      const ReplicateUpdateView& u = batch.updates[i];
       Error refused = applyUpdate(*conn, workers_.store(u.partition), *topo, u);
       if (refused.code()) ack.refused.push_back(UpdateRefusal{i, errorBodyFor(refused)});
     }
     conn->reply(frame.header, MessageType::kReplicate, topo->version, encode(ack));
     return;
   }
-  auto job = std::make_shared<ApplyBatch>();
-  job->batch = std::move(batch);
   job->conn = conn;
   job->header = frame.header;
   // The updates go to their partitions' workers, one task per worker holding its updates in
@@ -94,7 +97,7 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
         w, [this, job, w, indices = std::move(byWorker[w])](PartitionWorkers& pool) {
           const TopologyPtr topo = topology();
           for (const std::uint32_t i : indices) {
-            const ReplicateBody& u = job->batch.updates[i];
+            const ReplicateUpdateView& u = job->batch.updates[i];
             Error refused = applyUpdate(*job->conn, pool.store(u.partition), *topo, u);
             if (refused.code())
               job->refusedBy[w].push_back(UpdateRefusal{i, errorBodyFor(refused)});
@@ -110,7 +113,7 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
 }
 
 Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, const Topology& topo,
-                             const ReplicateBody& u) {
+                             const ReplicateUpdateView& u) {
   Replica& rep = replicas_[u.partition];
   // Only the primary by this member's own topology may change its replica: a member declared
   // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
@@ -156,7 +159,7 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
   const RequestId id{u.client, u.requestSeq, u.doneBelow};
   if (id.valid()) {
     // Held here; whether the other owners hold it is for a future primary to establish.
-    store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
+    store.dedup().record(id, std::string(u.result), ReplicationOutcome::inherited(),
                          std::chrono::steady_clock::now());
   }
   rep.seq = u.seq;

@@ -209,16 +209,77 @@ struct ReplicateBatch {
   }
 };
 
-// A ReplicateBatch built from shared updates (the primary keeps each until every backup has it);
-// encodes exactly as ReplicateBatch.
-struct ReplicateBatchView {
-  const std::vector<std::shared_ptr<const ReplicateBody>>* updates = nullptr;
+// A ReplicateBody made of views (the primary's side: the key, the stored value and the answer
+// are encoded where they lie, with no copy first). Encodes exactly as ReplicateBody.
+struct ReplicateUpdateView {
+  std::uint32_t partition = 0;
+  std::uint64_t seq = 0;
+  std::uint64_t epoch = 0;
+  std::uint64_t prevEpoch = 0;
+  std::uint8_t kind = ReplicateBody::kPut;
+  std::string_view key;
+  std::string_view value;
+  Nanos expiresAt = 0;
+  std::uint64_t client = 0;
+  std::uint64_t requestSeq = 0;
+  std::uint64_t doneBelow = 0;
+  std::string_view result;
   template <class A>
   void save(A& ar) const {
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(updates->size())));
-    for (const auto& u : *updates) ar(*u);
+    ar(partition, seq, epoch, prevEpoch, kind);
+    saveBytes(ar, key);
+    saveBytes(ar, value);
+    ar(expiresAt, client, requestSeq, doneBelow);
+    saveBytes(ar, result);
+  }
+  template <class A>
+  static void saveBytes(A& ar, std::string_view s) {
+    ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
+    ar(cereal::binary_data(s.data(), s.size()));
+  }
+  // Read in place (the backup's side): the strings point into `bytes`, which must outlive them.
+  // Bounds as ReplicateBody's load: a length past what remains throws.
+  void load(codec_detail::PortableReader& ar) {
+    ar(partition, seq, epoch, prevEpoch, kind);
+    key = loadBytes(ar);
+    value = loadBytes(ar);
+    ar(expiresAt, client, requestSeq, doneBelow);
+    result = loadBytes(ar);
+  }
+  static std::string_view loadBytes(codec_detail::PortableReader& ar) {
+    cereal::size_type size = 0;
+    ar(cereal::make_size_tag(size));
+    return ar.take(size);
   }
 };
+
+// A ReplicateBatch read in place (ReplicateUpdateView::load): the backup decodes a batch without
+// copying its keys, values and answers. The body it was read from must outlive it.
+struct ReplicateBatchIn {
+  std::vector<ReplicateUpdateView> updates;
+  void load(codec_detail::PortableReader& ar) {
+    const std::size_t n =
+        loadBoundedSize(ar, ReplicateBatch::kMaxUpdates, "ReplicateBatch.updates");
+    updates.clear();
+    updates.reserve(std::min(n, ar.remaining()));
+    for (std::size_t i = 0; i < n; ++i) updates.emplace_back().load(ar);
+  }
+};
+
+// A kReplicate body joined from updates encoded one by one (encode(ReplicateUpdateView), each
+// with its own byte-order flag, which is dropped): the same bytes as encode(ReplicateBatch) of
+// those updates. `encodedOf(*it)` gives each update's encoding.
+template <class It, class EncodedOf>
+std::string joinReplicateBatch(It begin, It end, EncodedOf encodedOf) {
+  std::size_t bytes = 1 + 8;
+  std::size_t count = 0;
+  for (It it = begin; it != end; ++it, ++count) bytes += encodedOf(*it).size() - 1;
+  std::string body;
+  body.reserve(bytes);
+  encodeInto(body, cereal::make_size_tag(static_cast<cereal::size_type>(count)));
+  for (It it = begin; it != end; ++it) body.append(encodedOf(*it).substr(1));
+  return body;
+}
 
 // An update of a batch that the backup did not apply: its index in the batch and why.
 struct UpdateRefusal {

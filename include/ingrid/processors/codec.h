@@ -103,6 +103,18 @@ class PortableReader final
     }
   }
 
+  // The next `size` bytes, in place: a view into the input (valid while the input lives), for a
+  // byte string read without a copy.
+  std::string_view take(std::size_t size) {
+    if (size > remaining()) {
+      throw std::out_of_range("truncated: " + std::to_string(size) + " bytes wanted, " +
+                              std::to_string(remaining()) + " left");
+    }
+    const std::string_view bytes = in_.substr(at_, size);
+    at_ += size;
+    return bytes;
+  }
+
   std::size_t remaining() const override { return in_.size() - at_; }
 
  private:

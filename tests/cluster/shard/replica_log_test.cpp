@@ -69,35 +69,60 @@ TEST_CASE("Epochs follow primaries: kept while a primary stays, the version when
   CHECK(t3.epoch(7) == 0);  // out of range: unstamped
 }
 
-TEST_CASE("A replication batch encodes its shared updates as the list it decodes to, bounded",
+TEST_CASE("A replication batch joined from updates encoded alone is the list it decodes to",
           "[cluster][replication]") {
-  std::vector<std::shared_ptr<const ReplicateBody>> shared;
-  for (std::uint32_t i = 0; i < 3; ++i) {
-    auto u = std::make_shared<ReplicateBody>();
-    u->partition = 7 + i;
-    u->seq = 100 + i;
-    u->epoch = 5;
-    u->prevEpoch = 4;
-    u->kind = i == 2 ? ReplicateBody::kRemove : ReplicateBody::kPut;
-    u->key = "key-" + std::to_string(i);
-    u->value = i == 2 ? "" : std::string(50, 'v');
-    u->expiresAt = 1'000 + i;
-    shared.push_back(std::move(u));
-  }
-  const std::string bytes = encode(ReplicateBatchView{&shared});
   ReplicateBatch batch;
-  for (const auto& u : shared) batch.updates.push_back(*u);
+  std::vector<std::string> encoded;  // each update as the primary encodes it, from views
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    ReplicateBody u;
+    u.partition = 7 + i;
+    u.seq = 100 + i;
+    u.epoch = 5;
+    u.prevEpoch = 4;
+    u.kind = i == 2 ? ReplicateBody::kRemove : ReplicateBody::kPut;
+    u.key = "key-" + std::to_string(i);
+    u.value = i == 2 ? "" : std::string(50, 'v');
+    u.expiresAt = 1'000 + i;
+    u.client = i == 1 ? 0 : 0xc1u;
+    u.requestSeq = 9 + i;
+    u.doneBelow = 8;
+    u.result = i == 1 ? "" : "answer-" + std::to_string(i);
+    encoded.push_back(
+        encode(ReplicateUpdateView{u.partition, u.seq, u.epoch, u.prevEpoch, u.kind, u.key, u.value,
+                                   u.expiresAt, u.client, u.requestSeq, u.doneBelow, u.result}));
+    CHECK(encoded.back() == encode(u));  // one update from views encodes as from strings
+    batch.updates.push_back(std::move(u));
+  }
+  const std::string bytes = joinReplicateBatch(
+      encoded.begin(), encoded.end(), [](const std::string& e) { return std::string_view(e); });
   CHECK(bytes == encode(batch));
+  CHECK(joinReplicateBatch(encoded.begin(), encoded.begin(), [](const std::string& e) {
+          return std::string_view(e);
+        }) == encode(ReplicateBatch{}));
+  // The backup reads it in place: the same fields, its strings pointing into the body.
+  ReplicateBatchIn in;
+  decodeInto(bytes, in);
+  REQUIRE(in.updates.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const ReplicateBody& want = batch.updates[i];
+    const ReplicateUpdateView& got = in.updates[i];
+    CHECK(got.partition == want.partition);
+    CHECK(got.seq == want.seq);
+    CHECK(got.epoch == want.epoch);
+    CHECK(got.prevEpoch == want.prevEpoch);
+    CHECK(got.kind == want.kind);
+    CHECK(got.key == want.key);
+    CHECK(got.value == want.value);
+    CHECK(got.expiresAt == want.expiresAt);
+    CHECK(got.client == want.client);
+    CHECK(got.requestSeq == want.requestSeq);
+    CHECK(got.doneBelow == want.doneBelow);
+    CHECK(got.result == want.result);
+    CHECK((got.key.data() >= bytes.data() && got.key.data() < bytes.data() + bytes.size()));
+  }
   const auto back = decode<ReplicateBatch>(bytes);
   REQUIRE(back.updates.size() == 3);
-  for (std::size_t i = 0; i < 3; ++i) {
-    CHECK(back.updates[i].partition == shared[i]->partition);
-    CHECK(back.updates[i].seq == shared[i]->seq);
-    CHECK(back.updates[i].kind == shared[i]->kind);
-    CHECK(back.updates[i].key == shared[i]->key);
-    CHECK(back.updates[i].value == shared[i]->value);
-    CHECK(back.updates[i].expiresAt == shared[i]->expiresAt);
-  }
+  CHECK(back.updates[1].key == "key-1");
 
   ReplicateAck ack;
   ack.refused.push_back(UpdateRefusal{2, ErrorBody{static_cast<std::uint16_t>(Errc::unavailable),
@@ -114,8 +139,14 @@ TEST_CASE("A replication batch encodes its shared updates as the list it decodes
   tooMany.updates.resize(ReplicateBatch::kMaxUpdates + 1);
   CHECK_THROWS_WITH(decode<ReplicateBatch>(encode(tooMany)),
                     Catch::Contains("ReplicateBatch.updates has 4097 elements"));
-  // A count the bytes cannot hold is refused too.
+  CHECK_THROWS_WITH(decodeInto(encode(tooMany), in),
+                    Catch::Contains("ReplicateBatch.updates has 4097 elements"));
+  // A count the bytes cannot hold is refused too, and so is a string longer than what remains.
   std::string truncated = encode(batch);
   truncated.resize(truncated.size() / 2);
   CHECK_THROWS(decode<ReplicateBatch>(truncated));
+  CHECK_THROWS(decodeInto(truncated, in));
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) {
+    CHECK_THROWS(decodeInto(std::string_view(bytes).substr(0, cut), in));
+  }
 }
