@@ -162,8 +162,9 @@ std::shared_ptr<DataPlane::Replication> DataPlane::makeReplication(
   r->partition = update.partition;
   r->seq = update.seq;
   r->barrier = update.kind == ReplicateBody::kBarrier;
-  // Its size, so that the string is allocated once: the fixed fields take 71 bytes with the flag.
-  r->encoded.reserve(80 + update.key.size() + update.value.size() + update.result.size());
+  // Its exact size, so that the string is allocated once.
+  r->encoded.reserve(ReplicateUpdateView::kFixedBytes + update.key.size() + update.value.size() +
+                     update.result.size());
   encodeInto(r->encoded, update);
   return r;
 }

@@ -298,7 +298,10 @@ void Connection::sendError(const FrameHeader& request, const Error& error) {
 void Connection::close(const Error& reason) {
   auto closeHere = [self = shared_from_this(), reason](bool deferCallbacks) {
     if (self->closed_) {
-      if (self->lingering_) self->closeSocket();  // stop waiting for the error reply to flush
+      if (self->lingering_) {     // stop waiting for the error reply to flush
+        self->sendDeferredNow();  // (one still waiting for its round's end goes first)
+        self->closeSocket();
+      }
       return;
     }
     self->closeNow(reason, deferCallbacks);
@@ -543,6 +546,10 @@ void Connection::write(HeaderBytes header, std::string body) {
   writes_.push_back(Outgoing{header, std::move(body)});
   if (writing_ != 0) return;  // leaves with the next write, once the one in flight completes
   if (round_ != nullptr && round_->here()) {
+    if (writes_.size() >= kMaxGatheredFrames) {
+      writeNext();  // a whole write's worth: waiting for the round's end would gain nothing
+      return;
+    }
     // Written at the end of the round, with whatever the round's other handlers queue here.
     if (!deferred_) {
       deferred_ = true;

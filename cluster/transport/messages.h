@@ -212,6 +212,10 @@ struct ReplicateBatch {
 // A ReplicateBody made of views (the primary's side: the key, the stored value and the answer
 // are encoded where they lie, with no copy first). Encodes exactly as ReplicateBody.
 struct ReplicateUpdateView {
+  // What its encoding (encode(), with the byte-order flag) takes besides the three strings' bytes:
+  // the flag 1, partition 4, seq, epoch, prevEpoch 24, kind 1, three lengths 24, expiresAt,
+  // client, requestSeq, doneBelow 32.
+  static constexpr std::size_t kFixedBytes = 86;
   std::uint32_t partition = 0;
   std::uint64_t seq = 0;
   std::uint64_t epoch = 0;

@@ -34,6 +34,15 @@ void WriteRound::post() {
 }
 
 void WriteRound::end() {
+  // If a hook throws (they must not; the exception leaves io.run()), the round still ends: a
+  // context run again keeps writing.
+  struct Reset {
+    WriteRound& round;
+    ~Reset() {
+      round.runningHooks_.clear();
+      round.posted_ = false;
+    }
+  } reset{*this};
   // Hooks first: they queue frames (and may add hooks and connections of this same round).
   while (!hooks_.empty()) {
     runningHooks_.swap(hooks_);

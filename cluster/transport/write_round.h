@@ -45,10 +45,13 @@ class WriteRound : public asio::execution_context::service {
   // Flushes `conn`'s deferred frames at the end of the round (Connection::flushDeferred). Once per
   // round per connection: the connection keeps a flag.
   void defer(std::shared_ptr<Connection> conn);
-  // Runs `fn` at the end of the round, before the deferred frames leave.
+  // Runs `fn` at the end of the round, before the deferred frames leave. `fn` must not throw.
   void atEnd(UniqueFunction<void()> fn);
 
  private:
+  // Releases the connections and hooks while every service of the context still lives (a
+  // connection's socket needs its service): Asio calls every service's shutdown() before it
+  // destroys any, and destroys them newest first, and this one is made before the sockets'.
   void shutdown() override;
   void post();
   void end();

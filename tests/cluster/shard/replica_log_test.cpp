@@ -91,6 +91,9 @@ TEST_CASE("A replication batch joined from updates encoded alone is the list it 
         encode(ReplicateUpdateView{u.partition, u.seq, u.epoch, u.prevEpoch, u.kind, u.key, u.value,
                                    u.expiresAt, u.client, u.requestSeq, u.doneBelow, u.result}));
     CHECK(encoded.back() == encode(u));  // one update from views encodes as from strings
+    // The primary reserves exactly this much for an update's encoding (one allocation).
+    CHECK(encoded.back().size() ==
+          ReplicateUpdateView::kFixedBytes + u.key.size() + u.value.size() + u.result.size());
     batch.updates.push_back(std::move(u));
   }
   const std::string bytes = joinReplicateBatch(
