@@ -15,12 +15,6 @@ std::string partitionName(PartitionId p) { return "partition " + std::to_string(
 // A replication batch leaves once its updates hold about this many bytes (or at kMaxUpdates).
 constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
-// The order of updates in a batch: by partition, then sequence.
-template <class R>
-bool updateOrder(const std::shared_ptr<const R>& a, const std::shared_ptr<const R>& b) {
-  return a->partition != b->partition ? a->partition < b->partition : a->seq < b->seq;
-}
-
 }  // namespace
 
 void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view key,
@@ -415,11 +409,16 @@ void DataPlane::flushUpdates(MemberId b) {
   if (!out.flushPosted) outgoingUpdates_.erase(it);
   // Each partition's updates in sequence order: a retried update may have been queued after later
   // ones of its partition, which the backup would take for a gap (and resync).
-  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder<Replication>)) {
+  // The order of updates in a batch: by partition, then sequence.
+  const auto updateOrder = [](const std::shared_ptr<const Replication>& x,
+                              const std::shared_ptr<const Replication>& y) {
+    return x->partition != y->partition ? x->partition < y->partition : x->seq < y->seq;
+  };
+  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
     std::vector<std::size_t> order(updates.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return updateOrder<Replication>(updates[x], updates[y]);
+      return updateOrder(updates[x], updates[y]);
     });
     std::vector<std::shared_ptr<const Replication>> sortedUpdates;
     std::vector<Connection::ResponseHandler> sortedArrivals;

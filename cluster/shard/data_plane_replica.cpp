@@ -198,75 +198,71 @@ void DataPlane::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fr
 
 void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Connection>& conn,
                               const FrameHeader& header, SnapshotBody& s) {
-  {
-    Replica& rep = replicas_[s.partition];
-    const TopologyPtr topo = topology();
-    if (!fromPrimary(*conn, *topo, s.partition)) {
-      conn->replyError(header, notPrimaryError(*conn, *topo, s.partition));
-      return;
-    }
-    if (s.epoch < topo->epoch(s.partition)) {
-      conn->replyError(
-          header, Error(Errc::not_owner, "snapshot of partition " + std::to_string(s.partition) +
-                                             " from epoch " + std::to_string(s.epoch) +
-                                             ", older than epoch " +
-                                             std::to_string(topo->epoch(s.partition))));
-      return;
-    }
-    if (s.first && rep.mode.load() == ReplicaMode::kReady && s.lastEpoch == rep.lastEpoch &&
-        s.seq < rep.seq) {
-      // Older than what this complete replica holds (a snapshot delayed past a newer one):
-      // installing it would drop acknowledged updates. The sender sends a fresh one.
-      conn->replyError(
-          header,
-          Error(Errc::unavailable, "snapshot of partition " + std::to_string(s.partition) +
+  Replica& rep = replicas_[s.partition];
+  const TopologyPtr topo = topology();
+  if (!fromPrimary(*conn, *topo, s.partition)) {
+    conn->replyError(header, notPrimaryError(*conn, *topo, s.partition));
+    return;
+  }
+  if (s.epoch < topo->epoch(s.partition)) {
+    conn->replyError(header,
+                     Error(Errc::not_owner, "snapshot of partition " + std::to_string(s.partition) +
+                                                " from epoch " + std::to_string(s.epoch) +
+                                                ", older than epoch " +
+                                                std::to_string(topo->epoch(s.partition))));
+    return;
+  }
+  if (s.first && rep.mode.load() == ReplicaMode::kReady && s.lastEpoch == rep.lastEpoch &&
+      s.seq < rep.seq) {
+    // Older than what this complete replica holds (a snapshot delayed past a newer one):
+    // installing it would drop acknowledged updates. The sender sends a fresh one.
+    conn->replyError(header, Error(Errc::unavailable,
+                                   "snapshot of partition " + std::to_string(s.partition) +
                                        " as of update " + std::to_string(s.seq) +
                                        " is older than the replica's " + std::to_string(rep.seq)));
-      return;
-    }
-    if (s.first) {
-      rep.stagingId = s.id;
-      rep.stagingNext = 0;
-      rep.staging.clear();
-      rep.stagingCompletions.clear();
-      // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
-      // the snapshot will cover; a replica that was complete and is resyncing refuses them
-      // (the primary retries), and keeps what it holds until the whole snapshot is in.
-      rep.mode =
-          rep.mode.load() == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
-    }
-    if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
-      // A chunk of a snapshot this replica is not staging (a newer one started over it), or
-      // one after a lost chunk: refused, so that the sender does not count that snapshot as
-      // delivered (it sends a new one).
-      conn->replyError(
-          header,
-          Error(Errc::unavailable,
-                "chunk " + std::to_string(s.index) + " of snapshot " + std::to_string(s.id) +
-                    " of partition " + std::to_string(s.partition) +
-                    " does not follow what member " + std::to_string(memberId()) + " has staged"));
-      return;
-    }
-    ++rep.stagingNext;
-    for (auto& e : s.entries) rep.staging.push_back(std::move(e));
-    for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
-    if (s.last) {
-      store.clear();
-      for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
-      const auto now = std::chrono::steady_clock::now();
-      for (auto& c : rep.stagingCompletions) {
-        store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
-                             ReplicationOutcome::inherited(), now);
-      }
-      rep.staging = {};
-      rep.stagingCompletions = {};
-      rep.stagingId = 0;
-      rep.seq = s.seq;
-      rep.lastEpoch = s.lastEpoch;
-      rep.mode = ReplicaMode::kReady;
-    }
-    conn->reply(header, MessageType::kSnapshot, topology()->version, {});
+    return;
   }
+  if (s.first) {
+    rep.stagingId = s.id;
+    rep.stagingNext = 0;
+    rep.staging.clear();
+    rep.stagingCompletions.clear();
+    // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
+    // the snapshot will cover; a replica that was complete and is resyncing refuses them
+    // (the primary retries), and keeps what it holds until the whole snapshot is in.
+    rep.mode = rep.mode.load() == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
+  }
+  if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
+    // A chunk of a snapshot this replica is not staging (a newer one started over it), or
+    // one after a lost chunk: refused, so that the sender does not count that snapshot as
+    // delivered (it sends a new one).
+    conn->replyError(
+        header,
+        Error(Errc::unavailable, "chunk " + std::to_string(s.index) + " of snapshot " +
+                                     std::to_string(s.id) + " of partition " +
+                                     std::to_string(s.partition) + " does not follow what member " +
+                                     std::to_string(memberId()) + " has staged"));
+    return;
+  }
+  ++rep.stagingNext;
+  for (auto& e : s.entries) rep.staging.push_back(std::move(e));
+  for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
+  if (s.last) {
+    store.clear();
+    for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& c : rep.stagingCompletions) {
+      store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
+                           ReplicationOutcome::inherited(), now);
+    }
+    rep.staging = {};
+    rep.stagingCompletions = {};
+    rep.stagingId = 0;
+    rep.seq = s.seq;
+    rep.lastEpoch = s.lastEpoch;
+    rep.mode = ReplicaMode::kReady;
+  }
+  conn->reply(header, MessageType::kSnapshot, topology()->version, {});
 }
 
 void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,

@@ -89,11 +89,12 @@ Connection::Connection(Stream stream, ConnectionOptions options, ConnectionHandl
       silenceTimer_(stream_.socket().get_executor()) {
   std::error_code ignored;
   stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
-  if (stream_.tls() == nullptr) {
+  {
     // A copy: target() points into it.
     const asio::any_io_executor executor = stream_.socket().get_executor();
     if (const auto* io = executor.target<asio::io_context::executor_type>()) {
-      round_ = &WriteRound::of(io->context());
+      io_ = &io->context();
+      if (stream_.tls() == nullptr) round_ = &WriteRound::of(*io_);
     }
   }
   if (options_.faults) {
@@ -107,11 +108,12 @@ Connection::Connection(Stream stream, ConnectionOptions options, ConnectionHandl
 
 Connection::~Connection() = default;
 
+bool Connection::onOwnThread() const noexcept {
+  return io_ != nullptr && io_->get_executor().running_in_this_thread();
+}
+
 bool Connection::canRunInline() noexcept {
-  // A copy: target() points into it.
-  const asio::any_io_executor executor = stream_.socket().get_executor();
-  const auto* io = executor.target<asio::io_context::executor_type>();
-  return io != nullptr && (io->running_in_this_thread() || io->context().stopped());
+  return onOwnThread() || (io_ != nullptr && io_->stopped());
 }
 
 void Connection::start() {
@@ -160,10 +162,7 @@ bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_a
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
                          std::chrono::milliseconds timeout, ResponseHandler done) {
-  const asio::any_io_executor executor = stream_.socket().get_executor();
-  const auto* io = executor.target<asio::io_context::executor_type>();
-  if (io != nullptr && io->running_in_this_thread() && !closed_ &&
-      body.size() <= options_.maxBodyBytes) {
+  if (onOwnThread() && !closed_ && body.size() <= options_.maxBodyBytes) {
     // Already on the network thread and sure to be accepted: no re-post (startRequest calls
     // back only from later handlers on this path).
     startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
@@ -248,16 +247,14 @@ void Connection::expireDue() {
 
 void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                        std::string body) {
-  const asio::any_io_executor executor = stream_.socket().get_executor();
-  const auto* io = executor.target<asio::io_context::executor_type>();
-  if (io != nullptr && io->running_in_this_thread()) {
+  if (onOwnThread()) {
     // On the connection's own thread (a request run where it was read): queued at once, and it
-    // leaves with the rest of this read pass's frames.
+    // leaves with the rest of this round's frames.
     sendReply(request, type, topologyVersion, std::move(body));
     return;
   }
-  asio::post(executor, [self = shared_from_this(), request, type, topologyVersion,
-                        body = std::move(body)]() mutable {
+  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, type,
+                                               topologyVersion, body = std::move(body)]() mutable {
     self->sendReply(request, type, topologyVersion, std::move(body));
   });
 }
@@ -545,7 +542,7 @@ void Connection::write(HeaderBytes header, std::string body) {
   queuedBytes_ += bytes;
   writes_.push_back(Outgoing{header, std::move(body)});
   if (writing_ != 0) return;  // leaves with the next write, once the one in flight completes
-  if (round_ != nullptr && round_->here()) {
+  if (round_ != nullptr && onOwnThread()) {
     if (writes_.size() >= kMaxGatheredFrames) {
       writeNext();  // a whole write's worth: waiting for the round's end would gain nothing
       return;
@@ -566,13 +563,8 @@ void Connection::flushDeferred() {
 }
 
 void Connection::sendDeferredNow() {
-  if (!deferred_ || writing_ != 0 || writes_.empty() || stream_.tls() != nullptr) return;
-  gather_.clear();
-  for (const Outgoing& o : writes_) {
-    if (gather_.size() >= 2 * kMaxGatheredFrames) break;
-    gather_.push_back(asio::buffer(o.header));
-    if (!o.body.empty()) gather_.push_back(asio::buffer(o.body));
-  }
+  if (!deferred_ || writing_ != 0 || writes_.empty()) return;  // (only plain TCP defers)
+  gatherWrites();
   // One try, as the first attempt of an async write would make: what the kernel takes now leaves.
   std::error_code ignored;
   Stream::Tcp& socket = stream_.socket();
@@ -582,9 +574,7 @@ void Connection::sendDeferredNow() {
   queuedBytes_ = 0;
 }
 
-void Connection::writeNext() {
-  // Everything queued so far goes out in one gathered write (bounded per write), so a pass that
-  // produced many frames costs one system call.
+std::pair<std::size_t, std::size_t> Connection::gatherWrites() {
   gather_.clear();
   std::size_t bytes = 0;
   std::size_t frames = 0;
@@ -595,8 +585,15 @@ void Connection::writeNext() {
     bytes += o.header.size() + o.body.size();
     ++frames;
   }
+  return {frames, bytes};
+}
+
+void Connection::writeNext() {
+  // Everything queued so far goes out in one gathered write (bounded per write), so a round that
+  // produced many frames costs one system call.
+  const auto [frames, bytes] = gatherWrites();
   writing_ = frames;
-  writesStarted_.fetch_add(1, std::memory_order_relaxed);
+  ++writesStarted_;
   if (stream_.tls() != nullptr && gather_.size() > 1) {
     tlsOut_.resize(bytes);
     asio::buffer_copy(asio::buffer(tlsOut_), gather_);

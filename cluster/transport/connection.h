@@ -23,6 +23,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
@@ -157,10 +158,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
   // "host:port" of the remote end, fixed at construction ("?" if unknown).
   const std::string& remote() const noexcept { return remote_; }
-  // Writes started (each one gathered system call, or one TLS record), for tests. Any thread.
-  std::uint64_t TEST_writes() const noexcept {
-    return writesStarted_.load(std::memory_order_relaxed);
-  }
+  // Writes started (each one gathered system call, or one TLS record), for tests. Network
+  // thread only.
+  std::uint64_t TEST_writes() const noexcept { return writesStarted_; }
 
   // An identity the owner may attach (e.g. the peer's member id after its Hello). Network
   // thread only.
@@ -222,6 +222,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Queues the encoded frame for writing (enqueue, past the fault hook).
   void write(HeaderBytes header, std::string body);
   void sendError(const FrameHeader& request, const Error& error);
+  // Fills gather_ with the first frames of writes_ that one write takes; returns how many frames
+  // and bytes.
+  std::pair<std::size_t, std::size_t> gatherWrites();
   void writeNext();
   // Before the socket closes: a best-effort, non-blocking send of the frames deferred to the
   // round's end (what an immediate write would have handed to the kernel already).
@@ -237,6 +240,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Closes a connection that stayed silent past handshakeTimeout or idleTimeout, or arms
   // silenceTimer_ for when it would have.
   void checkSilence();
+  // True on the thread that runs the connection's io_context.
+  bool onOwnThread() const noexcept;
   // True on the network thread, or when nothing runs the io_context any more: then close()
   // may touch the socket directly.
   bool canRunInline() noexcept;
@@ -260,7 +265,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // deferred_: this connection is in the round's list. Null under TLS (see inPass_).
   WriteRound* round_ = nullptr;
   bool deferred_ = false;
-  std::atomic<std::uint64_t> writesStarted_{0};
+  // The io_context the socket runs on (null if its executor is not an io_context's).
+  asio::io_context* io_ = nullptr;
+  std::uint64_t writesStarted_ = 0;
   std::deque<Outgoing> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;

@@ -115,6 +115,14 @@ struct InvokeRequest {
   }
 };
 
+// A byte string from a view, encoded as a std::string is (its length, then its bytes): what the
+// message views below write instead of copying into a string first.
+template <class A>
+void saveBytes(A& ar, std::string_view s) {
+  ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
+  ar(cereal::binary_data(s.data(), s.size()));
+}
+
 // An InvokeRequest over strings held elsewhere: encodes exactly as InvokeRequest, with no copy.
 struct InvokeRequestView {
   std::string_view key;
@@ -126,10 +134,7 @@ struct InvokeRequestView {
   std::uint32_t timeoutMs = 0;
   template <class A>
   void save(A& ar) const {
-    for (const std::string_view s : {key, processor, args}) {
-      ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
-      ar(cereal::binary_data(s.data(), s.size()));
-    }
+    for (const std::string_view s : {key, processor, args}) saveBytes(ar, s);
     ar(client, seq, doneBelow, timeoutMs);
   }
 };
@@ -235,11 +240,6 @@ struct ReplicateUpdateView {
     saveBytes(ar, value);
     ar(expiresAt, client, requestSeq, doneBelow);
     saveBytes(ar, result);
-  }
-  template <class A>
-  static void saveBytes(A& ar, std::string_view s) {
-    ar(cereal::make_size_tag(static_cast<cereal::size_type>(s.size())));
-    ar(cereal::binary_data(s.data(), s.size()));
   }
   // Read in place (the backup's side): the strings point into `bytes`, which must outlive them.
   // Bounds as ReplicateBody's load: a length past what remains throws.

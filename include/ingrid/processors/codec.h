@@ -91,13 +91,9 @@ class PortableReader final
   // Reads `size` bytes of elements `DataSize` bytes wide into `data`, in host order.
   template <std::size_t DataSize>
   void loadBinary(void* data, std::size_t size) {
-    if (size > remaining()) {
-      throw std::out_of_range("truncated: " + std::to_string(size) + " bytes wanted, " +
-                              std::to_string(remaining()) + " left");
-    }
+    const std::string_view bytes = take(size);
     if (size == 0) return;
-    std::memcpy(data, in_.data() + at_, size);
-    at_ += size;
+    std::memcpy(data, bytes.data(), size);
     if constexpr (DataSize > 1) {
       if (convert_) swapEach(static_cast<unsigned char*>(data), size, DataSize);
     }

@@ -477,7 +477,12 @@ TEST_CASE("transport: frames queued by several handlers of one round leave in on
     }
   });
   REQUIRE(eventually([&] { return answered.load() == kRequests; }));
-  CHECK(conn->TEST_writes() - writesBefore.load() == 1);
+  // Read on the connection's thread, which owns the count.
+  std::promise<std::uint64_t> writesAfter;
+  asio::post(client.io, [&, conn] { writesAfter.set_value(conn->TEST_writes()); });
+  auto after = writesAfter.get_future();
+  REQUIRE(after.wait_for(kWait) == std::future_status::ready);
+  CHECK(after.get() - writesBefore.load() == 1);
 }
 
 TEST_CASE("transport: a frame still waiting for its round's end is sent before a close",
