@@ -1,5 +1,6 @@
 #include "grid/dedup_table.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace ingrid {
@@ -70,12 +71,56 @@ std::shared_ptr<const ReplicationOutcome> ReplicationOutcome::inherited() noexce
                                                    &kInheritedOutcome);
 }
 
+DedupTable::Record* DedupTable::SeqRecords::find(std::uint64_t seq) noexcept {
+  if (tree_) {
+    const auto it = tree_->find(seq);
+    return it == tree_->end() ? nullptr : &it->second;
+  }
+  for (auto& [s, r] : small_) {
+    if (s == seq) return &r;
+  }
+  return nullptr;
+}
+
+bool DedupTable::SeqRecords::assign(std::uint64_t seq, Record r) {
+  if (tree_) return tree_->insert_or_assign(seq, std::move(r)).second;
+  auto it = std::lower_bound(small_.begin(), small_.end(), seq,
+                             [](const auto& entry, std::uint64_t s) { return entry.first < s; });
+  if (it != small_.end() && it->first == seq) {
+    it->second = std::move(r);
+    return false;
+  }
+  if (small_.size() < kInline) {
+    small_.emplace(it, seq, std::move(r));
+    return true;
+  }
+  auto tree = std::make_unique<Tree>();
+  for (auto& [s, old] : small_) tree->emplace(s, std::move(old));
+  tree->emplace(seq, std::move(r));
+  small_.clear();
+  tree_ = std::move(tree);
+  return true;
+}
+
+std::size_t DedupTable::SeqRecords::dropBelow(std::uint64_t mark) noexcept {
+  if (tree_) {
+    const auto end = tree_->lower_bound(mark);
+    std::size_t dropped = 0;
+    for (auto it = tree_->begin(); it != end; ++it) ++dropped;
+    tree_->erase(tree_->begin(), end);
+    if (tree_->empty()) tree_.reset();
+    return dropped;
+  }
+  std::size_t dropped = 0;
+  while (dropped < small_.size() && small_[dropped].first < mark) ++dropped;
+  small_.erase(small_.begin(), small_.begin() + static_cast<std::ptrdiff_t>(dropped));
+  return dropped;
+}
+
 void DedupTable::advance(ClientRecords& c, std::uint64_t mark) noexcept {
   if (mark <= c.doneBelow) return;  // a mark from a reordered, older request: nothing new
   c.doneBelow = mark;
-  const auto end = c.records.lower_bound(mark);
-  for (auto it = c.records.begin(); it != end; ++it) --records_;
-  c.records.erase(c.records.begin(), end);
+  records_ -= c.records.dropBelow(mark);
 }
 
 DedupTable::Lookup DedupTable::find(const RequestId& id, Clock::time_point now) {
@@ -85,12 +130,12 @@ DedupTable::Lookup DedupTable::find(const RequestId& id, Clock::time_point now) 
   c.lastUsed = now;
   advance(c, id.doneBelow);
   if (id.seq < c.doneBelow) return {Lookup::kForgotten, nullptr, nullptr};
-  const auto r = c.records.find(id.seq);
-  if (r == c.records.end()) {
+  Record* const found = c.records.find(id.seq);
+  if (found == nullptr) {
     return c.records.size() >= kMaxRecordsPerClient ? Lookup{Lookup::kFull, nullptr, nullptr}
                                                     : Lookup{};
   }
-  Record& record = r->second;
+  Record& record = *found;
   if (record.outcome) {
     switch (record.outcome->state.load(std::memory_order_acquire)) {
       case ReplicationOutcome::kPending:
@@ -116,10 +161,7 @@ void DedupTable::record(const RequestId& id, std::string result,
   c.lastUsed = now;
   advance(c, id.doneBelow);
   if (id.seq < c.doneBelow) return;  // the client already has its answer
-  auto [it, inserted] =
-      c.records.insert_or_assign(id.seq, Record{std::move(result), std::move(outcome)});
-  (void)it;
-  if (inserted) ++records_;
+  if (c.records.assign(id.seq, Record{std::move(result), std::move(outcome)})) ++records_;
 }
 
 std::size_t DedupTable::expireIdle(Clock::time_point now, Clock::duration window) {

@@ -30,6 +30,7 @@
 
 #include <absl/container/btree_map.h>
 #include <absl/container/flat_hash_map.h>
+#include <absl/container/inlined_vector.h>
 
 #include <ingrid/error.h>
 #include <ingrid/result.h>
@@ -141,7 +142,8 @@ class DedupTable {
   template <class Fn>
   void forEach(Fn&& fn) const {
     for (const auto& [client, c] : clients_) {
-      for (const auto& [seq, r] : c.records) fn(client, c.doneBelow, seq, r.result);
+      c.records.forEach(
+          [&](std::uint64_t seq, const Record& r) { fn(client, c.doneBelow, seq, r.result); });
     }
   }
 
@@ -150,10 +152,38 @@ class DedupTable {
     std::string result;
     std::shared_ptr<const ReplicationOutcome> outcome;  // nullptr once known to be acknowledged
   };
+  // One client's records in one partition, by seq. A client rarely holds more than a few here at
+  // once (its requests in flight to this partition), so they sit sorted in an inline array, which
+  // a request adds to and its doneBelow takes from without allocating; past kInline they move to
+  // a btree (bounded cost per request at up to kMaxRecordsPerClient), and back once it empties.
+  class SeqRecords {
+   public:
+    static constexpr std::size_t kInline = 4;
+    std::size_t size() const noexcept { return tree_ ? tree_->size() : small_.size(); }
+    // The record of `seq`, or nullptr.
+    Record* find(std::uint64_t seq) noexcept;
+    // Sets the record of `seq`; true if it is new.
+    bool assign(std::uint64_t seq, Record r);
+    // Drops the records below `mark`; returns how many.
+    std::size_t dropBelow(std::uint64_t mark) noexcept;
+    template <class Fn>
+    void forEach(Fn&& fn) const {
+      if (tree_) {
+        for (const auto& [seq, r] : *tree_) fn(seq, r);
+      } else {
+        for (const auto& [seq, r] : small_) fn(seq, r);
+      }
+    }
+
+   private:
+    using Tree = absl::btree_map<std::uint64_t, Record>;
+    absl::InlinedVector<std::pair<std::uint64_t, Record>, kInline> small_;  // sorted by seq
+    std::unique_ptr<Tree> tree_;  // set: the records are here, and small_ is empty
+  };
   struct ClientRecords {
     std::uint64_t doneBelow = 0;
     Clock::time_point lastUsed;
-    absl::btree_map<std::uint64_t, Record> records;
+    SeqRecords records;
   };
   // Raises c's doneBelow to `mark`, dropping the records below it.
   void advance(ClientRecords& c, std::uint64_t mark) noexcept;

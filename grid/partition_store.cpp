@@ -101,37 +101,51 @@ std::optional<EntryView> PartitionStore::find(std::string_view key, Nanos now) {
     eraseAt(it);
     return std::nullopt;
   }
+  lastFound_ = *it;
   return EntryView{valueOf(s), s.expiresAt};
 }
 
-void PartitionStore::apply(std::string_view key, MutableEntry& change) {
+std::optional<EntryView> PartitionStore::apply(std::string_view key, MutableEntry& change,
+                                               Nanos now) {
   assert(onOwnerThread());
   switch (change.change()) {
     case MutableEntry::Change::kNone:
-      return;
+      break;
     case MutableEntry::Change::kPut: {
       const Entry staged = change.takeEntry();
-      put(key, staged.value, staged.expiresAt);
-      return;
+      if (isExpired(staged.expiresAt, now)) {
+        erase(key);  // stored and gone at once: find() would erase it and see nothing
+        return std::nullopt;
+      }
+      const Slot& s = slot(putSlot(key, staged.value, staged.expiresAt));
+      return EntryView{valueOf(s), s.expiresAt};
     }
     case MutableEntry::Change::kRemove:
       erase(key);
-      return;
+      return std::nullopt;
   }
+  return find(key, now);
 }
 
-void PartitionStore::put(std::string_view key, std::string_view value, Nanos expiresAt) {
+std::uint32_t PartitionStore::putSlot(std::string_view key, std::string_view value,
+                                      Nanos expiresAt) {
   assert(onOwnerThread());
-  auto it = index_.find(key);
-  if (it != index_.end()) {
+  std::uint32_t at = lastFound_;
+  bool present = at < size_ && keyOf(slot(at)) == key;
+  if (!present) {
+    const auto it = index_.find(key);
+    present = it != index_.end();
+    if (present) at = *it;
+  }
+  if (present) {
     // Fill a copy first: `key` or `value` may not alias the slot, but its own key does.
-    Slot& s = slot(*it);
+    Slot& s = slot(at);
     Slot replacement;
     fill(replacement, keyOf(s), value, expiresAt);
     release(s);
     s = replacement;
     ++updateSeq_;
-    return;
+    return at;
   }
   if (size_ == std::numeric_limits<std::uint32_t>::max()) {
     throw std::length_error("a partition holds at most 2^32-1 entries");
@@ -142,8 +156,8 @@ void PartitionStore::put(std::string_view key, std::string_view value, Nanos exp
   fill(slot(size_), key, value, expiresAt);
   // The index hashes the new slot's key, so the slot is filled before it is indexed.
   index_.insert(size_);
-  ++size_;
   ++updateSeq_;
+  return size_++;
 }
 
 void PartitionStore::erase(std::string_view key) {

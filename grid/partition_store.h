@@ -49,8 +49,12 @@ class PartitionStore {
   std::optional<EntryView> find(std::string_view key, Nanos now);
 
   // Applies a processor's staged change to `key`. Bumps updateSeq() when something changed.
-  void apply(std::string_view key, MutableEntry& change);
-  void put(std::string_view key, std::string_view value, Nanos expiresAt);
+  // Returns what find(key, now) would return afterwards (a put already expired at `now` is
+  // erased), without looking the key up again.
+  std::optional<EntryView> apply(std::string_view key, MutableEntry& change, Nanos now);
+  void put(std::string_view key, std::string_view value, Nanos expiresAt) {
+    putSlot(key, value, expiresAt);
+  }
   void put(std::string_view key, const Entry& entry) { put(key, entry.value, entry.expiresAt); }
   void erase(std::string_view key);
   // Drops every entry and every dedup record (the partition moved away). Does not change
@@ -116,11 +120,17 @@ class PartitionStore {
   static void release(Slot& s) noexcept;
   // Erases the entry at index position `it` (slot number *it), keeping the array dense.
   void eraseAt(Index::iterator it);
+  // put(), returning the slot that holds the entry now.
+  std::uint32_t putSlot(std::string_view key, std::string_view value, Nanos expiresAt);
 
   Index index_;
   std::vector<std::unique_ptr<Slot[]>> chunks_;
   std::uint32_t size_ = 0;         // slots in use: [0, size_)
   std::uint32_t sweepCursor_ = 0;  // next slot reclaimExpired() looks at
+  // The slot find() last returned: a processor's put of the key it just read (apply) reuses it
+  // instead of a second index lookup. Only a hint: it is used only if in range and its slot still
+  // holds the same key (keys are unique, so that slot is the key's), so nothing invalidates it.
+  std::uint32_t lastFound_ = 0;
   std::uint64_t updateSeq_ = 0;
   DedupTable dedup_;
   std::atomic<std::thread::id> owner_{};

@@ -43,6 +43,15 @@ PartitionTable::PartitionTable(std::uint32_t partitionCount,
     : owners_(std::move(owners)) {
   assert(owners_.size() == partitionCount);
   (void)partitionCount;  // only checked in debug builds
+  indexPrimaries();
+}
+
+void PartitionTable::indexPrimaries() {
+  primaries_.clear();
+  primaries_.reserve(owners_.size());
+  for (const std::vector<MemberId>& list : owners_) {
+    primaries_.push_back(list.empty() ? 0 : list.front());
+  }
 }
 
 PartitionTable PartitionTable::balanced(std::uint32_t partitionCount,
@@ -56,11 +65,6 @@ PartitionTable PartitionTable::balanced(std::uint32_t partitionCount,
 const std::vector<MemberId>& PartitionTable::owners(PartitionId p) const noexcept {
   assert(p < owners_.size());
   return owners_[p];
-}
-
-MemberId PartitionTable::primary(PartitionId p) const noexcept {
-  const std::vector<MemberId>& list = owners(p);
-  return list.empty() ? 0 : list.front();
 }
 
 bool PartitionTable::isOwner(PartitionId p, MemberId m) const noexcept {

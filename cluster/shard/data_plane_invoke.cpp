@@ -78,7 +78,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     done(std::move(*refused));
     return;
   }
-  store.apply(key, entry);
+  const std::optional<EntryView> stored = store.apply(key, entry, now);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
     advance(p, *topo);  // numbered like every change, with no backup to send it to
@@ -89,7 +89,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   // The update is encoded here, from the stored entry and the answer where they lie.
   ReplicateUpdateView update = nextUpdate(p, *topo);
   update.key = key;
-  if (const std::optional<EntryView> stored = store.find(key, now)) {
+  if (stored) {
     update.kind = ReplicateBody::kPut;
     update.value = stored->value;
     update.expiresAt = stored->expiresAt;

@@ -572,6 +572,7 @@ void Connection::sendDeferredNow() {
   socket.send(gather_, 0, ignored);
   writes_.clear();
   queuedBytes_ = 0;
+  frontSent_ = 0;
 }
 
 std::pair<std::size_t, std::size_t> Connection::gatherWrites() {
@@ -585,10 +586,45 @@ std::pair<std::size_t, std::size_t> Connection::gatherWrites() {
     bytes += o.header.size() + o.body.size();
     ++frames;
   }
+  if (frontSent_ > 0) {  // the front frame left in part: the rest of it goes first
+    std::size_t skip = frontSent_;
+    bytes -= skip;
+    std::size_t i = 0;
+    while (skip >= gather_[i].size()) skip -= gather_[i++].size();
+    gather_.erase(gather_.begin(), gather_.begin() + static_cast<std::ptrdiff_t>(i));
+    gather_.front() += skip;
+  }
   return {frames, bytes};
 }
 
+bool Connection::writeNow() {
+  Stream::Tcp& socket = stream_.socket();
+  std::error_code ec;
+  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  // Bounded: a queue of many writes' worth is left to the async write after a few.
+  for (int attempt = 0; attempt < 4 && !ec && !writes_.empty(); ++attempt) {
+    const auto [frames, bytes] = gatherWrites();
+    ++writesStarted_;
+    std::size_t sent = socket.send(gather_, 0, ec);
+    if (ec) sent = 0;  // would_block: the kernel's buffer is full; else the async write reports it
+    sent += frontSent_;
+    frontSent_ = 0;
+    for (std::size_t i = 0; i < frames; ++i) {
+      const std::size_t size = writes_.front().header.size() + writes_.front().body.size();
+      if (sent < size) {
+        frontSent_ = sent;
+        return false;
+      }
+      sent -= size;
+      queuedBytes_ -= size;
+      writes_.pop_front();
+    }
+  }
+  return writes_.empty();
+}
+
 void Connection::writeNext() {
+  if (stream_.tls() == nullptr && !closed_ && !lingering_ && writeNow()) return;
   // Everything queued so far goes out in one gathered write (bounded per write), so a round that
   // produced many frames costs one system call.
   const auto [frames, bytes] = gatherWrites();
@@ -604,6 +640,7 @@ void Connection::writeNext() {
     if (ec) {
       self->writes_.clear();
       self->queuedBytes_ = 0;
+      self->frontSent_ = 0;
       if (!self->closed_) {
         self->closeNow(Error(Errc::unreachable, "write failed: " + ec.message()));
       } else if (self->lingering_) {
@@ -611,6 +648,7 @@ void Connection::writeNext() {
       }
       return;
     }
+    self->frontSent_ = 0;  // the write took the rest of the front frame too
     for (std::size_t i = 0; i < written; ++i) {
       self->queuedBytes_ -= self->writes_[i].header.size() + self->writes_[i].body.size();
     }

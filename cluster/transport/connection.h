@@ -226,6 +226,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // and bytes.
   std::pair<std::size_t, std::size_t> gatherWrites();
   void writeNext();
+  // Plain TCP, open: hands the queued frames to the kernel with non-blocking sends, with no
+  // completion handler (an async write's completes through a posted handler: another pass of the
+  // scheduler, and another poll of the reactor, per write). True if nothing is left; false if the
+  // kernel took only part (frames sent whole are dropped, and frontSent_ says how much of the
+  // next one left) or the send failed: an async write goes on from there, and reports a failure.
+  bool writeNow();
   // Before the socket closes: a best-effort, non-blocking send of the frames deferred to the
   // round's end (what an immediate write would have handed to the kernel already).
   void sendDeferredNow();
@@ -271,6 +277,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Outgoing> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;
+  // Bytes of writes_.front() already sent (by a partial writeNow); gatherWrites skips them.
+  std::size_t frontSent_ = 0;
   std::vector<asio::const_buffer> gather_;
   // Under TLS, the gathered frames copied into one buffer: one TLS record per write, not one
   // per frame.

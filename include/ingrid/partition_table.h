@@ -8,6 +8,7 @@
 // Thread safety: const members and the free functions may be called from any thread.
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -55,7 +56,10 @@ class PartitionTable {
   // Primary then backups. REQUIRES: p < partitionCount().
   const std::vector<MemberId>& owners(PartitionId p) const noexcept;
   // The primary of p, or 0 when p has no owner. REQUIRES: p < partitionCount().
-  MemberId primary(PartitionId p) const noexcept;
+  MemberId primary(PartitionId p) const noexcept {
+    assert(p < primaries_.size());
+    return primaries_[p];
+  }
   // True when m is the primary or a backup of p. REQUIRES: p < partitionCount().
   bool isOwner(PartitionId p, MemberId m) const noexcept;
   // Number of partitions whose primary is m.
@@ -63,7 +67,9 @@ class PartitionTable {
   // The partitions m owns as primary or backup, in ascending order.
   std::vector<PartitionId> partitionsOf(MemberId m) const;
 
-  friend bool operator==(const PartitionTable&, const PartitionTable&) = default;
+  friend bool operator==(const PartitionTable& a, const PartitionTable& b) {
+    return a.owners_ == b.owners_;
+  }
 
   // Cereal serialization: partitionCount (u32), then per partition the owner count (u32) and the
   // ids (u64). Only integers go through the archive, so grid/ needs no Cereal header.
@@ -98,13 +104,19 @@ class PartitionTable {
       lists.push_back(std::move(list));
     }
     owners_ = std::move(lists);
+    indexPrimaries();
   }
 
  private:
   static void checkCount(std::uint32_t count, std::uint32_t max, const char* what);
   static void checkOwnerList(const std::vector<MemberId>& list);
+  // Fills primaries_ from owners_.
+  void indexPrimaries();
 
   std::vector<std::vector<MemberId>> owners_;  // indexed by PartitionId
+  // owners_[p].front() (0 if none) in one flat array: every request asks for its partition's
+  // primary, and this is one load where owners_ takes two dependent ones.
+  std::vector<MemberId> primaries_;
 };
 
 }  // namespace ingrid

@@ -214,3 +214,43 @@ TEST_CASE("A client that never raises doneBelow gets no more than kMaxRecordsPer
   });
   CHECK(seen == n - 10);
 }
+
+TEST_CASE(
+    "Records arriving out of order stay findable and ordered as a client's count grows past "
+    "the inline few and shrinks back",
+    "[dedup]") {
+  DedupTable t;
+  // Arrival order of seqs 1..12 as reordered frames deliver them; 12 is more than kInline.
+  const std::vector<std::uint64_t> order = {3, 1, 2, 6, 5, 4, 12, 7, 9, 8, 11, 10};
+  std::size_t n = 0;
+  for (std::uint64_t seq : order) {
+    t.record({7, seq, 1}, "r" + std::to_string(seq), nullptr, t0);
+    ++n;
+    CHECK(t.records() == n);
+    for (std::size_t i = 0; i < n; ++i) {  // every record so far answers with its own result
+      const DedupTable::Lookup seen = t.find({7, order[i], 1}, t0);
+      REQUIRE(seen.kind == Kind::kAnswered);
+      CHECK(*seen.result == "r" + std::to_string(order[i]));
+    }
+  }
+  t.record({7, 5, 1}, "replaced", nullptr, t0);  // the same id again replaces, adds nothing
+  CHECK(t.records() == 12);
+  CHECK(*t.find({7, 5, 1}, t0).result == "replaced");
+  auto seqs = [&] {
+    std::vector<std::uint64_t> out;
+    t.forEach([&](std::uint64_t, std::uint64_t, std::uint64_t seq, const std::string&) {
+      out.push_back(seq);
+    });
+    return out;
+  };
+  CHECK(seqs() == std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  CHECK(t.find({7, 13, 10}, t0).kind == Kind::kNew);  // drops 1..9
+  CHECK(seqs() == std::vector<std::uint64_t>{10, 11, 12});
+  CHECK(t.records() == 3);
+  CHECK(t.find({7, 13, 13}, t0).kind == Kind::kNew);  // drops the rest
+  CHECK(t.records() == 0);
+  // Empty again, the client starts over with a few inline.
+  for (std::uint64_t seq : {15, 14, 13}) t.record({7, seq, 13}, "s", nullptr, t0);
+  CHECK(seqs() == std::vector<std::uint64_t>{13, 14, 15});
+  CHECK(t.find({7, 9, 13}, t0).kind == Kind::kForgotten);
+}

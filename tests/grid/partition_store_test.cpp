@@ -17,21 +17,35 @@ TEST_CASE("PartitionStore applies staged changes and counts updates", "[grid][st
   CHECK_FALSE(store.find("k", 0));
   MutableEntry put("k", std::nullopt);
   put.setValue("v1");
-  store.apply("k", put);
+  const std::optional<EntryView> stored = store.apply("k", put, 0);
+  REQUIRE(stored);  // what a find would see now
+  CHECK(stored->value == "v1");
   CHECK(store.updateSeq() == 1);
   const std::optional<EntryView> e = store.find("k", 0);
   REQUIRE(e);
   CHECK(e->value == "v1");
 
   MutableEntry untouched("k", e);
-  store.apply("k", untouched);
+  CHECK(store.apply("k", untouched, 0)->value == "v1");
   CHECK(store.updateSeq() == 1);  // nothing changed, nothing counted
 
   MutableEntry del("k", store.find("k", 0));
   del.remove();
-  store.apply("k", del);
+  CHECK_FALSE(store.apply("k", del, 0));
   CHECK_FALSE(store.find("k", 0));
   CHECK(store.updateSeq() == 2);
+}
+
+TEST_CASE("A put already expired when applied is gone at once, as find would see it",
+          "[grid][store][expiry]") {
+  PartitionStore store;
+  store.put("k", Entry{"old", ingrid::kNever});
+  MutableEntry late("k", store.find("k", 100));
+  late.setValue("new");
+  late.setExpiresAt(100);  // expiresAt is exclusive: invisible at 100
+  CHECK_FALSE(store.apply("k", late, 100));
+  CHECK_FALSE(store.find("k", 0));  // erased, not left behind
+  CHECK(store.size() == 0);
 }
 
 TEST_CASE("Expired entries are invisible and reclaimed", "[grid][store][expiry]") {
@@ -78,7 +92,17 @@ TEST_CASE("PartitionStore matches a map through random puts, erases, expiries an
             bytes(sizes[pick(std::size(sizes))], static_cast<char>('a' + pick(26)));
         const ingrid::Nanos expiry =
             pick(4) == 0 ? now + 1 + static_cast<ingrid::Nanos>(pick(50)) : ingrid::kNever;
-        store.put(key, value, expiry);
+        if (pick(2) == 0) {
+          store.put(key, value, expiry);
+        } else {  // as a processor does: read the entry, then apply a change to it
+          MutableEntry change(key, store.find(key, now));
+          change.setValue(value);
+          change.setExpiresAt(expiry);
+          const std::optional<EntryView> after = store.apply(key, change, now);
+          REQUIRE(after);
+          CHECK(after->value == value);
+          CHECK(after->expiresAt == expiry);
+        }
         model[key] = Entry{value, expiry};
         break;
       }
