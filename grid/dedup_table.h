@@ -158,7 +158,7 @@ class DedupTable {
   // a btree (bounded cost per request at up to kMaxRecordsPerClient), and back once it empties.
   class SeqRecords {
    public:
-    static constexpr std::size_t kInline = 4;
+    static constexpr std::size_t kInline = 2;
     std::size_t size() const noexcept { return tree_ ? tree_->size() : small_.size(); }
     // The record of `seq`, or nullptr.
     Record* find(std::uint64_t seq) noexcept;

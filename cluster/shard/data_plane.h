@@ -19,10 +19,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include <absl/container/flat_hash_map.h>
 #include <asio/io_context.hpp>
 
 #include <ingrid/invoke_async.h>
@@ -290,7 +290,9 @@ class DataPlane {
   WriteRound& netRound_;  // net_'s: replication batches leave at the end of its round
   PartitionWorkers workers_;
   std::unique_ptr<Replica[]> replicas_;
-  std::unordered_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
+  absl::flat_hash_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
+  // The array of the last batch sent, kept for the next one to fill (network thread).
+  std::vector<std::shared_ptr<const Replication>> spareUpdates_;
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

@@ -370,6 +370,7 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
     flushUpdates(b);  // this one would take the batch past its size: it starts the next batch
   }
   OutgoingUpdates& out = outgoingUpdates_[b];
+  if (out.updates.capacity() == 0) out.updates.swap(spareUpdates_);
   out.peer = std::move(peer);
   out.version = std::max(out.version, version);
   out.latest = std::max(out.latest, deadline);
@@ -482,6 +483,8 @@ void DataPlane::flushUpdates(MemberId b) {
           if (arrive) arrive(Frame{});
         }
       });
+  updates.clear();  // (the encodings are in the body now)
+  if (updates.capacity() > spareUpdates_.capacity()) spareUpdates_.swap(updates);
 }
 
 std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(

@@ -2,9 +2,12 @@
 // replacement must be able to follow the installed one (issue 10, checked decoding).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include <ingrid/processors/codec.h>
 #include <ingrid/topology.h>
@@ -111,4 +114,47 @@ TEST_CASE("A topology replaces the installed one only if it can follow it", "[cl
     CHECK_THAT(*successorInvalidReason(cur, next),
                Catch::Contains("has 16 partitions, the cluster has 8"));
   }
+}
+
+TEST_CASE("SharedTopology: each load sees the latest store, whichever instance and thread",
+          "[cluster][topology]") {
+  auto version = [](std::uint64_t v) {
+    auto t = std::make_shared<Topology>(valid());
+    t->version = v;
+    return TopologyPtr(t);
+  };
+  SharedTopology a;
+  SharedTopology b;
+  CHECK(a.load() == nullptr);
+  a.store(version(1));
+  b.store(version(100));
+  // One thread reading two instances in turn: each answers with its own (the per-thread copy of
+  // one is never taken for the other's).
+  for (std::uint64_t v = 2; v < 6; ++v) {
+    CHECK(a.load()->version == v - 1);
+    CHECK(b.load()->version == 100 + v - 2);
+    a.store(version(v));
+    b.store(version(100 + v - 1));
+    CHECK(a.load()->version == v);
+    CHECK(b.load()->version == 100 + v - 1);
+  }
+  // A store on another thread is seen by the next load here, and a load there sees this
+  // thread's store; versions a thread reads never go back.
+  std::atomic<bool> stop{false};
+  std::atomic<bool> wentBack{false};
+  std::thread reader([&] {
+    std::uint64_t last = 0;
+    for (int i = 0; i < 200000 && !stop.load(); ++i) {
+      const std::uint64_t v = a.load()->version;
+      if (v < last) wentBack = true;
+      last = v;
+    }
+  });
+  for (std::uint64_t v = 6; v < 2000; ++v) a.store(version(v));
+  stop = true;
+  reader.join();
+  CHECK_FALSE(wentBack);
+  std::thread([&] { CHECK(a.load()->version == 1999); }).join();
+  a.store(version(3000));
+  CHECK(a.load()->version == 3000);
 }
