@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cluster/shard/data_plane.h"
+#include "cluster/transport/string_pool.h"
 
 namespace ingrid {
 namespace {
@@ -528,20 +529,26 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
                           const FrameHeader& header, std::string_view body,
                           const AdmittedInvoke& call) {
   const InvokeRequestSpans& spans = call.spans;
-  execute(
-      call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
-      RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
-      [this, conn, header](Result<std::string> r) {
-        const std::uint64_t version = topology()->version;
-        if (r.ok()) {
-          conn->reply(header, MessageType::kInvoke, version, encode(InvokeReply{std::move(*r)}));
-        } else if (r.error() == Errc::not_owner) {
-          conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));
-        } else {
-          conn->replyError(header, r.error());
-        }
-        host_.endInvocation();
-      });
+  execute(call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
+          RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
+          [this, conn, header](Result<std::string> r) {
+            const std::uint64_t version = topology()->version;
+            if (r.ok()) {
+              // Encoded into a pooled string, and the answer's string goes back to the pool: with
+              // the request's body (given back by the caller) they are what the next frames reuse.
+              InvokeReply reply{std::move(*r)};
+              std::string encoded = StringPool::take();
+              encodeInto(encoded, reply);
+              StringPool::give(std::move(reply.result));
+              conn->reply(header, MessageType::kInvoke, version, std::move(encoded));
+            } else if (r.error() == Errc::not_owner) {
+              conn->reply(header, MessageType::kRedirect, version,
+                          encode(TopologyBody{*topology()}));
+            } else {
+              conn->replyError(header, r.error());
+            }
+            host_.endInvocation();
+          });
 }
 
 void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
@@ -550,6 +557,7 @@ void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame fram
   if (workers_.onWorkerOf(call->partition)) {
     // Partitions on the network thread (one thread per node): run where it was read, no re-post.
     runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
+    StringPool::give(std::move(frame.body));  // nothing views it past runInvoke
     return;
   }
   postInvoke(conn, std::move(frame), *call);
@@ -557,9 +565,11 @@ void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame fram
 
 void DataPlane::postInvoke(const std::shared_ptr<Connection>& conn, Frame frame,
                            const AdmittedInvoke& call) {
-  workers_.post(call.partition,
-                [this, conn, header = frame.header, body = std::move(frame.body),
-                 call](PartitionStore& store) { runInvoke(store, conn, header, body, call); });
+  workers_.post(call.partition, [this, conn, header = frame.header, body = std::move(frame.body),
+                                 call](PartitionStore& store) mutable {
+    runInvoke(store, conn, header, body, call);
+    StringPool::give(std::move(body));
+  });
 }
 
 void DataPlane::handleShardInvoke(unsigned w, const std::shared_ptr<Connection>& conn,
@@ -569,6 +579,7 @@ void DataPlane::handleShardInvoke(unsigned w, const std::shared_ptr<Connection>&
   if (workers_.workerOf(call->partition) == w) {  // read by the thread that owns it: run now
     shardInPlace_.fetch_add(1, std::memory_order_relaxed);
     runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
+    StringPool::give(std::move(frame.body));
     return;
   }
   // Another worker's partition (a client that routed by an older layout, or one not shard-aware):

@@ -8,6 +8,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "cluster/transport/messages.h"
+#include "cluster/transport/string_pool.h"
 
 namespace ingrid {
 namespace {
@@ -48,7 +49,7 @@ void CallRouter::start(std::string key, std::string_view processor, std::string 
   auto call = std::make_unique<RoutedCall>();
   call->partition = partitionOf(key, partitions);
   call->key = std::move(key);
-  call->processor = std::string(processor);
+  call->processor.assign(processor);
   call->args = std::move(args);
   call->done = std::move(done);
   call->deadline = SteadyClock::now() + timeout;
@@ -96,10 +97,13 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
     unanswered_.insert(call->seq);
     if (unanswered_.size() == 1) doneBelow_.store(call->seq, std::memory_order_release);
   }
-  std::string body = encode(InvokeRequestView{
-      call->key, call->processor, call->args, clientId_, call->seq,
-      doneBelow_.load(std::memory_order_relaxed),
-      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX))});
+  // Into a pooled string (string_pool.h): the reply's body, read into one and given back once
+  // decoded, keeps the pool filled.
+  std::string body = StringPool::take();
+  encodeInto(body, InvokeRequestView{call->key, call->processor, call->args, clientId_, call->seq,
+                                     doneBelow_.load(std::memory_order_relaxed),
+                                     static_cast<std::uint32_t>(
+                                         std::min<std::int64_t>(left.count(), UINT32_MAX))});
   const std::uint64_t version = routing->version;
   peer->request(
       MessageType::kInvoke, version, std::move(body), std::min(left, attemptTimeout_),
@@ -137,7 +141,9 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
                                                                    partitionName(call->partition)));
             return;
           }
-          finish(std::move(call), decode<InvokeReply>(frame.body).result);
+          Result<std::string> result = decode<InvokeReply>(frame.body).result;
+          StringPool::give(std::move(frame.body));
+          finish(std::move(call), std::move(result));
         } catch (const std::exception& e) {
           finish(std::move(call),
                  Error(Errc::malformed_message,

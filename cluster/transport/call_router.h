@@ -19,10 +19,13 @@
 // so a call may also finish inside it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <absl/container/btree_set.h>
 
@@ -37,9 +40,34 @@
 
 namespace ingrid {
 
+// A processor's name, held inline up to kInline bytes (every built-in's fits): no allocation per
+// call for it. A longer one is kept in a string.
+class ProcessorName {
+ public:
+  static constexpr std::size_t kInline = 47;
+  void assign(std::string_view name) {
+    if (name.size() <= kInline) {
+      std::memcpy(inline_.data(), name.data(), name.size());
+      size_ = static_cast<std::uint8_t>(name.size());
+      longer_.clear();
+    } else {
+      longer_.assign(name);
+    }
+  }
+  std::string_view view() const noexcept {
+    return longer_.empty() ? std::string_view(inline_.data(), size_) : std::string_view(longer_);
+  }
+  operator std::string_view() const noexcept { return view(); }
+
+ private:
+  std::array<char, kInline> inline_{};
+  std::uint8_t size_ = 0;
+  std::string longer_;
+};
+
 struct RoutedCall {
   std::string key;
-  std::string processor;
+  ProcessorName processor;
   std::string args;
   UniqueFunction<void(Result<std::string>)> done;
   PartitionId partition = 0;

@@ -14,6 +14,7 @@
 
 #include <ingrid/processors/codec.h>
 
+#include "cluster/transport/string_pool.h"
 #include "cluster/transport/tls.h"
 
 namespace ingrid {
@@ -422,7 +423,7 @@ bool Connection::parseFrames() {
       continue;
     }
     if (available < header_.bodyLength) return true;
-    std::string body(in_.data() + inBegin_, header_.bodyLength);
+    std::string body = StringPool::copy({in_.data() + inBegin_, header_.bodyLength});
     inBegin_ += header_.bodyLength;
     haveHeader_ = false;
     ++framesRead_;
@@ -617,6 +618,7 @@ bool Connection::writeNow() {
       }
       sent -= size;
       queuedBytes_ -= size;
+      StringPool::give(std::move(writes_.front().body));
       writes_.pop_front();
     }
   }
@@ -651,6 +653,7 @@ void Connection::writeNext() {
     self->frontSent_ = 0;  // the write took the rest of the front frame too
     for (std::size_t i = 0; i < written; ++i) {
       self->queuedBytes_ -= self->writes_[i].header.size() + self->writes_[i].body.size();
+      StringPool::give(std::move(self->writes_[i].body));
     }
     self->writes_.erase(self->writes_.begin(),
                         self->writes_.begin() + static_cast<std::ptrdiff_t>(written));

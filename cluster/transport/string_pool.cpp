@@ -1,0 +1,60 @@
+#include "cluster/transport/string_pool.h"
+
+#include <utility>
+#include <vector>
+
+namespace ingrid {
+namespace {
+
+struct Pool {
+  std::vector<std::string> strings;
+  std::size_t bytes = 0;  // capacity held
+};
+
+Pool& pool() noexcept {
+  thread_local Pool p;
+  return p;
+}
+
+}  // namespace
+
+std::string StringPool::take() noexcept {
+  Pool& p = pool();
+  if (p.strings.empty()) return std::string();
+  std::string s = std::move(p.strings.back());
+  p.strings.pop_back();
+  p.bytes -= s.capacity();
+  return s;  // (cleared when given)
+}
+
+std::string StringPool::copy(std::string_view bytes) {
+  std::string s = take();
+  s.assign(bytes.data(), bytes.size());  // allocates only if the pooled string is too small
+  return s;
+}
+
+void StringPool::give(std::string&& s) noexcept {
+  std::string taken = std::move(s);
+  s.clear();  // a moved-from string is valid but unspecified: make the promise hold
+  if (!kEnabled) return;
+  const std::size_t capacity = taken.capacity();
+  // A string within its small buffer has no heap block to keep.
+  if (capacity <= std::string().capacity() || capacity > kMaxPooledCapacity) return;
+  Pool& p = pool();
+  if (p.strings.size() >= kMaxPooledStrings || p.bytes + capacity > kMaxPooledBytes) return;
+  if (p.strings.capacity() == 0) {
+    try {
+      p.strings.reserve(kMaxPooledStrings);  // once per thread; never again (bounded above)
+    } catch (...) {
+      return;  // out of memory: just free the string
+    }
+  }
+  taken.clear();
+  p.bytes += capacity;
+  p.strings.push_back(std::move(taken));
+}
+
+std::size_t StringPool::TEST_size() noexcept { return pool().strings.size(); }
+std::size_t StringPool::TEST_bytes() noexcept { return pool().bytes; }
+
+}  // namespace ingrid
