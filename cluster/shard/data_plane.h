@@ -234,11 +234,15 @@ class DataPlane {
                   bool first);
   // Group commit: the updates bound for one backup wait here until the network thread has run
   // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
+  struct QueuedUpdate {
+    std::shared_ptr<const Replication> update;
+    Connection::ResponseHandler arrive;  // gets the backup's verdict on it
+    std::uint32_t order = 0;             // its place in the queue (the sort is stable by it)
+  };
   struct OutgoingUpdates {
     std::shared_ptr<Peer> peer;
     std::uint64_t version = 0;  // the newest topology any of them was made under
-    std::vector<std::shared_ptr<const Replication>> updates;
-    std::vector<Connection::ResponseHandler> arrivals;  // one per update
+    std::vector<QueuedUpdate> updates;
     // The latest deadline among them: the batch waits for an answer at most until then.
     std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
     std::size_t bytes = 0;
@@ -292,7 +296,11 @@ class DataPlane {
   std::unique_ptr<Replica[]> replicas_;
   absl::flat_hash_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
   // The array of the last batch sent, kept for the next one to fill (network thread).
-  std::vector<std::shared_ptr<const Replication>> spareUpdates_;
+  std::vector<QueuedUpdate> spareUpdates_;
+  // The acknowledgement handlers' arrays of batches answered, kept for the next batches (several
+  // are in flight at once; at most kSpareArrivals kept). Network thread.
+  static constexpr std::size_t kSpareArrivals = 16;
+  std::vector<std::vector<Connection::ResponseHandler>> spareArrivals_;
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <tuple>
 #include <utility>
 
 #include "cluster/shard/data_plane.h"
@@ -153,7 +154,7 @@ ReplicateUpdateView DataPlane::nextUpdate(PartitionId p, const Topology& topo) {
 
 std::shared_ptr<DataPlane::Replication> DataPlane::makeReplication(
     const ReplicateUpdateView& update) {
-  auto r = std::make_shared<Replication>();
+  auto r = std::allocate_shared<Replication>(CachedAllocator<Replication>());  // block_cache.h
   r->partition = update.partition;
   r->seq = update.seq;
   r->barrier = update.kind == ReplicateBody::kBarrier;
@@ -243,7 +244,7 @@ std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
   } else {
     r->done = std::move(done);
     if (track) {
-      r->outcome = std::make_shared<ReplicationOutcome>();
+      r->outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
       r->outcome->barrier = r->barrier;
       outcome = r->outcome;
     }
@@ -376,8 +377,8 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
   out.version = std::max(out.version, version);
   out.latest = std::max(out.latest, deadline);
   out.bytes += bytes;
-  out.updates.push_back(std::move(update));
-  out.arrivals.push_back(std::move(arrive));
+  const auto order = static_cast<std::uint32_t>(out.updates.size());
+  out.updates.push_back(QueuedUpdate{std::move(update), std::move(arrive), order});
   if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
     flushUpdates(b);
   } else if (!out.flushPosted) {
@@ -400,42 +401,36 @@ void DataPlane::flushUpdates(MemberId b) {
   OutgoingUpdates& out = it->second;
   if (out.updates.empty()) return;
   std::shared_ptr<Peer> peer = std::move(out.peer);
-  std::vector<std::shared_ptr<const Replication>> updates;
-  std::vector<Connection::ResponseHandler> arrivals;
+  std::vector<QueuedUpdate> updates;
   updates.swap(out.updates);
-  arrivals.swap(out.arrivals);
   const auto latest = std::exchange(out.latest, std::chrono::steady_clock::time_point::min());
   const std::uint64_t version = std::exchange(out.version, 0);
   out.bytes = 0;
   // Nothing waits for b now: forget it (a departed member leaves no entry behind).
   if (!out.flushPosted) outgoingUpdates_.erase(it);
   // Each partition's updates in sequence order: a retried update may have been queued after later
-  // ones of its partition, which the backup would take for a gap (and resync).
-  // The order of updates in a batch: by partition, then sequence.
-  const auto updateOrder = [](const std::shared_ptr<const Replication>& x,
-                              const std::shared_ptr<const Replication>& y) {
-    return x->partition != y->partition ? x->partition < y->partition : x->seq < y->seq;
+  // ones of its partition, which the backup would take for a gap (and resync). Sorted in place,
+  // by partition, then sequence, then queue order (so the sort is stable without a buffer).
+  const auto updateOrder = [](const QueuedUpdate& x, const QueuedUpdate& y) {
+    return std::tie(x.update->partition, x.update->seq, x.order) <
+           std::tie(y.update->partition, y.update->seq, y.order);
   };
   if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
-    std::vector<std::size_t> order(updates.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return updateOrder(updates[x], updates[y]);
-    });
-    std::vector<std::shared_ptr<const Replication>> sortedUpdates;
-    std::vector<Connection::ResponseHandler> sortedArrivals;
-    sortedUpdates.reserve(order.size());
-    sortedArrivals.reserve(order.size());
-    for (const std::size_t i : order) {
-      sortedUpdates.push_back(std::move(updates[i]));
-      sortedArrivals.push_back(std::move(arrivals[i]));
-    }
-    updates.swap(sortedUpdates);
-    arrivals.swap(sortedArrivals);
+    std::sort(updates.begin(), updates.end(), updateOrder);
   }
   std::string body = joinReplicateBatch(
       updates.begin(), updates.end(),
-      [](const std::shared_ptr<const Replication>& u) { return std::string_view(u->encoded); });
+      [](const QueuedUpdate& q) { return std::string_view(q.update->encoded); },
+      StringPool::take());
+  std::vector<Connection::ResponseHandler> arrivals;
+  if (!spareArrivals_.empty()) {
+    arrivals.swap(spareArrivals_.back());
+    spareArrivals_.pop_back();
+  }
+  arrivals.reserve(updates.size());
+  for (QueuedUpdate& q : updates) arrivals.push_back(std::move(q.arrive));
+  updates.clear();  // (the encodings are in the body now)
+  if (updates.capacity() > spareUpdates_.capacity()) spareUpdates_.swap(updates);
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline. An update whose
@@ -445,7 +440,20 @@ void DataPlane::flushUpdates(MemberId b) {
   peer->request(
       MessageType::kReplicate, version, std::move(body),
       std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-      [arrivals = std::move(arrivals), b](Result<Frame> r) mutable {
+      [this, arrivals = std::move(arrivals), b](Result<Frame> r) mutable {
+        // Its array goes back for the next batch to fill, whatever the answer (network thread).
+        struct Spare {
+          std::vector<Connection::ResponseHandler>& arrivals;
+          std::vector<std::vector<Connection::ResponseHandler>>& spares;
+          ~Spare() {
+            arrivals.clear();
+            if (spares.size() >= kSpareArrivals) return;
+            try {
+              spares.push_back(std::move(arrivals));
+            } catch (...) {  // out of memory: the array is freed instead
+            }
+          }
+        } spare{arrivals, spareArrivals_};
         if (!r) {
           for (auto& arrive : arrivals) arrive(r.error());
           return;
@@ -484,8 +492,6 @@ void DataPlane::flushUpdates(MemberId b) {
           if (arrive) arrive(Frame{});
         }
       });
-  updates.clear();  // (the encodings are in the body now)
-  if (updates.capacity() > spareUpdates_.capacity()) spareUpdates_.swap(updates);
 }
 
 std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
@@ -529,26 +535,25 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
                           const FrameHeader& header, std::string_view body,
                           const AdmittedInvoke& call) {
   const InvokeRequestSpans& spans = call.spans;
-  execute(call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
-          RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
-          [this, conn, header](Result<std::string> r) {
-            const std::uint64_t version = topology()->version;
-            if (r.ok()) {
-              // Encoded into a pooled string, and the answer's string goes back to the pool: with
-              // the request's body (given back by the caller) they are what the next frames reuse.
-              InvokeReply reply{std::move(*r)};
-              std::string encoded = StringPool::take();
-              encodeInto(encoded, reply);
-              StringPool::give(std::move(reply.result));
-              conn->reply(header, MessageType::kInvoke, version, std::move(encoded));
-            } else if (r.error() == Errc::not_owner) {
-              conn->reply(header, MessageType::kRedirect, version,
-                          encode(TopologyBody{*topology()}));
-            } else {
-              conn->replyError(header, r.error());
-            }
-            host_.endInvocation();
-          });
+  execute(
+      call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
+      RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
+      [this, conn, header](Result<std::string> r) {
+        const std::uint64_t version = topology()->version;
+        if (r.ok()) {
+          // Encoded into a pooled string (the request's body, given back by the caller, is what
+          // the next frame reuses). The answer's own string is smaller than any body: not pooled.
+          InvokeReply reply{std::move(*r)};
+          std::string encoded = StringPool::take(InvokeReply::kFixedBytes + reply.result.size());
+          encodeInto(encoded, reply);
+          conn->reply(header, MessageType::kInvoke, version, std::move(encoded));
+        } else if (r.error() == Errc::not_owner) {
+          conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));
+        } else {
+          conn->replyError(header, r.error());
+        }
+        host_.endInvocation();
+      });
 }
 
 void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {

@@ -99,11 +99,16 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
   }
   // Into a pooled string (string_pool.h): the reply's body, read into one and given back once
   // decoded, keeps the pool filled.
-  std::string body = StringPool::take();
-  encodeInto(body, InvokeRequestView{call->key, call->processor, call->args, clientId_, call->seq,
-                                     doneBelow_.load(std::memory_order_relaxed),
-                                     static_cast<std::uint32_t>(
-                                         std::min<std::int64_t>(left.count(), UINT32_MAX))});
+  const InvokeRequestView request{
+      call->key,
+      call->processor,
+      call->args,
+      clientId_,
+      call->seq,
+      doneBelow_.load(std::memory_order_relaxed),
+      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX))};
+  std::string body = StringPool::take(request.encodedSize());
+  encodeInto(body, request);
   const std::uint64_t version = routing->version;
   peer->request(
       MessageType::kInvoke, version, std::move(body), std::min(left, attemptTimeout_),

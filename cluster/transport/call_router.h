@@ -36,6 +36,7 @@
 #include <ingrid/unique_function.h>
 
 #include "cluster/transport/peer.h"
+#include "grid/block_cache.h"
 #include "grid/dedup_table.h"
 
 namespace ingrid {
@@ -65,7 +66,8 @@ class ProcessorName {
   std::string longer_;
 };
 
-struct RoutedCall {
+// Made per call: its blocks are reused per thread (grid/block_cache.h).
+struct RoutedCall : CachedBlocks {
   std::string key;
   ProcessorName processor;
   std::string args;

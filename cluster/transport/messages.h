@@ -125,6 +125,12 @@ void saveBytes(A& ar, std::string_view s) {
 
 // An InvokeRequest over strings held elsewhere: encodes exactly as InvokeRequest, with no copy.
 struct InvokeRequestView {
+  // What its encoding (with the byte-order flag) takes besides the three strings' bytes: the
+  // flag 1, three lengths 24, client, seq, doneBelow 24, timeoutMs 4.
+  static constexpr std::size_t kFixedBytes = 53;
+  std::size_t encodedSize() const noexcept {
+    return kFixedBytes + key.size() + processor.size() + args.size();
+  }
   std::string_view key;
   std::string_view processor;
   std::string_view args;
@@ -155,6 +161,9 @@ struct InvokeRequestSpans {
 };
 
 struct InvokeReply {
+  // What its encoding (with the byte-order flag) takes besides the result's bytes: the flag 1,
+  // the length 8.
+  static constexpr std::size_t kFixedBytes = 9;
   std::string result;
   template <class A>
   void serialize(A& ar) {
@@ -272,13 +281,14 @@ struct ReplicateBatchIn {
 
 // A kReplicate body joined from updates encoded one by one (encode(ReplicateUpdateView), each
 // with its own byte-order flag, which is dropped): the same bytes as encode(ReplicateBatch) of
-// those updates. `encodedOf(*it)` gives each update's encoding.
+// those updates. `encodedOf(*it)` gives each update's encoding. Written into `body` (emptied
+// first: a pooled string's capacity is reused).
 template <class It, class EncodedOf>
-std::string joinReplicateBatch(It begin, It end, EncodedOf encodedOf) {
+std::string joinReplicateBatch(It begin, It end, EncodedOf encodedOf, std::string body = {}) {
   std::size_t bytes = 1 + 8;
   std::size_t count = 0;
   for (It it = begin; it != end; ++it, ++count) bytes += encodedOf(*it).size() - 1;
-  std::string body;
+  body.clear();
   body.reserve(bytes);
   encodeInto(body, cereal::make_size_tag(static_cast<cereal::size_type>(count)));
   for (It it = begin; it != end; ++it) body.append(encodedOf(*it).substr(1));

@@ -18,32 +18,23 @@
 #include <string>
 #include <string_view>
 
-namespace ingrid {
+#include "grid/block_cache.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define INGRID_STRING_POOL_ENABLED 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define INGRID_STRING_POOL_ENABLED 0
-#endif
-#endif
-#ifndef INGRID_STRING_POOL_ENABLED
-#define INGRID_STRING_POOL_ENABLED 1
-#endif
+namespace ingrid {
 
 class StringPool {
  public:
   // False under AddressSanitizer (see above): give() then frees and take() returns empty strings.
-  static constexpr bool kEnabled = INGRID_STRING_POOL_ENABLED;
+  static constexpr bool kEnabled = BlockCache::kEnabled;
   // Strings of a larger capacity are not kept. Matches the connection's read chunk.
   static constexpr std::size_t kMaxPooledCapacity = 16 * 1024;
   // Most strings, and most bytes of capacity, one thread's pool holds.
   static constexpr std::size_t kMaxPooledStrings = 64;
   static constexpr std::size_t kMaxPooledBytes = 256 * 1024;
 
-  // An empty string with the capacity of one from this thread's pool (none if the pool is
-  // empty), to encode a frame body into.
-  static std::string take() noexcept;
+  // An empty string with room for `atLeast` bytes, to encode a frame body into: the one this
+  // thread's pool got last (grown if it is smaller), or a new one if the pool is empty.
+  static std::string take(std::size_t atLeast = 0);
   // A copy of `bytes` in a string from this thread's pool (allocates only if the pool is empty
   // or its string is too small).
   static std::string copy(std::string_view bytes);

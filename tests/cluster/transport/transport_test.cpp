@@ -1072,8 +1072,11 @@ TEST_CASE("An Invoke encodes from views as from strings, and is read in place as
                               40,
                               5000};
   const std::string bytes = encode(request);
-  CHECK(encode(InvokeRequestView{request.key, request.processor, request.args, request.client,
-                                 request.seq, request.doneBelow, request.timeoutMs}) == bytes);
+  const InvokeRequestView view{request.key, request.processor, request.args,     request.client,
+                               request.seq, request.doneBelow, request.timeoutMs};
+  CHECK(encode(view) == bytes);
+  CHECK(view.encodedSize() == bytes.size());  // what a pooled body is taken for
+  CHECK(encode(InvokeReply{"an answer"}).size() == InvokeReply::kFixedBytes + 9);
   const InvokeRequestSpans spans = InvokeRequestSpans::of(bytes);
   CHECK(spans.key.in(bytes) == request.key);
   CHECK(spans.processor.in(bytes) == request.processor);

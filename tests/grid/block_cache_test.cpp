@@ -1,0 +1,91 @@
+#include "grid/block_cache.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace ingrid;
+
+namespace {
+
+template <class F>
+void onFreshThread(F body) {
+  std::thread t(std::move(body));
+  t.join();
+}
+
+struct Call : CachedBlocks {
+  char bytes[100] = {};
+};
+
+}  // namespace
+
+TEST_CASE("block cache: a freed block is handed out again to its size class on the same thread",
+          "[grid]") {
+  onFreshThread([] {
+    void* a = BlockCache::allocate(40);
+    std::memset(a, 0xab, 48);  // the whole block of its class (40 rounds up to 48) is usable
+    BlockCache::deallocate(a, 40);
+    if (!BlockCache::kEnabled) {  // under ASan: nothing is kept
+      CHECK(BlockCache::TEST_cached(40) == 0);
+      return;
+    }
+    CHECK(BlockCache::TEST_cached(40) == 1);
+    CHECK(BlockCache::TEST_cached(48) == 1);  // one class
+    CHECK(BlockCache::TEST_cached(64) == 0);
+    void* b = BlockCache::allocate(33);  // same class (33..48)
+    CHECK(b == a);
+    CHECK(BlockCache::TEST_cached(40) == 0);
+    BlockCache::deallocate(b, 33);
+  });
+}
+
+TEST_CASE("block cache: bounded per class, large blocks and other threads' caches untouched",
+          "[grid]") {
+  onFreshThread([] {
+    std::vector<void*> blocks;
+    for (std::size_t i = 0; i < BlockCache::kMaxBlocksPerClass + 5; ++i) {
+      blocks.push_back(BlockCache::allocate(64));
+    }
+    for (void* b : blocks) BlockCache::deallocate(b, 64);
+    CHECK(BlockCache::TEST_cached(64) ==
+          (BlockCache::kEnabled ? BlockCache::kMaxBlocksPerClass : 0u));
+    void* large = BlockCache::allocate(BlockCache::kMaxBlockBytes + 1);
+    BlockCache::deallocate(large, BlockCache::kMaxBlockBytes + 1);
+    CHECK(BlockCache::TEST_cached(BlockCache::kMaxBlockBytes + 1) == 0);
+    onFreshThread([] { CHECK(BlockCache::TEST_cached(64) == 0); });
+  });
+}
+
+TEST_CASE("block cache: a block allocated on one thread and freed on another is cached there",
+          "[grid]") {
+  void* block = nullptr;
+  onFreshThread([&] { block = BlockCache::allocate(200); });
+  onFreshThread([&] {
+    BlockCache::deallocate(block, 200);
+    CHECK(BlockCache::TEST_cached(200) == (BlockCache::kEnabled ? 1u : 0u));
+    void* again = BlockCache::allocate(200);
+    if (BlockCache::kEnabled) CHECK(again == block);
+    BlockCache::deallocate(again, 200);
+  });
+}
+
+TEST_CASE("block cache: allocate_shared and class-level new go through it", "[grid]") {
+  onFreshThread([] {
+    auto shared = std::allocate_shared<int>(CachedAllocator<int>(), 7);
+    CHECK(*shared == 7);
+    shared.reset();
+    auto call = std::make_unique<Call>();
+    call->bytes[99] = 1;
+    call.reset();
+    if (!BlockCache::kEnabled) return;
+    CHECK(BlockCache::TEST_cached(sizeof(Call)) == 1);
+    auto again = std::make_unique<Call>();  // value-initialized, from the cached block
+    CHECK(again->bytes[99] == 0);
+    CHECK(BlockCache::TEST_cached(sizeof(Call)) == 0);
+  });
+}
