@@ -1,6 +1,7 @@
 #include "grid/dedup_table.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace ingrid {
@@ -123,45 +124,84 @@ void DedupTable::advance(ClientRecords& c, std::uint64_t mark) noexcept {
   records_ -= c.records.dropBelow(mark);
 }
 
+AnswerBytes::AnswerBytes(std::string_view bytes) : size_(static_cast<std::uint32_t>(bytes.size())) {
+  if (bytes.size() <= kInline) {
+    std::memcpy(bytes_, bytes.data(), bytes.size());
+    return;
+  }
+  char* block = new char[bytes.size()];
+  std::memcpy(block, bytes.data(), bytes.size());
+  std::memcpy(bytes_, &block, sizeof block);
+}
+
+AnswerBytes::AnswerBytes(AnswerBytes&& other) noexcept : size_(other.size_) {
+  std::memcpy(bytes_, other.bytes_, kInline);  // the bytes, or the pointer: either moves whole
+  other.size_ = 0;
+}
+
+AnswerBytes& AnswerBytes::operator=(AnswerBytes&& other) noexcept {
+  if (this != &other) {
+    release();
+    size_ = other.size_;
+    std::memcpy(bytes_, other.bytes_, kInline);
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+char* AnswerBytes::heap() const noexcept {
+  char* block = nullptr;
+  std::memcpy(&block, bytes_, sizeof block);
+  return block;
+}
+
+void AnswerBytes::release() noexcept {
+  if (size_ > kInline) delete[] heap();
+  size_ = 0;
+}
+
+std::string_view AnswerBytes::view() const noexcept {
+  return {size_ > kInline ? heap() : bytes_, size_};
+}
+
 DedupTable::Lookup DedupTable::find(const RequestId& id, Clock::time_point now) {
   const auto it = clients_.find(id.client);
   if (it == clients_.end()) return {};
   ClientRecords& c = it->second;
   c.lastUsed = now;
   advance(c, id.doneBelow);
-  if (id.seq < c.doneBelow) return {Lookup::kForgotten, nullptr, nullptr};
+  if (id.seq < c.doneBelow) return {Lookup::kForgotten, {}, nullptr};
   Record* const found = c.records.find(id.seq);
   if (found == nullptr) {
-    return c.records.size() >= kMaxRecordsPerClient ? Lookup{Lookup::kFull, nullptr, nullptr}
-                                                    : Lookup{};
+    return c.records.size() >= kMaxRecordsPerClient ? Lookup{Lookup::kFull, {}, nullptr} : Lookup{};
   }
   Record& record = *found;
   if (record.outcome) {
     switch (record.outcome->state.load(std::memory_order_acquire)) {
       case ReplicationOutcome::kPending:
-        return {Lookup::kPending, nullptr, record.outcome};
+        return {Lookup::kPending, {}, record.outcome};
       case ReplicationOutcome::kFailed:
         if (record.outcome->barrier) {  // the request's answer stands; its barrier did not
           record.outcome = ReplicationOutcome::inherited();
-          return {Lookup::kInherited, &record.result, nullptr};
+          return {Lookup::kInherited, record.result.view(), nullptr};
         }
-        return {Lookup::kFailed, nullptr, nullptr};
+        return {Lookup::kFailed, {}, nullptr};
       case ReplicationOutcome::kInherited:
-        return {Lookup::kInherited, &record.result, nullptr};
+        return {Lookup::kInherited, record.result.view(), nullptr};
       default:
         record.outcome.reset();  // acknowledged for good: no need to look again
     }
   }
-  return {Lookup::kAnswered, &record.result, nullptr};
+  return {Lookup::kAnswered, record.result.view(), nullptr};
 }
 
-void DedupTable::record(const RequestId& id, std::string result,
+void DedupTable::record(const RequestId& id, std::string_view result,
                         std::shared_ptr<const ReplicationOutcome> outcome, Clock::time_point now) {
   ClientRecords& c = clients_[id.client];
   c.lastUsed = now;
   advance(c, id.doneBelow);
   if (id.seq < c.doneBelow) return;  // the client already has its answer
-  if (c.records.assign(id.seq, Record{std::move(result), std::move(outcome)})) ++records_;
+  if (c.records.assign(id.seq, Record{AnswerBytes(result), std::move(outcome)})) ++records_;
 }
 
 std::size_t DedupTable::expireIdle(Clock::time_point now, Clock::duration window) {

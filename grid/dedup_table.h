@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <absl/container/btree_map.h>
 #include <absl/container/flat_hash_map.h>
@@ -37,6 +38,32 @@
 #include <ingrid/unique_function.h>
 
 namespace ingrid {
+
+// A recorded answer's bytes: inline up to kInline bytes (every built-in limiter's answer fits: a
+// token bucket's is 25 bytes encoded, a LimitAnswer 34), so a record costs no allocation of its
+// own; a longer one is on the heap. 40 bytes, against 32 for a std::string plus its heap block
+// past 15 bytes.
+class AnswerBytes {
+ public:
+  static constexpr std::size_t kInline = 36;
+  AnswerBytes() noexcept = default;
+  explicit AnswerBytes(std::string_view bytes);
+  AnswerBytes(AnswerBytes&& other) noexcept;
+  AnswerBytes& operator=(AnswerBytes&& other) noexcept;
+  AnswerBytes(const AnswerBytes&) = delete;
+  AnswerBytes& operator=(const AnswerBytes&) = delete;
+  ~AnswerBytes() { release(); }
+
+  std::string_view view() const noexcept;
+
+ private:
+  char* heap() const noexcept;
+  void release() noexcept;
+
+  std::uint32_t size_ = 0;
+  // The bytes, or (past kInline) the pointer to them, copied in and out with memcpy.
+  char bytes_[kInline] = {};
+};
 
 // One request's identity, as the client sent it.
 struct RequestId {
@@ -116,7 +143,7 @@ class DedupTable {
       kFull,       // new, and the client already holds kMaxRecordsPerClient records here
     };
     Kind kind = kNew;
-    const std::string* result = nullptr;  // kAnswered, kInherited; valid until the table changes
+    std::string_view result;  // kAnswered, kInherited; valid until the table changes
     // kPending: the replication to wait for (park a copy on it); valid while the record lives.
     std::shared_ptr<const ReplicationOutcome> outcome;
   };
@@ -128,7 +155,7 @@ class DedupTable {
   // Records that `id` ran and answered `result`. `outcome`, if set, is its update's replication
   // (nullptr: nothing to wait for; ReplicationOutcome::inherited(): learnt from a former primary).
   // Replaces a record of the same id.
-  void record(const RequestId& id, std::string result,
+  void record(const RequestId& id, std::string_view result,
               std::shared_ptr<const ReplicationOutcome> outcome, Clock::time_point now);
 
   // Drops the records of clients that sent nothing for `window`. Returns the records dropped.
@@ -138,18 +165,19 @@ class DedupTable {
   std::size_t records() const noexcept { return records_; }
   std::size_t clients() const noexcept { return clients_.size(); }
 
-  // Every record, for a snapshot: fn(client, doneBelow, seq, result).
+  // Every record, for a snapshot: fn(client, doneBelow, seq, result) (a string_view).
   template <class Fn>
   void forEach(Fn&& fn) const {
     for (const auto& [client, c] : clients_) {
-      c.records.forEach(
-          [&](std::uint64_t seq, const Record& r) { fn(client, c.doneBelow, seq, r.result); });
+      c.records.forEach([&](std::uint64_t seq, const Record& r) {
+        fn(client, c.doneBelow, seq, r.result.view());
+      });
     }
   }
 
  private:
   struct Record {
-    std::string result;
+    AnswerBytes result;
     std::shared_ptr<const ReplicationOutcome> outcome;  // nullptr once known to be acknowledged
   };
   // One client's records in one partition, by seq. A client rarely holds more than a few here at

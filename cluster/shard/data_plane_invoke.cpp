@@ -41,7 +41,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   if (id.valid()) {
     const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
     if (seen.kind == DedupTable::Lookup::kAnswered) {
-      done(std::string(*seen.result));  // ran before: its answer, and it does not run again
+      done(std::string(seen.result));  // ran before: its answer, and it does not run again
       return;
     }
     if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
@@ -50,7 +50,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
       return;
     }
     if (seen.kind == DedupTable::Lookup::kInherited) {
-      confirmInherited(p, store, topo, id, std::string(*seen.result), deadline, std::move(done));
+      confirmInherited(p, store, topo, id, std::string(seen.result), deadline, std::move(done));
       return;
     }
     if (seen.kind != DedupTable::Lookup::kNew) {

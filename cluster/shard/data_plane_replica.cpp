@@ -159,7 +159,7 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
   const RequestId id{u.client, u.requestSeq, u.doneBelow};
   if (id.valid()) {
     // Held here; whether the other owners hold it is for a future primary to establish.
-    store.dedup().record(id, std::string(u.result), ReplicationOutcome::inherited(),
+    store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
                          std::chrono::steady_clock::now());
   }
   rep.seq = u.seq;
@@ -280,12 +280,13 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   });
   // The dedup records follow the entries, in chunks bounded like theirs (count and bytes).
   store.dedup().forEach([&](std::uint64_t client, std::uint64_t doneBelow, std::uint64_t seq,
-                            const std::string& result) {
+                            std::string_view result) {
     if (chunks.back().completions.size() >= kSnapshotChunkEntries || bytes >= kSnapshotChunkBytes) {
       chunks.emplace_back();
       bytes = 0;
     }
-    chunks.back().completions.push_back(SnapshotCompletion{client, doneBelow, seq, result});
+    chunks.back().completions.push_back(
+        SnapshotCompletion{client, doneBelow, seq, std::string(result)});
     bytes += result.size() + 32;
   });
   Replica& rep = replicas_[p];
