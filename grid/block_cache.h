@@ -53,6 +53,7 @@ struct CachedAllocator {
   CachedAllocator() noexcept = default;
   template <class U>
   CachedAllocator(const CachedAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  static_assert(alignof(T) <= BlockCache::kGranule, "an over-aligned type: not from the cache");
   T* allocate(std::size_t n) { return static_cast<T*>(BlockCache::allocate(n * sizeof(T))); }
   void deallocate(T* p, std::size_t n) noexcept { BlockCache::deallocate(p, n * sizeof(T)); }
   template <class U>
@@ -67,6 +68,13 @@ struct CachedBlocks {
   static void* operator new(std::size_t bytes) { return BlockCache::allocate(bytes); }
   static void operator delete(void* block, std::size_t bytes) noexcept {
     BlockCache::deallocate(block, bytes);
+  }
+  // An over-aligned type (alignof > kGranule) bypasses the cache: these are chosen for it.
+  static void* operator new(std::size_t bytes, std::align_val_t align) {
+    return ::operator new(bytes, align);
+  }
+  static void operator delete(void* block, std::align_val_t align) noexcept {
+    ::operator delete(block, align);
   }
 };
 

@@ -1,7 +1,9 @@
 #include "grid/dedup_table.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 
 namespace ingrid {
@@ -125,8 +127,10 @@ void DedupTable::advance(ClientRecords& c, std::uint64_t mark) noexcept {
 }
 
 AnswerBytes::AnswerBytes(std::string_view bytes) : size_(static_cast<std::uint32_t>(bytes.size())) {
+  // (answers come from frames of at most 16 MiB, far below the 32-bit size)
+  if (bytes.size() > UINT32_MAX) throw std::length_error("an answer of 4 GiB or more");
   if (bytes.size() <= kInline) {
-    std::memcpy(bytes_, bytes.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes_, bytes.data(), bytes.size());
     return;
   }
   char* block = new char[bytes.size()];

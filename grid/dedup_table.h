@@ -168,7 +168,9 @@ class DedupTable {
   // Every record, for a snapshot: fn(client, doneBelow, seq, result) (a string_view).
   template <class Fn>
   void forEach(Fn&& fn) const {
-    for (const auto& [client, c] : clients_) {
+    for (const auto& entry : clients_) {  // (no structured binding: clang 14 cannot capture one)
+      const std::uint64_t client = entry.first;
+      const ClientRecords& c = entry.second;
       c.records.forEach([&](std::uint64_t seq, const Record& r) {
         fn(client, c.doneBelow, seq, r.result.view());
       });

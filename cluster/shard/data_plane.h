@@ -219,12 +219,13 @@ class DataPlane {
   };
   // `update` encoded (its views are read here, so what they point to may change afterwards).
   static std::shared_ptr<Replication> makeReplication(const ReplicateUpdateView& update);
+  // Gives `r` an outcome for a dedup record of its request and returns it (null in kPrimarySync:
+  // nothing to wait for), marked as a barrier's if it is one. Before replicate(r).
+  std::shared_ptr<const ReplicationOutcome> trackOutcome(Replication& r) const;
   // Sends the update in `r` to every backup of its partition in `topo` (the topology it ran
-  // under), trying until `deadline`. With `track`, returns the replication's outcome for a dedup
-  // record (null in kPrimarySync: nothing to wait for), marked as a barrier's if it is one.
-  std::shared_ptr<const ReplicationOutcome> replicate(
-      std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
-      std::chrono::steady_clock::time_point deadline, RawCompletion done, bool track = false);
+  // under), trying until `deadline`; `done` gets `result` once every backup acknowledged.
+  void replicate(std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
+                 std::chrono::steady_clock::time_point deadline, RawCompletion done);
   // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
   static std::string replicationFailure(const Replication& r);
   // Sends r's update to backup b, again and again until b acknowledges, stops being an owner of

@@ -105,14 +105,9 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     update.result = *result;
   }
   std::shared_ptr<Replication> r = makeReplication(update);
-  if (id.valid()) {
-    std::string answer = *result;
-    std::shared_ptr<const ReplicationOutcome> outcome =
-        replicate(std::move(r), topo, std::move(result), deadline, std::move(done),
-                  /*track=*/true);
-    store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
-    return;
-  }
+  // Recorded before it replicates, from the answer where it lies (no copy of it), with the
+  // outcome the replication resolves.
+  if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
   replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
 }
 
@@ -199,10 +194,9 @@ void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const Top
   barrier.result = answer;
   deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
   barriers_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<const ReplicationOutcome> outcome =
-      replicate(makeReplication(barrier), topo, Result<std::string>(answer), deadline,
-                std::move(done), /*track=*/true);
-  store.dedup().record(id, std::move(answer), std::move(outcome), steadyNow);
+  std::shared_ptr<Replication> r = makeReplication(barrier);
+  store.dedup().record(id, answer, trackOutcome(*r), steadyNow);
+  replicate(std::move(r), topo, Result<std::string>(std::move(answer)), deadline, std::move(done));
 }
 
 Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTable::Lookup& seen) {
@@ -231,23 +225,24 @@ Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTabl
   }
 }
 
-std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
-    std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
-    std::chrono::steady_clock::time_point deadline, RawCompletion done, bool track) {
+std::shared_ptr<const ReplicationOutcome> DataPlane::trackOutcome(Replication& r) const {
+  // kPrimarySync: no outcome, a copy of the request gets the same answer at once.
+  if (options_.replication == ReplicationMode::kPrimarySync) return nullptr;
+  r.outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
+  r.outcome->barrier = r.barrier;
+  return r.outcome;
+}
+
+void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
+                          Result<std::string> result,
+                          std::chrono::steady_clock::time_point deadline, RawCompletion done) {
   const PartitionId p = r->partition;
   r->pending = topo->table.owners(p).size() - 1;
   r->result = std::move(result);
-  std::shared_ptr<const ReplicationOutcome> outcome;
   if (options_.replication == ReplicationMode::kPrimarySync) {
     done(r->result);  // answer first; a failover may lose this update (documented)
-    // (no outcome: a copy of the request gets the same answer at once)
   } else {
     r->done = std::move(done);
-    if (track) {
-      r->outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
-      r->outcome->barrier = r->barrier;
-      outcome = r->outcome;
-    }
   }
   replicas_[p].outstanding.fetch_add(1, std::memory_order_acq_rel);
   auto send = [this, r = std::move(r), topo = std::move(topo), deadline]() {
@@ -259,7 +254,6 @@ std::shared_ptr<const ReplicationOutcome> DataPlane::replicate(
   } else {
     asio::post(net_, std::move(send));
   }
-  return outcome;
 }
 
 std::string DataPlane::replicationFailure(const Replication& r) {

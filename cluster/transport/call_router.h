@@ -48,7 +48,7 @@ class ProcessorName {
   static constexpr std::size_t kInline = 47;
   void assign(std::string_view name) {
     if (name.size() <= kInline) {
-      std::memcpy(inline_.data(), name.data(), name.size());
+      if (!name.empty()) std::memcpy(inline_.data(), name.data(), name.size());
       size_ = static_cast<std::uint8_t>(name.size());
       longer_.clear();
     } else {

@@ -28,7 +28,8 @@ TEST_CASE("block cache: a freed block is handed out again to its size class on t
           "[grid]") {
   onFreshThread([] {
     void* a = BlockCache::allocate(40);
-    std::memset(a, 0xab, 48);  // the whole block of its class (40 rounds up to 48) is usable
+    // With the cache on, the whole block of its class (40 rounds up to 48) is there.
+    std::memset(a, 0xab, BlockCache::kEnabled ? 48 : 40);
     BlockCache::deallocate(a, 40);
     if (!BlockCache::kEnabled) {  // under ASan: nothing is kept
       CHECK(BlockCache::TEST_cached(40) == 0);
@@ -78,14 +79,18 @@ TEST_CASE("block cache: allocate_shared and class-level new go through it", "[gr
   onFreshThread([] {
     auto shared = std::allocate_shared<int>(CachedAllocator<int>(), 7);
     CHECK(*shared == 7);
+    const void* sharedAt = shared.get();
     shared.reset();
     auto call = std::make_unique<Call>();
-    call->bytes[99] = 1;
+    const void* callAt = call.get();
     call.reset();
     if (!BlockCache::kEnabled) return;
     CHECK(BlockCache::TEST_cached(sizeof(Call)) == 1);
-    auto again = std::make_unique<Call>();  // value-initialized, from the cached block
-    CHECK(again->bytes[99] == 0);
+    // The same blocks again: the object and its control block in one, and the Call's.
+    auto sharedAgain = std::allocate_shared<int>(CachedAllocator<int>(), 8);
+    CHECK(static_cast<const void*>(sharedAgain.get()) == sharedAt);
+    auto again = std::make_unique<Call>();
+    CHECK(static_cast<const void*>(again.get()) == callAt);
     CHECK(BlockCache::TEST_cached(sizeof(Call)) == 0);
   });
 }
