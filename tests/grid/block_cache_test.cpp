@@ -8,15 +8,12 @@
 #include <utility>
 #include <vector>
 
+#include "support/fresh_thread.h"
+
 using namespace ingrid;
+using ingrid::testing::onFreshThread;
 
 namespace {
-
-template <class F>
-void onFreshThread(F body) {
-  std::thread t(std::move(body));
-  t.join();
-}
 
 struct Call : CachedBlocks {
   char bytes[100] = {};

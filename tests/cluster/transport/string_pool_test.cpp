@@ -7,18 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "support/fresh_thread.h"
+
 using namespace ingrid;
-
-namespace {
-
-// Runs `body` on a new thread: its pool starts empty, whatever other tests left in theirs.
-template <class F>
-void onFreshThread(F body) {
-  std::thread t(std::move(body));
-  t.join();
-}
-
-}  // namespace
+using ingrid::testing::onFreshThread;
 
 TEST_CASE("string pool: a string given back is taken again with its capacity, emptied",
           "[cluster][transport]") {
