@@ -1,9 +1,6 @@
 #include "grid/dedup_table.h"
 
 #include <algorithm>
-#include <cstdint>
-#include <cstring>
-#include <stdexcept>
 #include <utility>
 
 namespace ingrid {
@@ -126,48 +123,6 @@ void DedupTable::advance(ClientRecords& c, std::uint64_t mark) noexcept {
   records_ -= c.records.dropBelow(mark);
 }
 
-AnswerBytes::AnswerBytes(std::string_view bytes) : size_(static_cast<std::uint32_t>(bytes.size())) {
-  // (answers come from frames of at most 16 MiB, far below the 32-bit size)
-  if (bytes.size() > UINT32_MAX) throw std::length_error("an answer of 4 GiB or more");
-  if (bytes.size() <= kInline) {
-    if (!bytes.empty()) std::memcpy(bytes_, bytes.data(), bytes.size());
-    return;
-  }
-  char* block = new char[bytes.size()];
-  std::memcpy(block, bytes.data(), bytes.size());
-  std::memcpy(bytes_, &block, sizeof block);
-}
-
-AnswerBytes::AnswerBytes(AnswerBytes&& other) noexcept : size_(other.size_) {
-  std::memcpy(bytes_, other.bytes_, kInline);  // the bytes, or the pointer: either moves whole
-  other.size_ = 0;
-}
-
-AnswerBytes& AnswerBytes::operator=(AnswerBytes&& other) noexcept {
-  if (this != &other) {
-    release();
-    size_ = other.size_;
-    std::memcpy(bytes_, other.bytes_, kInline);
-    other.size_ = 0;
-  }
-  return *this;
-}
-
-char* AnswerBytes::heap() const noexcept {
-  char* block = nullptr;
-  std::memcpy(&block, bytes_, sizeof block);
-  return block;
-}
-
-void AnswerBytes::release() noexcept {
-  if (size_ > kInline) delete[] heap();
-  size_ = 0;
-}
-
-std::string_view AnswerBytes::view() const noexcept {
-  return {size_ > kInline ? heap() : bytes_, size_};
-}
-
 DedupTable::Lookup DedupTable::find(const RequestId& id, Clock::time_point now) {
   const auto it = clients_.find(id.client);
   if (it == clients_.end()) return {};
@@ -205,7 +160,7 @@ void DedupTable::record(const RequestId& id, std::string_view result,
   c.lastUsed = now;
   advance(c, id.doneBelow);
   if (id.seq < c.doneBelow) return;  // the client already has its answer
-  if (c.records.assign(id.seq, Record{AnswerBytes(result), std::move(outcome)})) ++records_;
+  if (c.records.assign(id.seq, Record{InlineBytes(result), std::move(outcome)})) ++records_;
 }
 
 std::size_t DedupTable::expireIdle(Clock::time_point now, Clock::duration window) {

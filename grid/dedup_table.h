@@ -37,33 +37,9 @@
 #include <ingrid/result.h>
 #include <ingrid/unique_function.h>
 
+#include "grid/inline_bytes.h"
+
 namespace ingrid {
-
-// A recorded answer's bytes: inline up to kInline bytes (every built-in limiter's answer fits: a
-// token bucket's is 25 bytes encoded, a LimitAnswer 34), so a record costs no allocation of its
-// own; a longer one is on the heap. 40 bytes, against 32 for a std::string plus its heap block
-// past 15 bytes.
-class AnswerBytes {
- public:
-  static constexpr std::size_t kInline = 36;
-  AnswerBytes() noexcept = default;
-  explicit AnswerBytes(std::string_view bytes);
-  AnswerBytes(AnswerBytes&& other) noexcept;
-  AnswerBytes& operator=(AnswerBytes&& other) noexcept;
-  AnswerBytes(const AnswerBytes&) = delete;
-  AnswerBytes& operator=(const AnswerBytes&) = delete;
-  ~AnswerBytes() { release(); }
-
-  std::string_view view() const noexcept;
-
- private:
-  char* heap() const noexcept;
-  void release() noexcept;
-
-  std::uint32_t size_ = 0;
-  // The bytes, or (past kInline) the pointer to them, copied in and out with memcpy.
-  char bytes_[kInline] = {};
-};
 
 // One request's identity, as the client sent it.
 struct RequestId {
@@ -179,7 +155,7 @@ class DedupTable {
 
  private:
   struct Record {
-    AnswerBytes result;
+    InlineBytes result;  // inline up to 36 bytes: every limiter's answer fits
     std::shared_ptr<const ReplicationOutcome> outcome;  // nullptr once known to be acknowledged
   };
   // One client's records in one partition, by seq. A client rarely holds more than a few here at

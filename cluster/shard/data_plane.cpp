@@ -29,6 +29,7 @@ DataPlane::DataPlane(DataPlaneHost& host, const NodeOptions& options,
       workers_(options.partitions, threads, clock, options.expirySweepInterval,
                options.expirySweepEntries, partitionsOnNet ? &net : nullptr),
       replicas_(std::make_unique<Replica[]>(options.partitions)) {
+  spareBatches_.reserve(kSpareBatches);
   workers_.setDedupWindow(options.dedupWindow);
 }
 

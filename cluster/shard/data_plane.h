@@ -179,9 +179,10 @@ class DataPlane {
                                             const Frame& frame);
   // Posts an admitted Invoke to its partition's worker, which runs it (runInvoke).
   void postInvoke(const std::shared_ptr<Connection>& conn, Frame frame, const AdmittedInvoke& call);
-  // Runs an admitted Invoke on its partition's worker and answers it on `conn`.
+  // Runs an admitted Invoke on its partition's worker and answers it on `conn`; then gives its
+  // body back to this thread's StringPool (nothing keeps a view of it).
   void runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
-                 const FrameHeader& header, std::string_view body, const AdmittedInvoke& call);
+                 const FrameHeader& header, std::string body, const AdmittedInvoke& call);
   // Why this member may not change p now (no valid lease, too few members), or nothing.
   std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
   // Numbers p's next change (p's worker): its sequence number and epoch; returns the epoch of the
@@ -249,6 +250,8 @@ class DataPlane {
     std::size_t bytes = 0;
     bool flushPosted = false;
   };
+  // Hands each update of a batch sent to b its verdict from b's answer `r`. Network thread.
+  void settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r);
   // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
   void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
                    std::shared_ptr<const Replication> update,
@@ -296,12 +299,11 @@ class DataPlane {
   PartitionWorkers workers_;
   std::unique_ptr<Replica[]> replicas_;
   absl::flat_hash_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
-  // The array of the last batch sent, kept for the next one to fill (network thread).
-  std::vector<QueuedUpdate> spareUpdates_;
-  // The acknowledgement handlers' arrays of batches answered, kept for the next batches (several
-  // are in flight at once; at most kSpareArrivals kept). Network thread.
-  static constexpr std::size_t kSpareArrivals = 16;
-  std::vector<std::vector<Connection::ResponseHandler>> spareArrivals_;
+  // The arrays of answered batches, emptied and kept for the next batches to fill (several are
+  // in flight at once): at most kSpareBatches, the capacity reserved at construction. Network
+  // thread.
+  static constexpr std::size_t kSpareBatches = 16;
+  std::vector<std::vector<QueuedUpdate>> spareBatches_;
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

@@ -366,7 +366,10 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
     flushUpdates(b);  // this one would take the batch past its size: it starts the next batch
   }
   OutgoingUpdates& out = outgoingUpdates_[b];
-  if (out.updates.capacity() == 0) out.updates.swap(spareUpdates_);
+  if (out.updates.capacity() == 0 && !spareBatches_.empty()) {
+    out.updates = std::move(spareBatches_.back());  // an answered batch's array, emptied
+    spareBatches_.pop_back();
+  }
   out.peer = std::move(peer);
   out.version = std::max(out.version, version);
   out.latest = std::max(out.latest, deadline);
@@ -416,76 +419,62 @@ void DataPlane::flushUpdates(MemberId b) {
       updates.begin(), updates.end(),
       [](const QueuedUpdate& q) { return std::string_view(q.update->encoded); },
       StringPool::take());
-  std::vector<Connection::ResponseHandler> arrivals;
-  if (!spareArrivals_.empty()) {
-    arrivals.swap(spareArrivals_.back());
-    spareArrivals_.pop_back();
-  }
-  arrivals.reserve(updates.size());
-  for (QueuedUpdate& q : updates) arrivals.push_back(std::move(q.arrive));
-  updates.clear();  // (the encodings are in the body now)
-  if (updates.capacity() > spareUpdates_.capacity()) spareUpdates_.swap(updates);
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline. An update whose
   // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       latest - std::chrono::steady_clock::now());
-  peer->request(
-      MessageType::kReplicate, version, std::move(body),
-      std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-      [this, arrivals = std::move(arrivals), b](Result<Frame> r) mutable {
-        // Its array goes back for the next batch to fill, whatever the answer (network thread).
-        struct Spare {
-          std::vector<Connection::ResponseHandler>& arrivals;
-          std::vector<std::vector<Connection::ResponseHandler>>& spares;
-          ~Spare() {
-            arrivals.clear();
-            if (spares.size() >= kSpareArrivals) return;
-            try {
-              spares.push_back(std::move(arrivals));
-            } catch (...) {  // out of memory: the array is freed instead
-            }
-          }
-        } spare{arrivals, spareArrivals_};
-        if (!r) {
-          for (auto& arrive : arrivals) arrive(r.error());
-          return;
-        }
-        ReplicateAck ack;
-        try {
-          decodeInto(r->body, ack);
-        } catch (const std::exception& e) {
-          const Error bad(Errc::malformed_message,
-                          "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
-                              " updates from member " + std::to_string(b) + ": " + e.what());
-          for (auto& arrive : arrivals) arrive(bad);
-          return;
-        }
-        // Each refusal names a distinct update of the batch; anything else makes the whole
-        // acknowledgement untrustworthy, and no update of it counts as acknowledged.
-        std::vector<bool> seen(ack.refused.empty() ? 0 : arrivals.size(), false);
-        for (const UpdateRefusal& refused : ack.refused) {
-          if (refused.index >= arrivals.size() || seen[refused.index]) {
-            const Error bad(
-                Errc::malformed_message,
-                "acknowledgement of a batch of " + std::to_string(arrivals.size()) +
+  // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
+  peer->request(MessageType::kReplicate, version, std::move(body),
+                std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+                [this, updates = std::move(updates), b](Result<Frame> r) mutable {
+                  settleBatch(b, updates, std::move(r));
+                  updates.clear();
+                  if (spareBatches_.size() < spareBatches_.capacity()) {
+                    spareBatches_.push_back(std::move(updates));
+                  }
+                });
+}
+
+void DataPlane::settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r) {
+  const auto all = [&](const Result<Frame>& verdict) {
+    for (QueuedUpdate& q : updates) q.arrive(verdict);
+  };
+  if (!r) {
+    all(r.error());
+    return;
+  }
+  ReplicateAck ack;
+  try {
+    decodeInto(r->body, ack);
+  } catch (const std::exception& e) {
+    all(Error(Errc::malformed_message,
+              "acknowledgement of a batch of " + std::to_string(updates.size()) +
+                  " updates from member " + std::to_string(b) + ": " + e.what()));
+    return;
+  }
+  // Each refusal names a distinct update of the batch; anything else makes the whole
+  // acknowledgement untrustworthy, and no update of it counts as acknowledged.
+  std::vector<bool> seen(ack.refused.empty() ? 0 : updates.size(), false);
+  for (const UpdateRefusal& refused : ack.refused) {
+    if (refused.index >= updates.size() || seen[refused.index]) {
+      all(Error(Errc::malformed_message,
+                "acknowledgement of a batch of " + std::to_string(updates.size()) +
                     " updates from member " + std::to_string(b) + " refuses update " +
                     std::to_string(refused.index) +
-                    (refused.index >= arrivals.size() ? ", which it does not hold" : " twice"));
-            for (auto& arrive : arrivals) arrive(bad);
-            return;
-          }
-          seen[refused.index] = true;
-        }
-        for (UpdateRefusal& refused : ack.refused) {
-          auto arrive = std::exchange(arrivals[refused.index], Connection::ResponseHandler{});
-          arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
-        }
-        for (auto& arrive : arrivals) {
-          if (arrive) arrive(Frame{});
-        }
-      });
+                    (refused.index >= updates.size() ? ", which it does not hold" : " twice")));
+      return;
+    }
+    seen[refused.index] = true;
+  }
+  for (UpdateRefusal& refused : ack.refused) {
+    auto arrive = std::exchange(updates[refused.index].arrive, Connection::ResponseHandler{});
+    arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
+  }
+  for (QueuedUpdate& q : updates) {
+    if (q.arrive) q.arrive(Frame{});
+  }
 }
 
 std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
@@ -526,8 +515,7 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
 }
 
 void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
-                          const FrameHeader& header, std::string_view body,
-                          const AdmittedInvoke& call) {
+                          const FrameHeader& header, std::string body, const AdmittedInvoke& call) {
   const InvokeRequestSpans& spans = call.spans;
   execute(
       call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
@@ -535,8 +523,8 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
       [this, conn, header](Result<std::string> r) {
         const std::uint64_t version = topology()->version;
         if (r.ok()) {
-          // Encoded into a pooled string (the request's body, given back by the caller, is what
-          // the next frame reuses). The answer's own string is smaller than any body: not pooled.
+          // Encoded into a pooled string. The answer's own string is smaller than any body: not
+          // pooled.
           InvokeReply reply{std::move(*r)};
           std::string encoded = StringPool::take(InvokeReply::kFixedBytes + reply.result.size());
           encodeInto(encoded, reply);
@@ -548,6 +536,7 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
         }
         host_.endInvocation();
       });
+  StringPool::give(std::move(body));  // nothing views it any more: the next frame's body
 }
 
 void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame) {
@@ -555,8 +544,7 @@ void DataPlane::handleInvoke(const std::shared_ptr<Connection>& conn, Frame fram
   if (!call) return;
   if (workers_.onWorkerOf(call->partition)) {
     // Partitions on the network thread (one thread per node): run where it was read, no re-post.
-    runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
-    StringPool::give(std::move(frame.body));  // nothing views it past runInvoke
+    runInvoke(workers_.store(call->partition), conn, frame.header, std::move(frame.body), *call);
     return;
   }
   postInvoke(conn, std::move(frame), *call);
@@ -566,8 +554,7 @@ void DataPlane::postInvoke(const std::shared_ptr<Connection>& conn, Frame frame,
                            const AdmittedInvoke& call) {
   workers_.post(call.partition, [this, conn, header = frame.header, body = std::move(frame.body),
                                  call](PartitionStore& store) mutable {
-    runInvoke(store, conn, header, body, call);
-    StringPool::give(std::move(body));
+    runInvoke(store, conn, header, std::move(body), call);
   });
 }
 
@@ -577,8 +564,7 @@ void DataPlane::handleShardInvoke(unsigned w, const std::shared_ptr<Connection>&
   if (!call) return;
   if (workers_.workerOf(call->partition) == w) {  // read by the thread that owns it: run now
     shardInPlace_.fetch_add(1, std::memory_order_relaxed);
-    runInvoke(workers_.store(call->partition), conn, frame.header, frame.body, *call);
-    StringPool::give(std::move(frame.body));
+    runInvoke(workers_.store(call->partition), conn, frame.header, std::move(frame.body), *call);
     return;
   }
   // Another worker's partition (a client that routed by an older layout, or one not shard-aware):

@@ -49,7 +49,7 @@ void CallRouter::start(std::string key, std::string_view processor, std::string 
   auto call = std::make_unique<RoutedCall>();
   call->partition = partitionOf(key, partitions);
   call->key = std::move(key);
-  call->processor.assign(processor);
+  call->processor = InlineBytes(processor);
   call->args = std::move(args);
   call->done = std::move(done);
   call->deadline = SteadyClock::now() + timeout;

@@ -19,13 +19,10 @@
 // so a call may also finish inside it.
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include <absl/container/btree_set.h>
 
@@ -38,38 +35,14 @@
 #include "cluster/transport/peer.h"
 #include "grid/block_cache.h"
 #include "grid/dedup_table.h"
+#include "grid/inline_bytes.h"
 
 namespace ingrid {
-
-// A processor's name, held inline up to kInline bytes (every built-in's fits): no allocation per
-// call for it. A longer one is kept in a string.
-class ProcessorName {
- public:
-  static constexpr std::size_t kInline = 47;
-  void assign(std::string_view name) {
-    if (name.size() <= kInline) {
-      if (!name.empty()) std::memcpy(inline_.data(), name.data(), name.size());
-      size_ = static_cast<std::uint8_t>(name.size());
-      longer_.clear();
-    } else {
-      longer_.assign(name);
-    }
-  }
-  std::string_view view() const noexcept {
-    return longer_.empty() ? std::string_view(inline_.data(), size_) : std::string_view(longer_);
-  }
-  operator std::string_view() const noexcept { return view(); }
-
- private:
-  std::array<char, kInline> inline_{};
-  std::uint8_t size_ = 0;
-  std::string longer_;
-};
 
 // Made per call: its blocks are reused per thread (grid/block_cache.h).
 struct RoutedCall : CachedBlocks {
   std::string key;
-  ProcessorName processor;
+  InlineBytes processor;  // every built-in processor's name is held inline
   std::string args;
   UniqueFunction<void(Result<std::string>)> done;
   PartitionId partition = 0;

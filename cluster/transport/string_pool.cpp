@@ -27,11 +27,10 @@ Pool& pool() noexcept {
 
 std::string StringPool::take(std::size_t atLeast) {
   std::string s;
-  if (!tPoolGone && !pool().strings.empty()) {
-    Pool& p = pool();
-    s = std::move(p.strings.back());
-    p.strings.pop_back();
-    p.bytes -= s.capacity();
+  if (Pool* p = tPoolGone ? nullptr : &pool(); p != nullptr && !p->strings.empty()) {
+    s = std::move(p->strings.back());
+    p->strings.pop_back();
+    p->bytes -= s.capacity();
   }
   // The newest string only: one too small grows here (the allocation a new one would cost), so
   // strings of a size nobody asks for do not pile up in the pool.

@@ -1,5 +1,5 @@
-// StringPool: frame bodies reused on the thread that made them, so a connection in its steady
-// state reads and writes without a heap allocation per frame.
+// StringPool: frame bodies reused on the thread that freed them, so a connection whose frames
+// are read and written on one thread needs no heap allocation per body in its steady state.
 //
 // A connection takes a string from its thread's pool for each frame body it reads, and gives
 // each body it has written back to the pool. On a connection that answers requests, the

@@ -52,9 +52,12 @@ TEST_CASE("block cache: bounded per class, large blocks and other threads' cache
     for (void* b : blocks) BlockCache::deallocate(b, 64);
     CHECK(BlockCache::TEST_cached(64) ==
           (BlockCache::kEnabled ? BlockCache::kMaxBlocksPerClass : 0u));
+    const std::size_t largestClass = BlockCache::TEST_cached(BlockCache::kMaxBlockBytes);
     void* large = BlockCache::allocate(BlockCache::kMaxBlockBytes + 1);
     BlockCache::deallocate(large, BlockCache::kMaxBlockBytes + 1);
     CHECK(BlockCache::TEST_cached(BlockCache::kMaxBlockBytes + 1) == 0);
+    // Not kept in any class either (the largest is the one it would have rounded into).
+    CHECK(BlockCache::TEST_cached(BlockCache::kMaxBlockBytes) == largestClass);
     onFreshThread([] { CHECK(BlockCache::TEST_cached(64) == 0); });
   });
 }

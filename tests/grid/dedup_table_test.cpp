@@ -11,7 +11,6 @@
 #include <vector>
 
 using namespace std::chrono_literals;
-using ingrid::AnswerBytes;
 using ingrid::DedupTable;
 using ingrid::Error;
 using ingrid::ReplicationOutcome;
@@ -254,25 +253,4 @@ TEST_CASE(
   for (std::uint64_t seq : {15, 14, 13}) t.record({7, seq, 13}, "s", nullptr, t0);
   CHECK(seqs() == std::vector<std::uint64_t>{13, 14, 15});
   CHECK(t.find({7, 9, 13}, t0).kind == Kind::kForgotten);
-}
-
-TEST_CASE("An answer is held inline up to AnswerBytes::kInline bytes, past that on the heap",
-          "[grid]") {
-  for (const std::size_t size : {std::size_t{0}, std::size_t{25}, AnswerBytes::kInline,
-                                 AnswerBytes::kInline + 1, std::size_t{1000}}) {
-    std::string bytes(size, 'x');
-    for (std::size_t i = 0; i < size; ++i) bytes[i] = static_cast<char>('a' + i % 26);
-    AnswerBytes a(bytes);
-    CHECK(a.view() == bytes);
-    const bool inlined = a.view().data() >= reinterpret_cast<const char*>(&a) &&
-                         a.view().data() < reinterpret_cast<const char*>(&a) + sizeof a;
-    CHECK(inlined == (size <= AnswerBytes::kInline));
-    AnswerBytes b(std::move(a));
-    CHECK(b.view() == bytes);
-    CHECK(a.view().empty());  // NOLINT(bugprone-use-after-move): a moved-from answer is empty
-    AnswerBytes c(std::string_view("something else, longer than the inline bytes hold"));
-    c = std::move(b);  // frees c's own heap bytes (ASan would report a leak otherwise)
-    CHECK(c.view() == bytes);
-  }
-  STATIC_REQUIRE(sizeof(AnswerBytes) == 40);
 }
