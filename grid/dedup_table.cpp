@@ -43,7 +43,7 @@ bool ReplicationOutcome::park(Waiter& w) const {
   return true;
 }
 
-void ReplicationOutcome::resolve(std::uint8_t s, const std::string& answer, const Error& failure) {
+void ReplicationOutcome::resolve(std::uint8_t s, std::string_view answer, const Error& failure) {
   state.store(s, std::memory_order_release);
   Parked* head = parked_.exchange(closed(), std::memory_order_acq_rel);
   if (head == closed()) return;

@@ -84,7 +84,7 @@ struct ReplicationOutcome {
   bool park(Waiter& w) const;
   // Once, by whoever completes the replication: sets `state` to `s` and answers the parked copies,
   // in the order they arrived, with `answer` (kAcknowledged) or `failure`.
-  void resolve(std::uint8_t s, const std::string& answer, const Error& failure);
+  void resolve(std::uint8_t s, std::string_view answer, const Error& failure);
 
   // The one shared kInherited outcome (no control block: copying it counts nothing).
   static std::shared_ptr<const ReplicationOutcome> inherited() noexcept;

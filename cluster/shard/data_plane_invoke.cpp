@@ -315,8 +315,10 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     if (--repl->pending != 0) return;
     if (repl->outcome) {  // answers the copies of the request parked on it, too
       if (repl->failures.empty()) {
-        repl->outcome->resolve(ReplicationOutcome::kAcknowledged,
-                               repl->result.ok() ? *repl->result : std::string(), Error());
+        // The answer as it lies (a copy is made only for each copy parked on it).
+        repl->outcome->resolve(
+            ReplicationOutcome::kAcknowledged,
+            repl->result.ok() ? std::string_view(*repl->result) : std::string_view(), Error());
       } else {
         // The copies waiting on it did not run: each is asked to come again, and its retry
         // learns the outcome where it is recorded (indeterminate on this primary; the answer,
