@@ -15,18 +15,9 @@
 #include <cstddef>
 #include <new>
 
-namespace ingrid {
+#include <ingrid/string_pool.h>  // INGRID_BLOCK_REUSE
 
-#if defined(__SANITIZE_ADDRESS__)
-#define INGRID_BLOCK_REUSE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define INGRID_BLOCK_REUSE 0
-#endif
-#endif
-#ifndef INGRID_BLOCK_REUSE
-#define INGRID_BLOCK_REUSE 1
-#endif
+namespace ingrid {
 
 class BlockCache {
  public:

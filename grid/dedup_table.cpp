@@ -73,8 +73,8 @@ std::shared_ptr<const ReplicationOutcome> ReplicationOutcome::inherited() noexce
 
 DedupTable::Record* DedupTable::SeqRecords::find(std::uint64_t seq) noexcept {
   if (tree_) {
-    const auto it = tree_->find(seq);
-    return it == tree_->end() ? nullptr : &it->second;
+    const auto it = tree_->map.find(seq);
+    return it == tree_->map.end() ? nullptr : &it->second;
   }
   for (auto& [s, r] : small_) {
     if (s == seq) return &r;
@@ -83,7 +83,7 @@ DedupTable::Record* DedupTable::SeqRecords::find(std::uint64_t seq) noexcept {
 }
 
 bool DedupTable::SeqRecords::assign(std::uint64_t seq, Record r) {
-  if (tree_) return tree_->insert_or_assign(seq, std::move(r)).second;
+  if (tree_) return tree_->map.insert_or_assign(seq, std::move(r)).second;
   auto it = std::lower_bound(small_.begin(), small_.end(), seq,
                              [](const auto& entry, std::uint64_t s) { return entry.first < s; });
   if (it != small_.end() && it->first == seq) {
@@ -94,9 +94,9 @@ bool DedupTable::SeqRecords::assign(std::uint64_t seq, Record r) {
     small_.emplace(it, seq, std::move(r));
     return true;
   }
-  auto tree = std::make_unique<Tree>();
-  for (auto& [s, old] : small_) tree->emplace(s, std::move(old));
-  tree->emplace(seq, std::move(r));
+  auto tree = std::make_unique<TreeBox>();
+  for (auto& [s, old] : small_) tree->map.emplace(s, std::move(old));
+  tree->map.emplace(seq, std::move(r));
   small_.clear();
   tree_ = std::move(tree);
   return true;
@@ -104,11 +104,11 @@ bool DedupTable::SeqRecords::assign(std::uint64_t seq, Record r) {
 
 std::size_t DedupTable::SeqRecords::dropBelow(std::uint64_t mark) noexcept {
   if (tree_) {
-    const auto end = tree_->lower_bound(mark);
+    const auto end = tree_->map.lower_bound(mark);
     std::size_t dropped = 0;
-    for (auto it = tree_->begin(); it != end; ++it) ++dropped;
-    tree_->erase(tree_->begin(), end);
-    if (tree_->empty()) tree_.reset();
+    for (auto it = tree_->map.begin(); it != end; ++it) ++dropped;
+    tree_->map.erase(tree_->map.begin(), end);
+    if (tree_->map.empty()) tree_.reset();
     return dropped;
   }
   std::size_t dropped = 0;

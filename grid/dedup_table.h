@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -37,6 +38,7 @@
 #include <ingrid/result.h>
 #include <ingrid/unique_function.h>
 
+#include "grid/block_cache.h"
 #include "grid/inline_bytes.h"
 
 namespace ingrid {
@@ -165,7 +167,7 @@ class DedupTable {
   class SeqRecords {
    public:
     static constexpr std::size_t kInline = 2;
-    std::size_t size() const noexcept { return tree_ ? tree_->size() : small_.size(); }
+    std::size_t size() const noexcept { return tree_ ? tree_->map.size() : small_.size(); }
     // The record of `seq`, or nullptr.
     Record* find(std::uint64_t seq) noexcept;
     // Sets the record of `seq`; true if it is new.
@@ -175,16 +177,22 @@ class DedupTable {
     template <class Fn>
     void forEach(Fn&& fn) const {
       if (tree_) {
-        for (const auto& [seq, r] : *tree_) fn(seq, r);
+        for (const auto& [seq, r] : tree_->map) fn(seq, r);
       } else {
         for (const auto& [seq, r] : small_) fn(seq, r);
       }
     }
 
    private:
-    using Tree = absl::btree_map<std::uint64_t, Record>;
+    // The tree and its nodes come from the thread's block cache (block_cache.h): a client with
+    // more than kInline requests in flight fills and empties its tree over and over.
+    using Tree = absl::btree_map<std::uint64_t, Record, std::less<std::uint64_t>,
+                                 CachedAllocator<std::pair<const std::uint64_t, Record>>>;
+    struct TreeBox : CachedBlocks {
+      Tree map;
+    };
     absl::InlinedVector<std::pair<std::uint64_t, Record>, kInline> small_;  // sorted by seq
-    std::unique_ptr<Tree> tree_;  // set: the records are here, and small_ is empty
+    std::unique_ptr<TreeBox> tree_;  // set: the records are here, and small_ is empty
   };
   struct ClientRecords {
     std::uint64_t doneBelow = 0;

@@ -3,6 +3,8 @@
 #include <cassert>
 #include <utility>
 
+#include <ingrid/string_pool.h>
+
 namespace ingrid {
 
 bool MutableEntry::exists() const noexcept {
@@ -48,7 +50,7 @@ void MutableEntry::setExpiresAt(Nanos at) noexcept {
   if (!exists()) return;  // nothing to expire
   if (!staged_) {
     // Expiry change alone: the value is copied once so the store can take a whole entry.
-    staged_.emplace(Entry{std::string(current_->value), at});
+    staged_.emplace(Entry{StringPool::copy(current_->value), at});
     change_ = Change::kPut;
     return;
   }

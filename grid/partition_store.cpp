@@ -8,6 +8,8 @@
 
 #include <absl/hash/hash.h>
 
+#include <ingrid/string_pool.h>
+
 namespace ingrid {
 namespace {
 
@@ -112,12 +114,15 @@ std::optional<EntryView> PartitionStore::apply(std::string_view key, MutableEntr
     case MutableEntry::Change::kNone:
       break;
     case MutableEntry::Change::kPut: {
-      const Entry staged = change.takeEntry();
+      Entry staged = change.takeEntry();
       if (isExpired(staged.expiresAt, now)) {
         erase(key);  // stored and gone at once: find() would erase it and see nothing
+        StringPool::give(std::move(staged.value));
         return std::nullopt;
       }
       const Slot& s = slot(putSlot(key, staged.value, staged.expiresAt));
+      // Copied into the slot: the staged value's string (most often encode()'s) is reused.
+      StringPool::give(std::move(staged.value));
       return EntryView{valueOf(s), s.expiresAt};
     }
     case MutableEntry::Change::kRemove:

@@ -29,6 +29,7 @@
 #include <ingrid/node_options.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/result.h>
+#include <ingrid/string_pool.h>
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
@@ -203,6 +204,10 @@ class DataPlane {
   // Made on p's worker (makeReplication); afterwards touched only on the network thread, except
   // `outcome`, which the dedup table reads on p's worker.
   struct Replication {
+    Replication() = default;
+    Replication(const Replication&) = delete;
+    Replication& operator=(const Replication&) = delete;
+    ~Replication() { StringPool::give(std::move(encoded)); }
     PartitionId partition = 0;
     std::uint64_t seq = 0;
     bool barrier = false;
@@ -304,6 +309,9 @@ class DataPlane {
   // thread.
   static constexpr std::size_t kSpareBatches = 16;
   std::vector<std::vector<QueuedUpdate>> spareBatches_;
+  // The job of the last batch a backup applied in place (handleReplicate), kept with its array's
+  // capacity for the next one. Network thread.
+  std::shared_ptr<ApplyBatch> spareApply_;
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

@@ -6,8 +6,9 @@
 #include <tuple>
 #include <utility>
 
+#include <ingrid/string_pool.h>
 #include "cluster/shard/data_plane.h"
-#include "cluster/transport/string_pool.h"
+#include "grid/block_cache.h"
 
 namespace ingrid {
 namespace {
@@ -41,7 +42,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   if (id.valid()) {
     const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
     if (seen.kind == DedupTable::Lookup::kAnswered) {
-      done(std::string(seen.result));  // ran before: its answer, and it does not run again
+      done(StringPool::copy(seen.result));  // ran before: its answer, and it does not run again
       return;
     }
     if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
@@ -153,9 +154,9 @@ std::shared_ptr<DataPlane::Replication> DataPlane::makeReplication(
   r->partition = update.partition;
   r->seq = update.seq;
   r->barrier = update.kind == ReplicateBody::kBarrier;
-  // Its exact size, so that the string is allocated once.
-  r->encoded.reserve(ReplicateUpdateView::kFixedBytes + update.key.size() + update.value.size() +
-                     update.result.size());
+  // A pooled string (given back when the record goes) with room for all of it.
+  r->encoded = StringPool::take(ReplicateUpdateView::kFixedBytes + update.key.size() +
+                                update.value.size() + update.result.size());
   encodeInto(r->encoded, update);
   return r;
 }
@@ -417,10 +418,9 @@ void DataPlane::flushUpdates(MemberId b) {
   if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
     std::sort(updates.begin(), updates.end(), updateOrder);
   }
-  std::string body = joinReplicateBatch(
-      updates.begin(), updates.end(),
-      [](const QueuedUpdate& q) { return std::string_view(q.update->encoded); },
-      StringPool::take());
+  std::string body = joinReplicateBatch(updates.begin(), updates.end(), [](const QueuedUpdate& q) {
+    return std::string_view(q.update->encoded);
+  });
   // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline. An update whose
@@ -450,6 +450,7 @@ void DataPlane::settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Resu
   ReplicateAck ack;
   try {
     decodeInto(r->body, ack);
+    StringPool::give(std::move(r->body));  // read (the refusals are copies)
   } catch (const std::exception& e) {
     all(Error(Errc::malformed_message,
               "acknowledgement of a batch of " + std::to_string(updates.size()) +
@@ -525,11 +526,11 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
       [this, conn, header](Result<std::string> r) {
         const std::uint64_t version = topology()->version;
         if (r.ok()) {
-          // Encoded into a pooled string. The answer's own string is smaller than any body: not
-          // pooled.
+          // Encoded into a pooled string; the answer's own string (encode()'s, pooled) goes back.
           InvokeReply reply{std::move(*r)};
           std::string encoded = StringPool::take(InvokeReply::kFixedBytes + reply.result.size());
           encodeInto(encoded, reply);
+          StringPool::give(std::move(reply.result));
           conn->reply(header, MessageType::kInvoke, version, std::move(encoded));
         } else if (r.error() == Errc::not_owner) {
           conn->reply(header, MessageType::kRedirect, version, encode(TopologyBody{*topology()}));

@@ -1,5 +1,6 @@
 // The backup side of replication, and migration: snapshots of a partition for its new owners.
 #include <algorithm>
+#include <cassert>
 
 #include "cluster/shard/data_plane.h"
 #include "cluster/shard/replica_log.h"
@@ -27,9 +28,12 @@ Error DataPlane::notPrimaryError(const Connection& conn, const Topology& t, Part
 }
 
 void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
+  assert(onNetworkThread());
   // The body moves into the job first: the batch is read in place from it (no copy of a key, a
-  // value or an answer), and the job keeps it while any worker applies the batch.
-  auto job = std::make_shared<ApplyBatch>();
+  // value or an answer), and the job keeps it while any worker applies the batch. A batch applied
+  // in place leaves its job for the next one (its array's capacity reused).
+  std::shared_ptr<ApplyBatch> job =
+      spareApply_ ? std::move(spareApply_) : std::make_shared<ApplyBatch>();
   job->body = std::move(frame.body);
   ReplicateBatchIn& batch = job->batch;
   try {
@@ -72,6 +76,8 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
       if (refused.code()) ack.refused.push_back(UpdateRefusal{i, errorBodyFor(refused)});
     }
     conn->reply(frame.header, MessageType::kReplicate, topo->version, encode(ack));
+    StringPool::give(std::move(job->body));  // nothing views it any more
+    spareApply_ = std::move(job);
     return;
   }
   job->conn = conn;

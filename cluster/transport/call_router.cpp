@@ -7,8 +7,8 @@
 #include <asio/post.hpp>
 #include <asio/steady_timer.hpp>
 
+#include <ingrid/string_pool.h>
 #include "cluster/transport/messages.h"
-#include "cluster/transport/string_pool.h"
 
 namespace ingrid {
 namespace {
@@ -146,7 +146,9 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
                                                                    partitionName(call->partition)));
             return;
           }
-          Result<std::string> result = decode<InvokeReply>(frame.body).result;
+          // The answer read in place and copied into a pooled string (the caller's decode gives
+          // it back); the body goes back at once.
+          Result<std::string> result = StringPool::copy(decode<InvokeReplyIn>(frame.body).result);
           StringPool::give(std::move(frame.body));
           finish(std::move(call), std::move(result));
         } catch (const std::exception& e) {

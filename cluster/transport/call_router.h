@@ -29,6 +29,7 @@
 #include <asio/io_context.hpp>
 
 #include <ingrid/result.h>
+#include <ingrid/string_pool.h>
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
@@ -41,6 +42,11 @@ namespace ingrid {
 
 // Made per call: its blocks are reused per thread (grid/block_cache.h).
 struct RoutedCall : CachedBlocks {
+  RoutedCall() = default;
+  RoutedCall(const RoutedCall&) = delete;
+  RoutedCall& operator=(const RoutedCall&) = delete;
+  // Its encoded arguments (encode()'s pooled string) go back to this thread's StringPool.
+  ~RoutedCall() { StringPool::give(std::move(args)); }
   std::string key;
   InlineBytes processor;  // every built-in processor's name is held inline
   std::string args;

@@ -14,7 +14,7 @@
 
 #include <ingrid/processors/codec.h>
 
-#include "cluster/transport/string_pool.h"
+#include <ingrid/string_pool.h>
 #include "cluster/transport/tls.h"
 
 namespace ingrid {

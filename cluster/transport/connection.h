@@ -39,6 +39,7 @@
 #include "cluster/transport/frame_faults.h"
 #include "cluster/transport/stream.h"
 #include "cluster/transport/write_round.h"
+#include "grid/block_cache.h"
 
 namespace ingrid {
 
@@ -274,7 +275,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // The io_context the socket runs on (null if its executor is not an io_context's).
   asio::io_context* io_ = nullptr;
   std::uint64_t writesStarted_ = 0;
-  std::deque<Outgoing> writes_;
+  // Its blocks from the thread's block cache (block_cache.h): a queue that frames pass through
+  // frees a block at one end and takes one at the other every few frames.
+  std::deque<Outgoing, CachedAllocator<Outgoing>> writes_;
   // The first writing_ frames of writes_ are in one gathered write; gather_ holds its buffers.
   std::size_t writing_ = 0;
   // Bytes of writes_.front() already sent (by a partial writeNow); gatherWrites skips them.

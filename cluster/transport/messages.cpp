@@ -48,4 +48,8 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
   return spans;
 }
 
+void InvokeReplyIn::load(codec_detail::PortableReader& ar) {
+  result = ReplicateUpdateView::loadBytes(ar);
+}
+
 }  // namespace ingrid

@@ -15,6 +15,7 @@
 
 #include <ingrid/clock.h>
 #include <ingrid/processors/codec.h>
+#include <ingrid/string_pool.h>
 #include <ingrid/topology.h>
 
 #include "cluster/transport/frame.h"
@@ -171,6 +172,13 @@ struct InvokeReply {
   }
 };
 
+// An InvokeReply read in place (the client's side): `result` points into the body it was read
+// from, which must outlive it. The same bytes and bounds as InvokeReply's load.
+struct InvokeReplyIn {
+  std::string_view result;
+  void load(codec_detail::PortableReader& ar);
+};
+
 // One update of a kReplicate batch: the entry state a processor left on the primary, the
 // `seq`-th update of the partition, made by the primary of `epoch` (Topology::epoch). `prevEpoch`
 // is the epoch of update seq-1 on the primary. A backup applies it only as the next update after
@@ -281,15 +289,14 @@ struct ReplicateBatchIn {
 
 // A kReplicate body joined from updates encoded one by one (encode(ReplicateUpdateView), each
 // with its own byte-order flag, which is dropped): the same bytes as encode(ReplicateBatch) of
-// those updates. `encodedOf(*it)` gives each update's encoding. Written into `body` (emptied
-// first: a pooled string's capacity is reused).
+// those updates. `encodedOf(*it)` gives each update's encoding. Written into a string from this
+// thread's StringPool, taken at the batch's size.
 template <class It, class EncodedOf>
-std::string joinReplicateBatch(It begin, It end, EncodedOf encodedOf, std::string body = {}) {
+std::string joinReplicateBatch(It begin, It end, EncodedOf encodedOf) {
   std::size_t bytes = 1 + 8;
   std::size_t count = 0;
   for (It it = begin; it != end; ++it, ++count) bytes += encodedOf(*it).size() - 1;
-  body.clear();
-  body.reserve(bytes);
+  std::string body = StringPool::take(bytes);
   encodeInto(body, cereal::make_size_tag(static_cast<cereal::size_type>(count)));
   for (It it = begin; it != end; ++it) body.append(encodedOf(*it).substr(1));
   return body;

@@ -24,6 +24,7 @@
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/entry_processor.h>
 #include <ingrid/result.h>
+#include <ingrid/string_pool.h>
 #include <ingrid/unique_function.h>
 
 namespace ingrid {
@@ -43,10 +44,15 @@ struct Initiating {
 };
 }  // namespace detail
 
-// Decodes an erased result into P::Result; a decode failure becomes an Error naming P.
+// Decodes an erased result into P::Result; a decode failure becomes an Error naming P. The
+// result's string goes back to this thread's StringPool.
 template <EntryProcessor P>
 Result<typename P::Result> decodeResult(Result<std::string> raw) {
   if (!raw) return std::move(raw).error();
+  struct GiveBack {
+    std::string& bytes;
+    ~GiveBack() { StringPool::give(std::move(bytes)); }
+  } giveBack{raw.value()};
   try {
     return decode<typename P::Result>(raw.value());
   } catch (const std::exception& e) {

@@ -38,6 +38,7 @@
 #include <cereal/types/vector.hpp>
 
 #include <ingrid/input_bounds.h>
+#include <ingrid/string_pool.h>
 
 namespace ingrid {
 
@@ -128,10 +129,12 @@ void encodeInto(std::string& bytes, const T& value) {
   archive(value);
 }
 
-// The encoded bytes, in a string of their exact size. Cereal writes field by field; they are
-// gathered in a scratch string this thread keeps for each T (its capacity reused), so the result
-// costs one allocation (none within the small-string buffer) instead of one per doubling. A large
-// encoding (past 64 KiB) is handed over whole instead of copied, and the scratch starts anew.
+// The encoded bytes, in a string from this thread's StringPool (string_pool.h): no allocation
+// once the pool holds a string large enough, which it does in the steady state of a thread that
+// gives back what it encodes. Cereal writes field by field; they are gathered in a scratch string
+// this thread keeps for each T (its capacity reused), so the result costs at most one allocation
+// instead of one per doubling. A large encoding (past 64 KiB) is handed over whole instead of
+// copied, and the scratch starts anew.
 template <class T>
 std::string encode(const T& value) {
   thread_local std::string scratch;
@@ -148,7 +151,7 @@ std::string encode(const T& value) {
   scratch.clear();
   encodeInto(scratch, value);
   if (scratch.size() > (64u << 10)) return std::exchange(scratch, std::string());
-  return std::string(scratch);
+  return StringPool::copy(scratch);
 }
 
 // Throws on malformed input or trailing bytes. Reads `bytes` in place (no copy).

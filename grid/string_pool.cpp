@@ -1,4 +1,4 @@
-#include "cluster/transport/string_pool.h"
+#include <ingrid/string_pool.h>
 
 #include <utility>
 #include <vector>
@@ -9,9 +9,14 @@ namespace {
 // True once this thread's pool is destroyed (at its exit): what is given after that is freed.
 thread_local bool tPoolGone = false;
 
-struct Pool {
+struct Shelf {
   std::vector<std::string> strings;
   std::size_t bytes = 0;  // capacity held
+};
+
+struct Pool {
+  Shelf small;  // capacities up to kSmallCapacity
+  Shelf large;  // larger, up to kMaxPooledCapacity
   Pool() = default;
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
@@ -27,10 +32,13 @@ Pool& pool() noexcept {
 
 std::string StringPool::take(std::size_t atLeast) {
   std::string s;
-  if (Pool* p = tPoolGone ? nullptr : &pool(); p != nullptr && !p->strings.empty()) {
-    s = std::move(p->strings.back());
-    p->strings.pop_back();
-    p->bytes -= s.capacity();
+  if (Pool* p = tPoolGone ? nullptr : &pool(); p != nullptr) {
+    Shelf& shelf = atLeast <= kSmallCapacity ? p->small : p->large;
+    if (!shelf.strings.empty()) {
+      s = std::move(shelf.strings.back());
+      shelf.strings.pop_back();
+      shelf.bytes -= s.capacity();
+    }
   }
   // The newest string only: one too small grows here (the allocation a new one would cost), so
   // strings of a size nobody asks for do not pile up in the pool.
@@ -52,20 +60,29 @@ void StringPool::give(std::string&& s) noexcept {
   // A string within its small buffer has no heap block to keep.
   if (capacity <= std::string().capacity() || capacity > kMaxPooledCapacity) return;
   Pool& p = pool();
-  if (p.strings.size() >= kMaxPooledStrings || p.bytes + capacity > kMaxPooledBytes) return;
-  if (p.strings.capacity() == 0) {
+  const bool small = capacity <= kSmallCapacity;
+  Shelf& shelf = small ? p.small : p.large;
+  const std::size_t maxStrings = small ? kMaxSmallStrings : kMaxLargeStrings;
+  if (shelf.strings.size() >= maxStrings || (!small && shelf.bytes + capacity > kMaxPooledBytes)) {
+    return;
+  }
+  if (shelf.strings.capacity() == 0) {
     try {
-      p.strings.reserve(kMaxPooledStrings);  // once per thread; never again (bounded above)
+      shelf.strings.reserve(maxStrings);  // once per thread; never again (bounded above)
     } catch (...) {
       return;  // out of memory: just free the string
     }
   }
   taken.clear();
-  p.bytes += capacity;
-  p.strings.push_back(std::move(taken));
+  shelf.bytes += capacity;
+  shelf.strings.push_back(std::move(taken));
 }
 
-std::size_t StringPool::TEST_size() noexcept { return tPoolGone ? 0 : pool().strings.size(); }
-std::size_t StringPool::TEST_bytes() noexcept { return tPoolGone ? 0 : pool().bytes; }
+std::size_t StringPool::TEST_size() noexcept {
+  return tPoolGone ? 0 : pool().small.strings.size() + pool().large.strings.size();
+}
+std::size_t StringPool::TEST_bytes() noexcept {
+  return tPoolGone ? 0 : pool().small.bytes + pool().large.bytes;
+}
 
 }  // namespace ingrid
