@@ -36,16 +36,10 @@
 #include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
-#if defined(__GNUC__) && !defined(__clang__)
-// GCC sees free() of what its builtin knowledge calls operator new's memory once these are
-// inlined; here both sides are malloc/free by construction.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
+#include "acquire_loop.h"
+#include "alloc_counter.h"
 
 namespace {
-std::atomic<std::uint64_t> gAllocs{0};
-std::atomic<std::uint64_t> gBytes{0};
-
 // --where: call stacks of every kSampleEvery-th allocation while gSampling.
 constexpr std::uint64_t kSampleEvery = 16;
 constexpr int kDepth = 12;
@@ -59,6 +53,7 @@ Sample gSamples[kMaxSamples];
 std::atomic<std::size_t> gSampleCount{0};
 thread_local bool tSampling = false;  // backtrace() itself may allocate
 
+// The allocator's hook (alloc_counter.h).
 void sampleStack(std::uint64_t count) {
   if (!gSampling.load(std::memory_order_relaxed) || tSampling || count % kSampleEvery != 0) return;
   const std::size_t i = gSampleCount.fetch_add(1, std::memory_order_relaxed);
@@ -68,31 +63,6 @@ void sampleStack(std::uint64_t count) {
   tSampling = false;
 }
 }  // namespace
-
-// The counting allocator: every form of operator new in the program lands in these two.
-void* operator new(std::size_t n) {
-  sampleStack(gAllocs.fetch_add(1, std::memory_order_relaxed));
-  gBytes.fetch_add(n, std::memory_order_relaxed);
-  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) { return operator new(n); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  gAllocs.fetch_add(1, std::memory_order_relaxed);
-  gBytes.fetch_add(n, std::memory_order_relaxed);
-  const std::size_t align = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -147,82 +117,28 @@ void printWhere(double ops) {
 
 bool gWhere = false;  // --where
 
-// Keys of 11-12 bytes: within libstdc++'s 15-byte small-string buffer, so copying one to pass it
-// by value allocates nothing in the caller.
-std::vector<std::string> makeKeys() {
-  std::vector<std::string> keys;
-  for (int i = 0; i < kKeys; ++i) keys.push_back("alloc-" + std::to_string(100000 + i));
-  return keys;
-}
-
-// `inflight` chains each keep one acquire outstanding until `ops` have completed in all.
-template <class Invoker>
-struct Loop {
-  struct Chain {
-    Loop* loop = nullptr;
-    std::uint64_t step = 0;
-    int id = 0;
-  };
-  Loop(Invoker& i, const std::vector<std::string>& k) : invoker(i), keys(k) {}
-
-  Invoker& invoker;
-  const std::vector<std::string>& keys;
-  ingrid::TokenBucketAcquire acquire{
-      ingrid::BucketParams::perPeriod(1'000'000'000'000, ingrid::kNanosPerSecond), 1};
-  std::atomic<std::uint64_t> started{0};
-  std::atomic<std::uint64_t> failed{0};
-  std::atomic<int> running{0};
-  std::uint64_t ops = 0;
-  std::vector<Chain> chains;
-  std::promise<void> finished;
-
-  void issue(Chain* c) {
-    const std::size_t k = (static_cast<std::size_t>(c->id) * 7919 + c->step++ * 104729) % kKeys;
-    invoker.invokeAsync(keys[k], acquire, [c](ingrid::Result<ingrid::AcquireAnswer> r) {
-      Loop& l = *c->loop;
-      if (!r.ok()) l.failed.fetch_add(1, std::memory_order_relaxed);
-      if (l.started.fetch_add(1, std::memory_order_relaxed) < l.ops) {
-        l.issue(c);
-      } else if (l.running.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        l.finished.set_value();
-      }
-    });
-  }
-
-  // Returns false if the loop did not finish within a minute.
-  bool run(std::uint64_t n, int inflight) {
-    ops = n;
-    started = static_cast<std::uint64_t>(inflight);
-    running = inflight;
-    chains.assign(static_cast<std::size_t>(inflight), Chain{});
-    for (int i = 0; i < inflight; ++i) chains[static_cast<std::size_t>(i)] = Chain{this, 0, i};
-    auto done = finished.get_future();
-    for (auto& c : chains) issue(&c);
-    return done.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
-  }
-};
-
 template <class Invoker>
 void measure(const char* name, Invoker& invoker, const std::vector<std::string>& keys,
              std::uint64_t ops, int inflight) {
   {  // Warm-up: creates every bucket, grows every map, opens every connection.
-    Loop<Invoker> warm{invoker, keys};
+    ingrid::bench::AcquireLoop<Invoker> warm{invoker, keys};
     if (!warm.run(std::max<std::uint64_t>(ops / 4, 4 * kKeys), inflight)) {
       std::printf("%-34s warm-up did not finish within a minute\n", name);
       return;
     }
   }
-  Loop<Invoker> loop{invoker, keys};
-  const std::uint64_t a0 = gAllocs.load(), b0 = gBytes.load();
+  ingrid::bench::AcquireLoop<Invoker> loop{invoker, keys};
+  const std::uint64_t a0 = ingrid::alloc_counter::allocs.load();
+  const std::uint64_t b0 = ingrid::alloc_counter::bytes.load();
   const auto t0 = std::chrono::steady_clock::now();
   gSampleCount = 0;
   gSampling = gWhere;
   const bool ok = loop.run(ops, inflight);
   gSampling = false;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::uint64_t allocs = gAllocs.load() - a0, bytes = gBytes.load() - b0;
-  const double done =
-      static_cast<double>(loop.started.load() - static_cast<std::uint64_t>(inflight));
+  const std::uint64_t allocs = ingrid::alloc_counter::allocs.load() - a0;
+  const std::uint64_t bytes = ingrid::alloc_counter::bytes.load() - b0;
+  const double done = static_cast<double>(loop.completed(inflight));
   if (!ok || done <= 0) {
     std::printf("%-34s did not finish within a minute\n", name);
     return;
@@ -272,7 +188,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_allocs: --ops 1..100000000, --inflight 1..4096\n");
     return 2;
   }
-  const auto keys = makeKeys();
+  const auto keys = ingrid::bench::smallKeys(kKeys);
+  ingrid::alloc_counter::onAlloc = sampleStack;
   std::printf(
       "bench_allocs: heap allocations per token-bucket acquire, whole process, %s\n",
       singleThread ? "nodes with partitions on the network thread" : "nodes with 1 worker thread");

@@ -1,0 +1,83 @@
+// No heap allocation per request in the steady state (issue 8): the allocations of a closed loop
+// of acquires through a thin client, counted over the whole process by a replacement operator
+// new (alloc_counter.h, so this file is its executable's only test source), after a warm-up.
+// Counts, not times: the bound is what is allowed per acquire, whatever the machine's speed.
+#include "alloc_counter.h"  // defines this program's operator new and delete
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <ingrid/client.h>
+#include <ingrid/node.h>
+#include <ingrid/string_pool.h>
+
+#include "acquire_loop.h"
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+constexpr int kInflight = 64;
+constexpr std::uint64_t kOps = 20'000;
+
+// Allocations per acquire over kOps acquires through a client of `cluster`, after as many to warm
+// up (every bucket made, every map grown, every connection open, every pool filled).
+double allocationsPerAcquire(TestCluster& cluster) {
+  ClientOptions c;
+  for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
+  Client client(c);
+  REQUIRE(client.start().ok());
+  const std::vector<std::string> keys = bench::smallKeys(1000);
+  {
+    bench::AcquireLoop<Client> warm{client, keys};
+    REQUIRE(warm.run(kOps, kInflight));
+    REQUIRE(warm.failed.load() == 0);
+  }
+  bench::AcquireLoop<Client> loop{client, keys};
+  const std::uint64_t before = alloc_counter::allocs.load();
+  REQUIRE(loop.run(kOps, kInflight));
+  const std::uint64_t allocs = alloc_counter::allocs.load() - before;
+  REQUIRE(loop.failed.load() == 0);
+  client.stop();
+  const std::uint64_t ops = loop.completed(kInflight);
+  REQUIRE(ops > 0);
+  return static_cast<double>(allocs) / static_cast<double>(ops);
+}
+
+NodeOptions singleThreadOptions(unsigned backups) {
+  NodeOptions o = testing::smallClusterOptions();
+  o.partitionsOnNetworkThread = true;
+  o.backups = backups;
+  return o;
+}
+
+}  // namespace
+
+// What is left is Asio's: an async operation allocated when a read or write does not complete at
+// once (bench_allocs --single-thread measures about 0.07 per acquire). A quarter is the line.
+TEST_CASE("A thin client's acquire costs no heap allocation in the steady state",
+          "[cluster][allocs]") {
+  if (!StringPool::kEnabled) {
+    WARN("strings and blocks are not reused under AddressSanitizer: nothing to count");
+    return;
+  }
+  SECTION("one node with its partitions on the network thread") {
+    TestCluster cluster(singleThreadOptions(0));
+    REQUIRE(cluster.start(1));
+    const double perAcquire = allocationsPerAcquire(cluster);
+    INFO(perAcquire << " allocations per acquire");
+    CHECK(perAcquire < 0.25);
+  }
+  SECTION("three such nodes, each update replicated to a synchronous backup") {
+    TestCluster cluster(singleThreadOptions(1));
+    REQUIRE(cluster.start(3));
+    const double perAcquire = allocationsPerAcquire(cluster);
+    INFO(perAcquire << " allocations per acquire");
+    CHECK(perAcquire < 0.25);
+  }
+}
