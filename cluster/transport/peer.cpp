@@ -110,7 +110,14 @@ void Peer::expire(std::uint64_t id) {
 void Peer::adopt(std::shared_ptr<Connection> conn) {
   asio::post(transport_.io(), [self = shared_from_this(), conn = std::move(conn)]() mutable {
     if (self->closed_ || !conn) return;
-    if (self->conn_ && self->conn_->isOpen()) return;  // keep the older connection
+    if (self->conn_ && self->conn_->isOpen()) {
+      // Keep the older connection, and this one as its spare: the older may be a stale link (a
+      // former member's, dialed to this address before it was restarted) that its owner closes
+      // once it sees whom it reached, and on this side only the member with the smaller id dials,
+      // so without the spare nothing would carry our frames to that member again.
+      self->spare_ = std::move(conn);
+      return;
+    }
     self->useConnection(std::move(conn), /*dialed=*/false);
   });
 }
@@ -147,6 +154,8 @@ void Peer::closeNow(bool deferCallbacks) {
   }
   if (conn_) conn_->close(reason);
   conn_.reset();
+  if (spare_) spare_->close(reason);
+  spare_.reset();
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);
 }
@@ -300,6 +309,10 @@ void Peer::onConnectionClosed(std::uint64_t generation, const Error& reason) {
   conn_.reset();
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);
+  if (auto spare = std::exchange(spare_, nullptr); spare && spare->isOpen()) {
+    useConnection(std::move(spare), /*dialed=*/false);  // the member's other link takes over
+    return;
+  }
   scheduleDial();
 }
 

@@ -82,7 +82,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
                std::chrono::milliseconds timeout, Connection::ResponseHandler done);
 
   // Makes an inbound connection this peer's connection (replacing none: if one is already open,
-  // the older one is kept and `conn` is ignored).
+  // the older one is kept and `conn` becomes its spare, which takes over when the older closes;
+  // a newer spare replaces an older one).
   void adopt(std::shared_ptr<Connection> conn);
 
   // Fails the requests still queued (not sent) with Errc::unavailable naming `why`, so that
@@ -137,6 +138,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
   asio::steady_timer backoffTimer_;
   std::chrono::milliseconds backoff_;
   std::shared_ptr<Connection> conn_;
+  // The newest connection adopted while conn_ was open: used once conn_ closes (see adopt()).
+  std::shared_ptr<Connection> spare_;
   std::uint64_t generation_ = 0;  // of conn_: tells its close event from an older one's
   bool ready_ = false;            // hello answered (or no hello)
   bool dialing_ = false;          // a dial or a backoff wait is under way

@@ -855,6 +855,44 @@ TEST_CASE("peer: adopt() serves requests over an inbound connection", "[cluster]
   serverSide->close();
 }
 
+TEST_CASE("peer: a second inbound connection is a spare that takes over when the first closes",
+          "[cluster][transport]") {
+  // What a restarted member meets: a stale link dialed to its address (a former member's) is
+  // adopted first, then the real one; the stale one's owner closes it, and only the other side
+  // dials, so without the spare nothing would carry this side's frames any more.
+  Net server;
+  Net client({}, false);
+  PeerOptions inbound;
+  inbound.dial = false;
+  auto serverSide = Peer::create(server.transport, "client", inbound);
+  server.handler.onHello =
+      [weak = std::weak_ptr<Peer>(serverSide)](const std::shared_ptr<Connection>& conn) {
+        if (auto peer = weak.lock()) peer->adopt(conn);
+      };
+  const auto stale = dial(client.transport, server.address());
+  auto staleHello = send(stale, MessageType::kHello, "stale");
+  REQUIRE(answer(staleHello) == "welcome");
+  REQUIRE(eventually([&] { return serverSide->connected(); }));
+  const auto real = dial(client.transport, server.address());
+  auto realHello = send(real, MessageType::kHello, "real");
+  REQUIRE(answer(realHello) == "welcome");
+  // Adopted on the network thread after the Hello's reply: a request queued behind it there runs
+  // after the adoption, and still goes over the older connection.
+  auto overOlder = send(serverSide, MessageType::kInvoke, "over the older");
+  REQUIRE(answer(overOlder) == "over the older");
+  CHECK(client.handler.count(MessageType::kInvoke) == 1);
+
+  stale->close(Error(Errc::unavailable, "a stale link, closed by its owner"));
+  CHECK(eventually([&] {
+    auto overSpare = send(serverSide, MessageType::kInvoke, "over the spare", 200ms);
+    auto r = get(overSpare);
+    return r.ok() && r->body == "over the spare";
+  }));
+  CHECK(real->isOpen());
+  serverSide->close();
+  CHECK(eventually([&] { return !real->isOpen(); }));  // a closed peer closes its spare too
+}
+
 TEST_CASE("transport: a transport listening on one address dials from it", "[cluster][transport]") {
   TransportOptions at2;
   at2.listenHost = "127.0.0.2";  // all of 127/8 is this host's loopback on Linux
