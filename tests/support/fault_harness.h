@@ -11,6 +11,7 @@
 // safe from any thread.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -160,9 +161,16 @@ class NodeProcess {
   const std::string& command() const { return command_; }
 
   // Fault injection. pause() is SIGSTOP, resume() SIGCONT, kill9() SIGKILL (and reaps it).
+  // SIGSTOP is delivered asynchronously: pause() returns once every thread of the process is
+  // stopped (bounded by 5 s), so nothing the test does after it can still be served by the
+  // paused process.
   void pause() {
     ::kill(pid_, SIGSTOP);
     paused_ = true;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!allThreadsStopped() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   void resume() {
     ::kill(pid_, SIGCONT);
@@ -244,6 +252,29 @@ class NodeProcess {
   std::string address;
 
  private:
+  // True once every task of the process is in the stopped state ('T' in /proc/PID/task/*/stat).
+  bool allThreadsStopped() const {
+    const std::string dir = "/proc/" + std::to_string(pid_) + "/task";
+    DIR* tasks = ::opendir(dir.c_str());
+    if (tasks == nullptr) return true;  // gone: nothing left to serve
+    bool stopped = true;
+    while (const dirent* e = ::readdir(tasks)) {
+      if (e->d_name[0] == '.') continue;
+      std::FILE* f = std::fopen((dir + "/" + e->d_name + "/stat").c_str(), "r");
+      if (f == nullptr) continue;  // the task ended meanwhile
+      char buf[512] = {};
+      const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+      std::fclose(f);
+      // "tid (comm) S ...": the state follows the last ')' (comm may hold one).
+      const char* close = std::strrchr(buf, ')');
+      if (n == 0 || close == nullptr || close[1] != ' ' || close[2] != 'T') {
+        stopped = false;
+        break;
+      }
+    }
+    ::closedir(tasks);
+    return stopped;
+  }
   static std::string join(const std::vector<std::string>& v) {
     std::string out;
     for (const auto& s : v) out += (out.empty() ? "" : " ") + s;
