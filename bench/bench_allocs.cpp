@@ -124,6 +124,7 @@ void measure(const char* name, Invoker& invoker, const std::vector<std::string>&
     ingrid::bench::AcquireLoop<Invoker> warm{invoker, keys};
     if (!warm.run(std::max<std::uint64_t>(ops / 4, 4 * kKeys), inflight)) {
       std::printf("%-34s warm-up did not finish within a minute\n", name);
+      invoker.stop();  // its chains use the loop: ended before it goes
       return;
     }
   }
@@ -141,6 +142,7 @@ void measure(const char* name, Invoker& invoker, const std::vector<std::string>&
   const double done = static_cast<double>(loop.completed(inflight));
   if (!ok || done <= 0) {
     std::printf("%-34s did not finish within a minute\n", name);
+    invoker.stop();  // its chains use the loop: ended before it goes
     return;
   }
   std::printf(

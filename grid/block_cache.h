@@ -15,9 +15,19 @@
 #include <cstddef>
 #include <new>
 
-#include <ingrid/string_pool.h>  // INGRID_BLOCK_REUSE
-
 namespace ingrid {
+
+// Reuse is off under AddressSanitizer (here and in the string pool, grid/string_pool.cpp).
+#if defined(__SANITIZE_ADDRESS__)
+#define INGRID_BLOCK_REUSE 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define INGRID_BLOCK_REUSE 0
+#endif
+#endif
+#ifndef INGRID_BLOCK_REUSE
+#define INGRID_BLOCK_REUSE 1
+#endif
 
 class BlockCache {
  public:

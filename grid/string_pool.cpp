@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "grid/block_cache.h"  // INGRID_BLOCK_REUSE
+
 namespace ingrid {
 namespace {
 
@@ -55,7 +57,7 @@ std::string StringPool::copy(std::string_view bytes) {
 void StringPool::give(std::string&& s) noexcept {
   std::string taken = std::move(s);
   s.clear();  // a moved-from string is valid but unspecified: make the promise hold
-  if (!kEnabled || tPoolGone) return;
+  if (!enabled() || tPoolGone) return;
   const std::size_t capacity = taken.capacity();
   // A string within its small buffer has no heap block to keep.
   if (capacity <= std::string().capacity() || capacity > kMaxPooledCapacity) return;
@@ -77,6 +79,8 @@ void StringPool::give(std::string&& s) noexcept {
   shelf.bytes += capacity;
   shelf.strings.push_back(std::move(taken));
 }
+
+bool StringPool::enabled() noexcept { return INGRID_BLOCK_REUSE != 0; }
 
 std::size_t StringPool::TEST_size() noexcept {
   return tPoolGone ? 0 : pool().small.strings.size() + pool().large.strings.size();

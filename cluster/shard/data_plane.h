@@ -207,7 +207,10 @@ class DataPlane {
     Replication() = default;
     Replication(const Replication&) = delete;
     Replication& operator=(const Replication&) = delete;
-    ~Replication() { StringPool::give(std::move(encoded)); }
+    ~Replication() {
+      StringPool::give(std::move(encoded));
+      if (result.ok()) StringPool::give(std::move(result.value()));  // (a copy was answered)
+    }
     PartitionId partition = 0;
     std::uint64_t seq = 0;
     bool barrier = false;

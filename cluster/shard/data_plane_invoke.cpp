@@ -241,7 +241,9 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
   r->pending = topo->table.owners(p).size() - 1;
   r->result = std::move(result);
   if (options_.replication == ReplicationMode::kPrimarySync) {
-    done(r->result);  // answer first; a failover may lose this update (documented)
+    // Answer first; a failover may lose this update (documented). A pooled copy: the record's
+    // own goes back when the record does.
+    done(r->result.ok() ? Result<std::string>(StringPool::copy(*r->result)) : r->result);
   } else {
     r->done = std::move(done);
   }

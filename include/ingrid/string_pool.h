@@ -29,24 +29,13 @@
 #include <string>
 #include <string_view>
 
-// Reuse is off under AddressSanitizer (here and in the block cache, grid/block_cache.h).
-#if defined(__SANITIZE_ADDRESS__)
-#define INGRID_BLOCK_REUSE 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define INGRID_BLOCK_REUSE 0
-#endif
-#endif
-#ifndef INGRID_BLOCK_REUSE
-#define INGRID_BLOCK_REUSE 1
-#endif
-
 namespace ingrid {
 
 class StringPool {
  public:
-  // False under AddressSanitizer (see above): give() then frees and take() returns empty strings.
-  static constexpr bool kEnabled = INGRID_BLOCK_REUSE;
+  // False when the library was built with AddressSanitizer (see above): give() then frees and
+  // take() returns empty strings. Asked of the library, so it is the library's build that counts.
+  static bool enabled() noexcept;
   // Strings of a larger capacity are not kept. Matches a connection's read chunk.
   static constexpr std::size_t kMaxPooledCapacity = 16 * 1024;
   // The small shelf: strings of a capacity up to this, at most kMaxSmallStrings of them.

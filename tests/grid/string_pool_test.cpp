@@ -20,8 +20,8 @@ TEST_CASE("string pool: a string given back is taken again with its capacity, em
     const char* block = s.data();
     const std::size_t capacity = s.capacity();
     StringPool::give(std::move(s));
-    CHECK(s.empty());             // NOLINT(bugprone-use-after-move): give() promises it
-    if (!StringPool::kEnabled) {  // under ASan: every string is freed, nothing is kept
+    CHECK(s.empty());              // NOLINT(bugprone-use-after-move): give() promises it
+    if (!StringPool::enabled()) {  // under ASan: every string is freed, nothing is kept
       CHECK(StringPool::TEST_size() == 0);
       return;
     }
@@ -42,7 +42,7 @@ TEST_CASE("string pool: bounded by count and by capacity, keeping no small or la
     StringPool::give(std::string("short"));  // within the small-string buffer: no block to keep
     StringPool::give(std::string(StringPool::kMaxPooledCapacity + 1, 'x'));  // too large
     CHECK(StringPool::TEST_size() == 0);
-    if (!StringPool::kEnabled) return;
+    if (!StringPool::enabled()) return;
     // The small shelf: bounded by count.
     for (std::size_t i = 0; i < StringPool::kMaxSmallStrings + 10; ++i) {
       StringPool::give(std::string(100, 'x'));
@@ -81,7 +81,7 @@ TEST_CASE("string pool: bounded by count and by capacity, keeping no small or la
 TEST_CASE("string pool: a small take is not served by a large string, nor a large by a small",
           "[grid]") {
   onFreshThread([] {
-    if (!StringPool::kEnabled) return;
+    if (!StringPool::enabled()) return;
     std::string large(4096, 'l');
     const char* largeBlock = large.data();
     std::string small(40, 's');
@@ -107,7 +107,7 @@ TEST_CASE("string pool: each thread has its own", "[grid]") {
   onFreshThread([] {
     StringPool::give(std::string(300, 'y'));
     const std::size_t here = StringPool::TEST_size();
-    CHECK(here == (StringPool::kEnabled ? 1u : 0u));
+    CHECK(here == (StringPool::enabled() ? 1u : 0u));
     onFreshThread([] { CHECK(StringPool::TEST_size() == 0); });
     CHECK(StringPool::TEST_size() == here);
   });
