@@ -824,16 +824,26 @@ TEST_CASE("peer: queue bounds, deadlines, refused Hello and close", "[cluster][t
   refused->close();
 }
 
+namespace {
+
+// A peer on `server` that does not dial: it adopts each connection that says Hello there.
+std::shared_ptr<Peer> adoptingPeer(Net& server) {
+  PeerOptions inbound;
+  inbound.dial = false;
+  auto peer = Peer::create(server.transport, "client", inbound);
+  server.handler.onHello =
+      [weak = std::weak_ptr<Peer>(peer)](const std::shared_ptr<Connection>& conn) {
+        if (auto p = weak.lock()) p->adopt(conn);
+      };
+  return peer;
+}
+
+}  // namespace
+
 TEST_CASE("peer: adopt() serves requests over an inbound connection", "[cluster][transport]") {
   Net server;
   Net client({}, false);
-  PeerOptions inbound;
-  inbound.dial = false;
-  auto serverSide = Peer::create(server.transport, "client", inbound);
-  server.handler.onHello =
-      [weak = std::weak_ptr<Peer>(serverSide)](const std::shared_ptr<Connection>& conn) {
-        if (auto peer = weak.lock()) peer->adopt(conn);
-      };
+  auto serverSide = adoptingPeer(server);
   auto tooSoon = send(serverSide, MessageType::kInvoke, "nobody yet", 50ms);
   auto early = get(tooSoon);
   CHECK(early.error() == Errc::unreachable);
@@ -862,13 +872,7 @@ TEST_CASE("peer: a second inbound connection is a spare that takes over when the
   // dials, so without the spare nothing would carry this side's frames any more.
   Net server;
   Net client({}, false);
-  PeerOptions inbound;
-  inbound.dial = false;
-  auto serverSide = Peer::create(server.transport, "client", inbound);
-  server.handler.onHello =
-      [weak = std::weak_ptr<Peer>(serverSide)](const std::shared_ptr<Connection>& conn) {
-        if (auto peer = weak.lock()) peer->adopt(conn);
-      };
+  auto serverSide = adoptingPeer(server);
   const auto stale = dial(client.transport, server.address());
   auto staleHello = send(stale, MessageType::kHello, "stale");
   REQUIRE(answer(staleHello) == "welcome");
