@@ -39,6 +39,7 @@
 #include <ingrid/client.h>
 
 #include "cluster/transport/messages.h"
+#include "support/eventually.h"
 
 extern char** environ;
 
@@ -162,14 +163,14 @@ class NodeProcess {
 
   // Fault injection. pause() is SIGSTOP, resume() SIGCONT, kill9() SIGKILL (and reaps it).
   // SIGSTOP is delivered asynchronously: pause() returns once every thread of the process is
-  // stopped (bounded by 5 s), so nothing the test does after it can still be served by the
-  // paused process.
+  // stopped (bounded by 5 s, and said on stderr if not), so nothing the test does after it can
+  // still be served by the paused process.
   void pause() {
     ::kill(pid_, SIGSTOP);
     paused_ = true;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!allThreadsStopped() && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!testing::eventually([this] { return allThreadsStopped(); }, std::chrono::seconds(5))) {
+      std::fprintf(stderr, "fault harness: pid %d not stopped 5 s after SIGSTOP\n",
+                   static_cast<int>(pid_));
     }
   }
   void resume() {
