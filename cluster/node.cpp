@@ -50,6 +50,12 @@ std::uint64_t Node::TEST_parkedCopies() const noexcept { return impl_->TEST_park
 std::pair<std::uint64_t, std::uint64_t> Node::TEST_shardInvocations() const noexcept {
   return impl_->TEST_shardInvocations();
 }
+std::pair<std::uint64_t, std::uint64_t> Node::TEST_replicateBatches() const noexcept {
+  return impl_->TEST_replicateBatches();
+}
+std::uint64_t Node::TEST_snapshotsRefused() const noexcept {
+  return impl_->TEST_snapshotsRefused();
+}
 void Node::TEST_closeShardPorts() { impl_->TEST_closeShardPorts(); }
 void Node::TEST_crash() { impl_->crash(); }
 

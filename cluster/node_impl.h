@@ -85,6 +85,13 @@ class NodeImpl final : public ConnectionHandler,
     if (!data_) return {0, 0};
     return {data_->TEST_shardRunInPlace(), data_->TEST_shardForwarded()};
   }
+  std::pair<std::uint64_t, std::uint64_t> TEST_replicateBatches() const noexcept {
+    if (!data_) return {0, 0};
+    return {data_->TEST_replicateInPlace(), data_->TEST_replicateDispatched()};
+  }
+  std::uint64_t TEST_snapshotsRefused() const noexcept {
+    return data_ ? data_->TEST_snapshotsRefused() : 0;
+  }
   std::uint64_t TEST_parkedCopies() const noexcept {
     return data_ ? data_->TEST_parkedCopies() : 0;
   }
@@ -120,6 +127,7 @@ class NodeImpl final : public ConnectionHandler,
   }
   void endInvocation() noexcept override { finishInvocation(); }
   bool stopped() const noexcept override { return state_.load() == kStopped; }
+  std::shared_ptr<Peer> replicaLink(unsigned w, const MemberInfo& member, PartitionId p) override;
   std::uint64_t incarnation() const noexcept override { return incarnation_.load(); }
   void reportSynced(PartitionId p, MemberId member, std::uint64_t version) override;
 
@@ -166,8 +174,15 @@ class NodeImpl final : public ConnectionHandler,
   // options `base` and limits shared with it; fills shardPorts_. An Error names the port that
   // could not be opened.
   Result<bool> startShardPorts(const TransportOptions& base);
-  // Stops the shard ports' transports (their connections close on their workers). Idempotent.
+  // Stops the shard ports' transports (their connections close on their workers), after closing
+  // the workers' replica links. Idempotent.
   void stopShardPorts();
+  // The links each worker keeps to the members' shard ports for its partitions' replication
+  // (replicaLinks_): kept to the members of `t` (on each worker), or all closed.
+  void retainReplicaLinks(const TopologyPtr& t);
+  void closeReplicaLinks();
+  // The options of a link from this member to a member's shard port: it says Hello as this member.
+  PeerOptions shardLinkOptions(MemberId id);
 
   // Starts this member's control plane (network thread); bootstrap: the first member.
   Result<bool> startControl(MemberId self, bool bootstrap);
@@ -264,6 +279,9 @@ class NodeImpl final : public ConnectionHandler,
   std::unique_ptr<DataPlane> data_;
   // The shard ports' transports, each on its worker's io_context (destroyed before data_).
   std::vector<std::unique_ptr<Transport>> shardTransports_;
+  // Worker w's links to members' shard ports, made with shardTransports_[w], which carry its
+  // partitions' replication (worker w only; destroyed before the transports).
+  std::vector<std::unique_ptr<ShardLinks>> replicaLinks_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   // Links to members' shard ports for the calls this member forwards (made with transport_;
   // network thread).

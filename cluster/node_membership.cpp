@@ -203,12 +203,7 @@ Result<bool> NodeImpl::start() {
   }
   selfAddress_ = transport_->listenAddress();
   // Links to shard ports say Hello as this member: exempt from the client limits there.
-  shardLinks_.emplace(*transport_, [this](MemberId id) {
-    PeerOptions o = memberLinkOptions(id);
-    o.failQueuedOnDialError = true;  // not sent: routed again (to the member port meanwhile)
-    o.dialOnDemand = true;
-    return o;
-  });
+  shardLinks_.emplace(*transport_, [this](MemberId id) { return shardLinkOptions(id); });
   if (Result<bool> shards = startShardPorts(topts); !shards) {
     stopShardPorts();
     transport_->stop();
@@ -422,6 +417,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
       if (shardLinks_) shardLinks_->closeAll();
+      closeReplicaLinks();  // they said Hello as the old member
       lastHeard_.clear();
       leaseUntil_.store(0, std::memory_order_release);
       selfId_.store(0, std::memory_order_release);
@@ -567,6 +563,15 @@ std::shared_ptr<Peer> NodeImpl::linkTo(MemberId id, const std::string& address, 
   return peer;
 }
 
+PeerOptions NodeImpl::shardLinkOptions(MemberId id) {
+  PeerOptions o = memberLinkOptions(id);
+  // Not sent: a call is routed again (to the member port meanwhile); an update or a snapshot is
+  // tried again on the same link.
+  o.failQueuedOnDialError = true;
+  o.dialOnDemand = true;
+  return o;
+}
+
 PeerOptions NodeImpl::memberLinkOptions(MemberId id) {
   PeerOptions o;
   o.peerId = id;
@@ -662,6 +667,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   topoCv_.notify_all();
   if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);
+  retainReplicaLinks(next);
   if (self != 0 && cur->hasMember(self) && !next->hasMember(self) && !stopCalled_.load() &&
       !rejoining_.exchange(true)) {
     // Removed while alive (paused, or cut off, past the failure timeout): the others promoted

@@ -32,14 +32,36 @@ Result<bool> NodeImpl::startShardPorts(const TransportOptions& base) {
                                             "): " + port.error().detail());
     }
     shardPorts_.push_back(*port);
+    replicaLinks_.push_back(std::make_unique<ShardLinks>(
+        *transport, [this](MemberId id) { return shardLinkOptions(id); }));
     shardTransports_.push_back(std::move(transport));
   }
   return true;
 }
 
 void NodeImpl::stopShardPorts() {
-  // From outside the workers: each transport closes its listener and connections on its worker.
+  // From outside the workers: each worker closes its replica links, then its transport closes its
+  // listener and connections there.
+  closeReplicaLinks();
   for (auto& t : shardTransports_) t->stop();
+}
+
+std::shared_ptr<Peer> NodeImpl::replicaLink(unsigned w, const MemberInfo& member, PartitionId p) {
+  if (w >= replicaLinks_.size()) return nullptr;  // no shard ports here
+  return replicaLinks_[w]->forCall(member, p);
+}
+
+void NodeImpl::retainReplicaLinks(const TopologyPtr& t) {
+  for (unsigned w = 0; w < replicaLinks_.size(); ++w) {
+    asio::post(data_->workerIo(w),
+               [this, w, t] { replicaLinks_[w]->retain(*t, options_.requestTimeout); });
+  }
+}
+
+void NodeImpl::closeReplicaLinks() {
+  for (unsigned w = 0; w < replicaLinks_.size(); ++w) {
+    asio::post(data_->workerIo(w), [this, w] { replicaLinks_[w]->closeAll(); });
+  }
 }
 
 void NodeImpl::TEST_closeShardPorts() {
@@ -81,6 +103,14 @@ void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& con
         return handleAuth(conn, std::move(frame), /*link=*/false);
       case MessageType::kInvoke:
         return data_->handleShardInvoke(w, conn, std::move(frame));
+      // From a member's worker: the updates and snapshots of the partitions this worker owns, on
+      // their primary's worker's link (a shard per thread), applied here.
+      case MessageType::kReplicate:
+        if (conn->peerId == 0) break;
+        return data_->handleReplicate(conn, std::move(frame));
+      case MessageType::kSnapshot:
+        if (conn->peerId == 0) break;
+        return data_->handleSnapshot(conn, std::move(frame));
       default:
         break;
     }

@@ -25,12 +25,20 @@ DataPlane::DataPlane(DataPlaneHost& host, const NodeOptions& options,
       registry_(registry),
       clock_(clock),
       net_(net),
-      netRound_(WriteRound::of(net)),
       workers_(options.partitions, threads, clock, options.expirySweepInterval,
                options.expirySweepEntries, partitionsOnNet ? &net : nullptr),
       replicas_(std::make_unique<Replica[]>(options.partitions)) {
-  spareBatches_.reserve(kSpareBatches);
+  for (unsigned w = 0; w < workers_.threadCount(); ++w) {
+    lanes_.push_back(std::make_unique<Lane>(workers_.io(w), w));
+  }
   workers_.setDedupWindow(options.dedupWindow);
+}
+
+DataPlane::Lane* DataPlane::laneHere() noexcept {
+  for (auto& lane : lanes_) {
+    if (lane->round.here()) return lane.get();
+  }
+  return nullptr;
 }
 
 void DataPlane::markAllReady() {
@@ -135,6 +143,8 @@ void DataPlane::install(const TopologyPtr& cur, const TopologyPtr& next) {
         rep.lastEpoch = 0;
         rep.staging = {};
         rep.stagingId = 0;
+        rep.ignoredSeq = 0;
+        rep.ignoredEpoch = 0;
         rep.fenced = false;
         return;
       }

@@ -9,7 +9,12 @@
 // node (the topology, links to members, the lease, the control plane) it asks its DataPlaneHost.
 //
 // Threads: members marked "worker of p" only on partition p's worker; "network thread" only on
-// the node's network thread (which runs the transport); the rest from any thread.
+// the node's network thread (which runs the transport); the rest from any thread. Replication
+// runs on the worker of its partition (a shard per thread): each worker batches its partitions'
+// updates per backup link (its Lane) and sends them on links of its own (DataPlaneHost::
+// replicaLink), so an update is made, sent, acknowledged and answered on one thread. Only a
+// backup that lists no shard ports is reached through the network thread's link (the request
+// goes there, its answer comes back to the worker).
 #pragma once
 
 #include <atomic>
@@ -24,6 +29,7 @@
 
 #include <absl/container/flat_hash_map.h>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 
 #include <ingrid/invoke_async.h>
 #include <ingrid/node_options.h>
@@ -37,6 +43,7 @@
 #include "cluster/transport/connection.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
+#include "cluster/transport/write_round.h"
 #include "grid/dedup_table.h"
 
 namespace ingrid {
@@ -48,6 +55,12 @@ class DataPlaneHost {
   virtual TopologyPtr currentTopology() const = 0;
   // The link to member `id` at `address`, made if needed (network thread).
   virtual std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) = 0;
+  // On worker w: w's own link to the shard port of `member` that owns partition p, made if needed,
+  // which carries p's updates and snapshots to it; nullptr when w has none (the member lists no
+  // shard ports, or this member runs none) or it is passed over after a failed dial: then the
+  // network thread's link to it carries them.
+  virtual std::shared_ptr<Peer> replicaLink(unsigned w, const MemberInfo& member,
+                                            PartitionId p) = 0;
   // Whether this member holds a valid primary lease (invariant 13), and for how long one lasts.
   virtual bool holdsLease() const noexcept = 0;
   virtual std::chrono::milliseconds leaseDuration() const noexcept = 0;
@@ -82,7 +95,10 @@ class DataPlane {
   void start() { workers_.start(); }
   // Runs every task already posted, then joins the workers. REQUIRES: nothing posts any more (and
   // with partitionsOnNet, the network thread has ended).
-  void stop() { workers_.stop(); }
+  void stop() {
+    closing_.store(true);  // retries end (their timers run on the workers)
+    workers_.stop();
+  }
   // A single member without a network: every partition is a complete replica at once.
   void markAllReady();
 
@@ -138,6 +154,11 @@ class DataPlane {
   // Invocations taken on a shard port: run on the worker that read them, or forwarded to another.
   std::uint64_t TEST_shardRunInPlace() const noexcept { return shardInPlace_.load(); }
   std::uint64_t TEST_shardForwarded() const noexcept { return shardForwarded_.load(); }
+  // Replication batches applied on the thread that read them, or handed to the workers.
+  std::uint64_t TEST_replicateInPlace() const noexcept { return replicateInPlace_.load(); }
+  std::uint64_t TEST_replicateDispatched() const noexcept { return replicateDispatched_.load(); }
+  // Snapshots refused for lacking an update acknowledged meanwhile (stageSnapshot).
+  std::uint64_t TEST_snapshotsRefused() const noexcept { return snapshotsRefused_.load(); }
 
  private:
   enum class ReplicaMode : std::uint8_t {
@@ -158,6 +179,9 @@ class DataPlane {
     std::uint32_t stagingNext = 0;  // the index of the chunk it expects next
     std::vector<SnapshotEntry> staging;
     std::vector<SnapshotCompletion> stagingCompletions;
+    // (kEmpty) The newest update acknowledged and ignored: a snapshot installed must hold it.
+    std::uint64_t ignoredSeq = 0;
+    std::uint64_t ignoredEpoch = 0;
     std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
     // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
     // so that a status request (network thread) can read it.
@@ -238,35 +262,63 @@ class DataPlane {
   // Why a tracked replication failed, for the copies (and a barrier's caller) asked to come again.
   static std::string replicationFailure(const Replication& r);
   // Sends r's update to backup b, again and again until b acknowledges, stops being an owner of
-  // its partition, or `deadline` passes. Network thread.
+  // its partition, or `deadline` passes. Worker of r's partition.
   void sendUpdate(MemberId b, std::shared_ptr<Replication> r,
                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                   bool first);
-  // Group commit: the updates bound for one backup wait here until the network thread has run
-  // what is ready (one pass), then leave in one kReplicate batch with one acknowledgement.
+  // Group commit: the updates bound for one backup link wait here until the worker has run what
+  // is ready (one round, write_round.h), then leave in one kReplicate batch with one
+  // acknowledgement.
   struct QueuedUpdate {
     std::shared_ptr<const Replication> update;
     Connection::ResponseHandler arrive;  // gets the backup's verdict on it
     std::uint32_t order = 0;             // its place in the queue (the sort is stable by it)
   };
   struct OutgoingUpdates {
-    std::shared_ptr<Peer> peer;
-    std::uint64_t version = 0;  // the newest topology any of them was made under
+    MemberId member = 0;
+    std::shared_ptr<Peer> peer;  // null: through the network thread's link to the member
+    std::uint64_t version = 0;   // the newest topology any of them was made under
     std::vector<QueuedUpdate> updates;
     // The latest deadline among them: the batch waits for an answer at most until then.
     std::chrono::steady_clock::time_point latest = std::chrono::steady_clock::time_point::min();
     std::size_t bytes = 0;
     bool flushPosted = false;
   };
-  // Hands each update of a batch sent to b its verdict from b's answer `r`. Network thread.
+  // A worker's replication (worker w's lane, on worker w; with partitions on the network thread
+  // the one worker is that thread): its batches, by backup link, and what it keeps for reuse.
+  // Batches are keyed by (member, its shard port's index), or (member, kViaNetwork).
+  static constexpr std::uint32_t kViaNetwork = ~std::uint32_t{0};
+  using LinkKey = std::pair<MemberId, std::uint32_t>;
+  struct Lane;
+  // Hands each update of a batch sent to b its verdict from b's answer `r`.
   void settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r);
-  // Adds `update` to b's next batch; `arrive` gets b's verdict on it. Network thread.
-  void queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
+  // Adds `update` to the next batch on `key`'s link (`peer`); `arrive` gets b's verdict on it.
+  void queueUpdate(Lane& lane, LinkKey key, std::shared_ptr<Peer> peer, std::uint64_t version,
                    std::shared_ptr<const Replication> update,
                    std::chrono::steady_clock::time_point deadline,
                    Connection::ResponseHandler arrive);
-  // Sends b's waiting updates as one batch. Network thread.
-  void flushUpdates(MemberId b);
+  // Sends the updates waiting for `key`'s link as one batch.
+  void flushUpdates(Lane& lane, LinkKey key);
+  // The link from p's worker to member `to` for p's replication (null: the network thread's), and
+  // the key of its batches.
+  std::pair<std::shared_ptr<Peer>, LinkKey> replicaLink(PartitionId p, const MemberInfo& to);
+  // Sends a request to member `to` from worker w over `peer`, or, when it is null, over the network
+  // thread's link to `to` (found then in the current topology), with `handler` run back on worker
+  // w. On worker w.
+  void requestFrom(unsigned w, MemberId to, const std::shared_ptr<Peer>& peer, MessageType type,
+                   std::uint64_t version, std::string body, std::chrono::milliseconds timeout,
+                   Connection::ResponseHandler handler);
+  // Runs fn on the network thread: at once when this is it, else posted.
+  template <class F>
+  void onNetwork(F&& fn) {
+    if (onNetworkThread()) {
+      fn();
+    } else {
+      asio::post(net_, std::forward<F>(fn));
+    }
+  }
+  // The lane of the calling thread, or null (the network thread, when the partitions have workers).
+  Lane* laneHere() noexcept;
 
   // --- the backup's side, and migration (data_plane_replica.cpp) ---
   // A kReplicate batch being applied on the workers; the last of its tasks answers.
@@ -298,28 +350,41 @@ class DataPlane {
   MemberId memberId() const { return host_.selfId(); }
   bool onNetworkThread() const { return net_.get_executor().running_in_this_thread(); }
 
+  struct Lane {
+    Lane(asio::io_context& context, unsigned worker)
+        : io(context), round(WriteRound::of(context)), index(worker) {
+      spareBatches.reserve(kSpareBatches);
+    }
+    asio::io_context& io;
+    WriteRound& round;  // io's: the batches leave at the end of its round
+    unsigned index;     // its worker
+    absl::flat_hash_map<LinkKey, OutgoingUpdates> outgoing;
+    // The arrays of answered batches, emptied and kept for the next batches to fill (several are
+    // in flight at once): at most kSpareBatches, the capacity reserved at construction.
+    std::vector<std::vector<QueuedUpdate>> spareBatches;
+    // The job of the last batch a backup applied in place on this worker (handleReplicate), kept
+    // with its array's capacity for the next one.
+    std::shared_ptr<ApplyBatch> spareApply;
+  };
+  static constexpr std::size_t kSpareBatches = 16;
+
   DataPlaneHost& host_;
   const NodeOptions& options_;
   const ProcessorRegistry& registry_;
   std::shared_ptr<const Clock> clock_;
   asio::io_context& net_;
-  WriteRound& netRound_;  // net_'s: replication batches leave at the end of its round
   PartitionWorkers workers_;
   std::unique_ptr<Replica[]> replicas_;
-  absl::flat_hash_map<MemberId, OutgoingUpdates> outgoingUpdates_;  // network thread
-  // The arrays of answered batches, emptied and kept for the next batches to fill (several are
-  // in flight at once): at most kSpareBatches, the capacity reserved at construction. Network
-  // thread.
-  static constexpr std::size_t kSpareBatches = 16;
-  std::vector<std::vector<QueuedUpdate>> spareBatches_;
-  // The job of the last batch a backup applied in place (handleReplicate), kept with its array's
-  // capacity for the next one. Network thread.
-  std::shared_ptr<ApplyBatch> spareApply_;
+  std::vector<std::unique_ptr<Lane>> lanes_;  // one per worker; lanes_[w] only on worker w
+  std::atomic<bool> closing_{false};  // stop() began: updates and snapshots are not tried again
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
   std::atomic<std::uint64_t> shardInPlace_{0};
   std::atomic<std::uint64_t> shardForwarded_{0};
+  std::atomic<std::uint64_t> replicateInPlace_{0};
+  std::atomic<std::uint64_t> replicateDispatched_{0};
+  std::atomic<std::uint64_t> snapshotsRefused_{0};
 };
 
 }  // namespace ingrid

@@ -248,15 +248,49 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
     r->done = std::move(done);
   }
   replicas_[p].outstanding.fetch_add(1, std::memory_order_acq_rel);
-  auto send = [this, r = std::move(r), topo = std::move(topo), deadline]() {
-    const std::vector<MemberId>& owners = topo->table.owners(r->partition);
-    for (std::size_t i = 1; i < owners.size(); ++i) sendUpdate(owners[i], r, deadline, topo, true);
-  };
-  if (onNetworkThread()) {  // partitions on the network thread
-    send();
-  } else {
-    asio::post(net_, std::move(send));
+  // From p's worker, where it stays: batched there per backup link, sent on the worker's own
+  // links, and answered there when the acknowledgements come back.
+  const std::vector<MemberId>& owners = topo->table.owners(p);
+  for (std::size_t i = 1; i < owners.size(); ++i) sendUpdate(owners[i], r, deadline, topo, true);
+}
+
+std::pair<std::shared_ptr<Peer>, DataPlane::LinkKey> DataPlane::replicaLink(PartitionId p,
+                                                                            const MemberInfo& to) {
+  if (std::shared_ptr<Peer> peer = host_.replicaLink(workers_.workerOf(p), to, p)) {
+    return {std::move(peer), LinkKey{to.id, static_cast<std::uint32_t>(p % to.shardPorts.size())}};
   }
+  return {nullptr, LinkKey{to.id, kViaNetwork}};
+}
+
+void DataPlane::requestFrom(unsigned w, MemberId to, const std::shared_ptr<Peer>& peer,
+                            MessageType type, std::uint64_t version, std::string body,
+                            std::chrono::milliseconds timeout,
+                            Connection::ResponseHandler handler) {
+  assert(lanes_[w]->round.here());
+  if (peer) {
+    peer->request(type, version, std::move(body), timeout, std::move(handler));
+    return;
+  }
+  // The network thread's link to `to`. When this worker is that thread (partitions on it), at
+  // once; otherwise the request goes there and its answer comes back here.
+  const bool here = onNetworkThread();
+  onNetwork([this, w, to, type, version, body = std::move(body), timeout,
+             handler = std::move(handler), here]() mutable {
+    const TopologyPtr topo = topology();
+    const MemberInfo* info = topo->member(to);
+    std::shared_ptr<Peer> link = info ? host_.peerFor(to, info->address) : nullptr;
+    if (!here) {
+      handler = [this, w, back = std::move(handler)](Result<Frame> r) mutable {
+        asio::post(workers_.io(w),
+                   [back = std::move(back), r = std::move(r)]() mutable { back(std::move(r)); });
+      };
+    }
+    if (!link) {
+      handler(Error(Errc::unreachable, "member " + std::to_string(to) + " has no address known"));
+      return;
+    }
+    link->request(type, version, std::move(body), timeout, std::move(handler));
+  });
 }
 
 std::string DataPlane::replicationFailure(const Replication& r) {
@@ -274,7 +308,9 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     if (!r && r.error() == Errc::not_owner) {
       // The backup names another primary, or a newer epoch: this member may have been deposed.
       // Learn the backup's topology (installed if newer); the next attempt is judged by it.
-      if (const MemberInfo* info = topo->member(b)) host_.catchUp(b, info->address);
+      if (const MemberInfo* info = topo->member(b)) {
+        onNetwork([this, b, address = info->address] { host_.catchUp(b, address); });
+      }
     }
     if (!r) {
       const TopologyPtr now = topology();
@@ -301,10 +337,11 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
           }
         });
       }
-      if (std::chrono::steady_clock::now() < deadline && !host_.stopped()) {
+      if (std::chrono::steady_clock::now() < deadline && !host_.stopped() && !closing_.load()) {
         // Sync replication waits for every live backup: try again until the backup answers,
         // is declared failed (the topology drops it), or the deadline passes.
-        auto timer = std::make_shared<asio::steady_timer>(net_, std::chrono::milliseconds(50));
+        auto timer = std::make_shared<asio::steady_timer>(workers_.io(workers_.workerOf(p)),
+                                                          std::chrono::milliseconds(50));
         // With the topology the update was made under: a newer one that drops the backup (or
         // this primary) is judged against it when the attempt fails.
         timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
@@ -347,34 +384,36 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     repl->failures = {};
   };
   const MemberInfo* info = topo->member(b);
-  std::shared_ptr<Peer> peer = info ? host_.peerFor(b, info->address) : nullptr;
-  if (!peer) {
+  if (!info) {
     arrive(Error(Errc::unreachable, "no address known"));
     return;
   }
-  queueUpdate(b, std::move(peer), topo->version, std::move(repl), deadline, std::move(arrive));
+  auto [peer, key] = replicaLink(repl->partition, *info);
+  Lane& lane = *lanes_[workers_.workerOf(repl->partition)];
+  queueUpdate(lane, key, std::move(peer), topo->version, std::move(repl), deadline,
+              std::move(arrive));
 }
 
-void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_t version,
-                            std::shared_ptr<const Replication> update,
+void DataPlane::queueUpdate(Lane& lane, LinkKey key, std::shared_ptr<Peer> peer,
+                            std::uint64_t version, std::shared_ptr<const Replication> update,
                             std::chrono::steady_clock::time_point deadline,
                             Connection::ResponseHandler arrive) {
-  assert(onNetworkThread());
-  if (auto it = outgoingUpdates_.find(b);
-      it != outgoingUpdates_.end() && it->second.peer != peer && !it->second.updates.empty()) {
-    flushUpdates(b);  // b's link was made anew: the old batch leaves on the old one
+  assert(lane.round.here());
+  if (auto it = lane.outgoing.find(key);
+      it != lane.outgoing.end() && it->second.peer != peer && !it->second.updates.empty()) {
+    flushUpdates(lane, key);  // the link was made anew: the old batch leaves on the old one
   }
   const std::size_t bytes = update->encoded.size() + 16;
-  if (auto it = outgoingUpdates_.find(b); it != outgoingUpdates_.end() &&
-                                          !it->second.updates.empty() &&
-                                          it->second.bytes + bytes > kMaxBatchBytes) {
-    flushUpdates(b);  // this one would take the batch past its size: it starts the next batch
+  if (auto it = lane.outgoing.find(key); it != lane.outgoing.end() && !it->second.updates.empty() &&
+                                         it->second.bytes + bytes > kMaxBatchBytes) {
+    flushUpdates(lane, key);  // this one would take the batch past its size: it starts the next
   }
-  OutgoingUpdates& out = outgoingUpdates_[b];
-  if (out.updates.capacity() == 0 && !spareBatches_.empty()) {
-    out.updates = std::move(spareBatches_.back());  // an answered batch's array, emptied
-    spareBatches_.pop_back();
+  OutgoingUpdates& out = lane.outgoing[key];
+  if (out.updates.capacity() == 0 && !lane.spareBatches.empty()) {
+    out.updates = std::move(lane.spareBatches.back());  // an answered batch's array, emptied
+    lane.spareBatches.pop_back();
   }
+  out.member = key.first;
   out.peer = std::move(peer);
   out.version = std::max(out.version, version);
   out.latest = std::max(out.latest, deadline);
@@ -382,34 +421,36 @@ void DataPlane::queueUpdate(MemberId b, std::shared_ptr<Peer> peer, std::uint64_
   const auto order = static_cast<std::uint32_t>(out.updates.size());
   out.updates.push_back(QueuedUpdate{std::move(update), std::move(arrive), order});
   if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
-    flushUpdates(b);
+    flushUpdates(lane, key);
   } else if (!out.flushPosted) {
     // At the end of this round (write_round.h): the updates the rest of the round makes join, and
-    // the batch leaves in the same write as the round's other frames to b (its acknowledgements).
+    // the batch leaves in the same write as the round's other frames on that link (its
+    // acknowledgements).
     out.flushPosted = true;
-    netRound_.atEnd([this, b] {
-      auto it = outgoingUpdates_.find(b);
-      if (it == outgoingUpdates_.end()) return;
+    lane.round.atEnd([this, &lane, key] {
+      auto it = lane.outgoing.find(key);
+      if (it == lane.outgoing.end()) return;
       it->second.flushPosted = false;
-      flushUpdates(b);
+      flushUpdates(lane, key);
     });
   }
 }
 
-void DataPlane::flushUpdates(MemberId b) {
-  assert(onNetworkThread());
-  auto it = outgoingUpdates_.find(b);
-  if (it == outgoingUpdates_.end()) return;
+void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
+  assert(lane.round.here());
+  auto it = lane.outgoing.find(key);
+  if (it == lane.outgoing.end()) return;
   OutgoingUpdates& out = it->second;
   if (out.updates.empty()) return;
+  const MemberId b = out.member;
   std::shared_ptr<Peer> peer = std::move(out.peer);
   std::vector<QueuedUpdate> updates;
   updates.swap(out.updates);
   const auto latest = std::exchange(out.latest, std::chrono::steady_clock::time_point::min());
   const std::uint64_t version = std::exchange(out.version, 0);
   out.bytes = 0;
-  // Nothing waits for b now: forget it (a departed member leaves no entry behind).
-  if (!out.flushPosted) outgoingUpdates_.erase(it);
+  // Nothing waits for this link now: forget it (a departed member leaves no entry behind).
+  if (!out.flushPosted) lane.outgoing.erase(it);
   // Each partition's updates in sequence order: a retried update may have been queued after later
   // ones of its partition, which the backup would take for a gap (and resync). Sorted in place,
   // by partition, then sequence, then queue order (so the sort is stable without a buffer).
@@ -430,15 +471,15 @@ void DataPlane::flushUpdates(MemberId b) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       latest - std::chrono::steady_clock::now());
   // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
-  peer->request(MessageType::kReplicate, version, std::move(body),
-                std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-                [this, updates = std::move(updates), b](Result<Frame> r) mutable {
-                  settleBatch(b, updates, std::move(r));
-                  updates.clear();
-                  if (spareBatches_.size() < spareBatches_.capacity()) {
-                    spareBatches_.push_back(std::move(updates));
-                  }
-                });
+  requestFrom(lane.index, b, peer, MessageType::kReplicate, version, std::move(body),
+              std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+              [this, &lane, updates = std::move(updates), b](Result<Frame> r) mutable {
+                settleBatch(b, updates, std::move(r));
+                updates.clear();
+                if (lane.spareBatches.size() < lane.spareBatches.capacity()) {
+                  lane.spareBatches.push_back(std::move(updates));
+                }
+              });
 }
 
 void DataPlane::settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r) {

@@ -1,6 +1,7 @@
 // The backup side of replication, and migration: snapshots of a partition for its new owners.
 #include <algorithm>
 #include <cassert>
+#include <tuple>
 
 #include "cluster/shard/data_plane.h"
 #include "cluster/shard/replica_log.h"
@@ -28,12 +29,12 @@ Error DataPlane::notPrimaryError(const Connection& conn, const Topology& t, Part
 }
 
 void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame frame) {
-  assert(onNetworkThread());
   // The body moves into the job first: the batch is read in place from it (no copy of a key, a
   // value or an answer), and the job keeps it while any worker applies the batch. A batch applied
-  // in place leaves its job for the next one (its array's capacity reused).
+  // in place leaves its job for the next one on that worker (its array's capacity reused).
+  Lane* lane = laneHere();
   std::shared_ptr<ApplyBatch> job =
-      spareApply_ ? std::move(spareApply_) : std::make_shared<ApplyBatch>();
+      lane && lane->spareApply ? std::move(lane->spareApply) : std::make_shared<ApplyBatch>();
   job->body = std::move(frame.body);
   ReplicateBatchIn& batch = job->batch;
   try {
@@ -66,8 +67,10 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
     return workers_.onWorkerOf(u.partition);
   };
   if (std::all_of(batch.updates.begin(), batch.updates.end(), onItsWorker)) {
-    // Every update's partition is owned by this thread (partitions on the network thread):
-    // applied where the batch was read, and acknowledged in the same pass.
+    // Every update's partition is owned by this thread (a primary's worker sends its updates to
+    // the backup's worker that owns them; or partitions on the network thread): applied where
+    // the batch was read, and acknowledged in the same pass.
+    replicateInPlace_.fetch_add(1, std::memory_order_relaxed);
     const TopologyPtr topo = topology();
     ReplicateAck ack;
     for (std::uint32_t i = 0; i < batch.updates.size(); ++i) {
@@ -77,9 +80,10 @@ void DataPlane::handleReplicate(const std::shared_ptr<Connection>& conn, Frame f
     }
     conn->reply(frame.header, MessageType::kReplicate, topo->version, encode(ack));
     StringPool::give(std::move(job->body));  // nothing views it any more
-    spareApply_ = std::move(job);
+    if (lane) lane->spareApply = std::move(job);
     return;
   }
+  replicateDispatched_.fetch_add(1, std::memory_order_relaxed);
   job->conn = conn;
   job->header = frame.header;
   // The updates go to their partitions' workers, one task per worker holding its updates in
@@ -125,7 +129,13 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
   // failed while still alive (or a primary whose fencing was missed) must not be acknowledged.
   if (!fromPrimary(conn, topo, u.partition)) return notPrimaryError(conn, topo, u.partition);
   switch (rep.mode.load()) {
-    case ReplicaMode::kEmpty:  // a new owner before its snapshot: the snapshot covers this
+    case ReplicaMode::kEmpty:
+      // A new owner before its snapshot: acknowledged, for the snapshot to hold. Remembered, so
+      // that a snapshot older than it (it came another way, or late) is refused (stageSnapshot).
+      if (std::tie(u.epoch, u.seq) > std::tie(rep.ignoredEpoch, rep.ignoredSeq)) {
+        rep.ignoredEpoch = u.epoch;
+        rep.ignoredSeq = u.seq;
+      }
       return {};
     case ReplicaMode::kResync:
       return Error(Errc::unavailable, "replica of partition " + std::to_string(u.partition) +
@@ -253,6 +263,28 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
   ++rep.stagingNext;
   for (auto& e : s.entries) rep.staging.push_back(std::move(e));
   for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
+  if (s.last && rep.ignoredEpoch >= s.epoch &&
+      std::tie(rep.ignoredEpoch, rep.ignoredSeq) > std::tie(s.lastEpoch, s.seq)) {
+    // This replica acknowledged an update of this primary (ignored, for the snapshot to hold) that
+    // the snapshot does not hold: the update reached it first, by another link (a primary's
+    // worker's shard link and its member link are not ordered with each other; the in-process
+    // fault injector delays frames past later ones). Installing it would lose that update; the
+    // sender sends a fresh snapshot. (An update of an earlier primary that this one does not hold
+    // was never acknowledged to its caller: not waited for.)
+    snapshotsRefused_.fetch_add(1, std::memory_order_relaxed);
+    const std::string ignored =
+        std::to_string(rep.ignoredSeq) + " of epoch " + std::to_string(rep.ignoredEpoch);
+    rep.staging = {};
+    rep.stagingCompletions = {};
+    rep.stagingId = 0;
+    conn->replyError(
+        header, Error(Errc::unavailable,
+                      "snapshot of partition " + std::to_string(s.partition) + " as of update " +
+                          std::to_string(s.seq) + " of epoch " + std::to_string(s.lastEpoch) +
+                          " does not hold update " + ignored + ", which member " +
+                          std::to_string(memberId()) + " acknowledged meanwhile"));
+    return;
+  }
   if (s.last) {
     store.clear();
     for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
@@ -266,6 +298,8 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     rep.stagingId = 0;
     rep.seq = s.seq;
     rep.lastEpoch = s.lastEpoch;
+    rep.ignoredSeq = 0;
+    rep.ignoredEpoch = 0;
     rep.mode = ReplicaMode::kReady;
   }
   conn->reply(header, MessageType::kSnapshot, topology()->version, {});
@@ -310,47 +344,41 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks[i].first = i == 0;
     chunks[i].last = i + 1 == chunks.size();
   }
-  // Sent from the worker before any later update of p (posted to the network thread ahead of
-  // them, or requested at once when this is the network thread), so the new owner sees the
-  // snapshot before every update that it does not contain.
-  auto send = [this, p, to, version, chunks = std::move(chunks)]() {
-    const TopologyPtr topo = topology();
-    const MemberInfo* info = topo->member(to);
-    std::shared_ptr<Peer> peer = info ? host_.peerFor(to, info->address) : nullptr;
-    if (!peer) return;  // no longer a member
-    struct Progress {
-      std::size_t pending;
-      bool failed = false;
-    };
-    auto progress = std::make_shared<Progress>(Progress{chunks.size()});
-    for (const auto& chunk : chunks) {
-      peer->request(MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
-                    [this, p, to, version, progress](Result<Frame> r) {
-                      if (!r) progress->failed = true;
-                      if (--progress->pending != 0) return;
-                      if (!progress->failed) {
-                        host_.reportSynced(p, to, version);
-                        return;
-                      }
-                      // Try again (later) while this node is still the primary and `to` an owner.
-                      auto timer = std::make_shared<asio::steady_timer>(
-                          net_, std::chrono::milliseconds(100));
-                      timer->async_wait([this, timer, p, to](std::error_code ec) {
-                        if (ec || host_.stopped()) return;
-                        workers_.dispatch(p, [this, p, to](PartitionStore& s) {
-                          const TopologyPtr t = topology();
-                          if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
-                            sendSnapshot(p, s, to, t->version);
-                          }
-                        });
-                      });
-                    });
-    }
+  // Sent now, from p's worker, on the link that carries p's updates to `to` (replicaLink): ahead
+  // of every later update of p, which waits for the end of this round at least, so the new owner
+  // sees the snapshot before every update that it does not contain.
+  const TopologyPtr topo = topology();
+  const MemberInfo* info = topo->member(to);
+  if (!info) return;  // no longer a member
+  const std::shared_ptr<Peer> peer = replicaLink(p, *info).first;
+  struct Progress {
+    std::size_t pending;
+    bool failed = false;
   };
-  if (onNetworkThread()) {
-    send();
-  } else {
-    asio::post(net_, std::move(send));
+  auto progress = std::make_shared<Progress>(Progress{chunks.size()});
+  const unsigned w = workers_.workerOf(p);
+  for (const auto& chunk : chunks) {
+    requestFrom(w, to, peer, MessageType::kSnapshot, version, encode(chunk),
+                options_.requestTimeout, [this, p, to, version, progress, w](Result<Frame> r) {
+                  if (!r) progress->failed = true;
+                  if (--progress->pending != 0) return;
+                  if (!progress->failed) {
+                    onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });
+                    return;
+                  }
+                  // Try again (later) while this node is still the primary and `to` an owner.
+                  auto timer = std::make_shared<asio::steady_timer>(workers_.io(w),
+                                                                    std::chrono::milliseconds(100));
+                  timer->async_wait([this, timer, p, to](std::error_code ec) {
+                    if (ec || host_.stopped() || closing_.load()) return;
+                    workers_.dispatch(p, [this, p, to](PartitionStore& s) {
+                      const TopologyPtr t = topology();
+                      if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
+                        sendSnapshot(p, s, to, t->version);
+                      }
+                    });
+                  });
+                });
   }
 }
 

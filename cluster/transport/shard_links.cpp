@@ -34,7 +34,7 @@ PeerOptions clientLinkOptions(const std::string& secret) {
   return o;
 }
 
-std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId p) {
+ShardLinks::Link* ShardLinks::linkFor(const MemberInfo& member, PartitionId p) {
   if (member.shardPorts.empty()) return nullptr;
   const auto shard = static_cast<std::uint32_t>(p % member.shardPorts.size());
   const std::uint16_t port = member.shardPorts[shard];
@@ -57,8 +57,14 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
     link.port = port;
     link.peer =
         Peer::create(transport_, memberPort->first + ":" + std::to_string(port), std::move(o));
-    return link.peer;
   }
+  return &link;
+}
+
+std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId p) {
+  Link* found = linkFor(member, p);
+  if (!found) return nullptr;
+  Link& link = *found;
   // A shard port whose last dial failed: the member port serves for a while, then it is tried
   // again (the call that finds it so dials it).
   const auto failed = link.peer->lastDialFailure();
@@ -77,12 +83,15 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
 }
 
 void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger) {
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(lingering_, [&](const auto& timer) { return timer->expiry() <= now; });
   absl::erase_if(links_, [&](const auto& link) {
     if (t.hasMember(link.first.first)) return false;
     link.second.peer->abandonQueued("member " + std::to_string(link.first.first) +
                                     " left the topology");  // not sent: routed again
     auto timer = std::make_shared<asio::steady_timer>(transport_.io(), linger);
     timer->async_wait([timer, peer = link.second.peer](std::error_code) { peer->close(); });
+    lingering_.push_back(std::move(timer));
     return true;
   });
 }
@@ -90,6 +99,8 @@ void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger) {
 void ShardLinks::closeAll() {
   for (auto& [shard, link] : links_) link.peer->close();
   links_.clear();
+  for (auto& timer : lingering_) timer->cancel();  // closes its link now
+  lingering_.clear();
 }
 
 bool ShardLinks::pendingSince(std::chrono::steady_clock::time_point when) const {

@@ -9,9 +9,10 @@
 // it for the whole connectTimeout), and the requests queued behind it fail "not sent", so they go
 // again, to the member port. The link is passed over for kRetryAfter, doubled after each failure
 // in a row up to kRetryAfterMax, then tried again by the next call. Used by the thin client and
-// by members forwarding their embedded calls.
+// by members forwarding their embedded calls; and by each partition worker of a member, on its
+// shard port's transport, for its partitions' replication to their backups.
 //
-// Thread safety: one thread, the transport's network thread.
+// Thread safety: one thread, the one that runs its transport's io_context.
 #pragma once
 
 #include <chrono>
@@ -21,8 +22,10 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <absl/container/flat_hash_map.h>
+#include <asio/steady_timer.hpp>
 
 #include <ingrid/topology.h>
 
@@ -60,7 +63,7 @@ class ShardLinks {
   // (routed again), and each is closed `linger` later (answers to requests already sent may
   // still come).
   void retain(const Topology& t, std::chrono::milliseconds linger);
-  // Closes every link (their queued and pending requests fail).
+  // Closes every link (their queued and pending requests fail), those still lingering too.
   void closeAll();
   // Whether some link has a request unanswered since before `when`.
   bool pendingSince(std::chrono::steady_clock::time_point when) const;
@@ -75,7 +78,12 @@ class ShardLinks {
     std::optional<std::chrono::steady_clock::time_point> failureSeen;
     unsigned failures = 0;
   };
+  // The link to `member`'s shard port for p, made if needed (null if it lists none).
+  Link* linkFor(const MemberInfo& member, PartitionId p);
+
   absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, Link> links_;  // by (member, shard)
+  // The timers that close the links retain() dropped (closeAll fires them at once).
+  std::vector<std::shared_ptr<asio::steady_timer>> lingering_;
 };
 
 }  // namespace ingrid

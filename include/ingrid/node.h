@@ -130,6 +130,13 @@ class Node {
   // Invocations taken on this node's shard ports (NodeOptions::shardPorts): run by the worker
   // that read them (first), and forwarded to the worker that owns their partition (second).
   std::pair<std::uint64_t, std::uint64_t> TEST_shardInvocations() const noexcept;
+  // Replication batches this node took as a backup: applied on the thread that read them (first;
+  // a primary's worker sends them to the backup's worker that owns their partitions), and handed
+  // to the workers from another thread (second).
+  std::pair<std::uint64_t, std::uint64_t> TEST_replicateBatches() const noexcept;
+  // Snapshots this node refused as a new owner because they lacked an update it had acknowledged
+  // meanwhile (the update overtook the snapshot; the primary sends a fresh one).
+  std::uint64_t TEST_snapshotsRefused() const noexcept;
   // Closes this node's shard ports (listeners and connections), as a firewall that cuts them
   // would; the member port keeps serving. For failure tests.
   void TEST_closeShardPorts();
