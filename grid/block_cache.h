@@ -4,9 +4,13 @@
 //
 // A block freed on a thread goes to that thread's cache for its size class (rounded up to 16
 // bytes, up to kMaxBlockBytes) and is handed out again by the next allocation of that class
-// there; a block allocated on one thread and freed on another simply moves to the other's cache.
-// Bounded: at most kMaxBlocksPerClass blocks per class and thread, the rest go back to the heap;
-// a thread's cache is freed when the thread ends. No lock anywhere (thread-local).
+// there; a block allocated on one thread and freed on another moves to the other's cache.
+// Bounded: at most kMaxBlocksPerClass blocks per class and thread. A thread whose cache of a class
+// is full leaves its newest kTransferBlocks in a shared depot (one per class, bounded; past it they
+// go back to the heap), and a thread whose cache is empty takes a run of them from there before
+// it asks the heap: so blocks made on one thread and freed on another (an embedded call, made on
+// the caller's thread and freed on another) come back, one lock per run. The fast path takes no
+// lock (thread-local). A thread's cache is freed when the thread ends.
 //
 // Under AddressSanitizer nothing is kept (every block goes back to the heap at once), so a use
 // after free is still reported there.
@@ -36,6 +40,7 @@ class BlockCache {
   static constexpr std::size_t kGranule = 16;
   static constexpr std::size_t kMaxBlockBytes = 512;
   static constexpr std::size_t kMaxBlocksPerClass = 256;
+  static constexpr std::size_t kTransferBlocks = 64;  // a run moved to or from the depot
 
   // A block of at least `bytes` bytes, aligned for any fundamental type. Throws std::bad_alloc.
   static void* allocate(std::size_t bytes);

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -50,8 +51,10 @@ TEST_CASE("block cache: bounded per class, large blocks and other threads' cache
       blocks.push_back(BlockCache::allocate(64));
     }
     for (void* b : blocks) BlockCache::deallocate(b, 64);
+    // The free that found the cache full moved a run of the newest to the depot first.
     CHECK(BlockCache::TEST_cached(64) ==
-          (BlockCache::kEnabled ? BlockCache::kMaxBlocksPerClass : 0u));
+          (BlockCache::kEnabled ? BlockCache::kMaxBlocksPerClass - BlockCache::kTransferBlocks + 5
+                                : 0u));
     const std::size_t largestClass = BlockCache::TEST_cached(BlockCache::kMaxBlockBytes);
     void* large = BlockCache::allocate(BlockCache::kMaxBlockBytes + 1);
     BlockCache::deallocate(large, BlockCache::kMaxBlockBytes + 1);
@@ -92,5 +95,35 @@ TEST_CASE("block cache: allocate_shared and class-level new go through it", "[gr
     auto again = std::make_unique<Call>();
     CHECK(static_cast<const void*>(again.get()) == callAt);
     CHECK(BlockCache::TEST_cached(sizeof(Call)) == 0);
+  });
+}
+
+TEST_CASE(
+    "block cache: blocks freed past a thread's bound go to the depot, where a thread that "
+    "only allocates takes them back",
+    "[grid]") {
+  if (!BlockCache::kEnabled) return;   // under ASan: nothing is kept
+  constexpr std::size_t kBytes = 496;  // a class no other test uses
+  std::vector<void*> made;
+  // One thread makes them (as a caller makes its calls)...
+  onFreshThread([&] {
+    for (std::size_t i = 0; i < BlockCache::kMaxBlocksPerClass + BlockCache::kTransferBlocks; ++i) {
+      made.push_back(BlockCache::allocate(kBytes));
+    }
+  });
+  // ...another frees them (as a partition's thread does): its cache fills, then a run goes to the
+  // depot.
+  onFreshThread([&] {
+    for (void* b : made) BlockCache::deallocate(b, kBytes);
+    CHECK(BlockCache::TEST_cached(kBytes) <= BlockCache::kMaxBlocksPerClass);
+  });
+  // A third thread, with nothing cached, is handed one of those, not a new block from the heap.
+  onFreshThread([&] {
+    CHECK(BlockCache::TEST_cached(kBytes) == 0);
+    void* block = BlockCache::allocate(kBytes);
+    CHECK(std::find(made.begin(), made.end(), block) != made.end());
+    // It took a whole run: the rest of it is now in its own cache.
+    CHECK(BlockCache::TEST_cached(kBytes) == BlockCache::kTransferBlocks - 1);
+    BlockCache::deallocate(block, kBytes);
   });
 }
