@@ -282,6 +282,8 @@ class NodeImpl final : public ConnectionHandler,
   // Worker w's links to members' shard ports, made with shardTransports_[w], which carry its
   // partitions' replication (worker w only; destroyed before the transports).
   std::vector<std::unique_ptr<ShardLinks>> replicaLinks_;
+  // The member id worker w's replica links said Hello as (worker w only).
+  std::vector<MemberId> replicaLinksAs_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
   // Links to members' shard ports for the calls this member forwards (made with transport_;
   // network thread).

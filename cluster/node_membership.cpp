@@ -208,6 +208,8 @@ Result<bool> NodeImpl::start() {
     stopShardPorts();
     transport_->stop();
     data_->stop();
+    replicaLinks_.clear();
+    replicaLinksAs_.clear();
     shardTransports_.clear();
     transport_.reset();
     state_.store(kStopped);

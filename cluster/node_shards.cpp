@@ -34,6 +34,7 @@ Result<bool> NodeImpl::startShardPorts(const TransportOptions& base) {
     shardPorts_.push_back(*port);
     replicaLinks_.push_back(std::make_unique<ShardLinks>(
         *transport, [this](MemberId id) { return shardLinkOptions(id); }));
+    replicaLinksAs_.push_back(0);
     shardTransports_.push_back(std::move(transport));
   }
   return true;
@@ -48,6 +49,15 @@ void NodeImpl::stopShardPorts() {
 
 std::shared_ptr<Peer> NodeImpl::replicaLink(unsigned w, const MemberInfo& member, PartitionId p) {
   if (w >= replicaLinks_.size()) return nullptr;  // no shard ports here
+  // A link says Hello as the member this node was when it dialed: once that changes (a rejoin
+  // under a new id), the old links go, and none is made without an id (the member link then
+  // refuses to dial too).
+  const MemberId self = memberId();
+  if (replicaLinksAs_[w] != self) {
+    replicaLinks_[w]->closeAll();
+    replicaLinksAs_[w] = self;
+  }
+  if (self == 0) return nullptr;
   return replicaLinks_[w]->forCall(member, p);
 }
 

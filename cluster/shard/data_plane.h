@@ -12,9 +12,10 @@
 // the node's network thread (which runs the transport); the rest from any thread. Replication
 // runs on the worker of its partition (a shard per thread): each worker batches its partitions'
 // updates per backup link (its Lane) and sends them on links of its own (DataPlaneHost::
-// replicaLink), so an update is made, sent, acknowledged and answered on one thread. Only a
-// backup that lists no shard ports is reached through the network thread's link (the request
-// goes there, its answer comes back to the worker).
+// replicaLink), so an update is made, sent, acknowledged and answered on one thread. A backup
+// that lists no shard ports, or whose shard port failed to dial, is reached through the network
+// thread's link, as is every backup of a member that runs no shard ports (the request goes there,
+// its answer comes back to the worker).
 #pragma once
 
 #include <atomic>
@@ -183,6 +184,8 @@ class DataPlane {
     std::uint64_t ignoredSeq = 0;
     std::uint64_t ignoredEpoch = 0;
     std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
+    // (primary side) The members a snapshot is on its way to (until its last chunk's answer).
+    std::vector<MemberId> snapshotsUnderWay;
     // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
     // so that a status request (network thread) can read it.
     std::atomic<bool> fenced{false};

@@ -314,7 +314,10 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     }
     if (!r) {
       const TopologyPtr now = topology();
-      const bool stillPrimary = now->table.primary(p) == memberId();
+      // (A member that lost its id, removed and rejoining, leads nothing: not even the empty
+      // table's partitions, whose primary is 0 too.)
+      const MemberId self = memberId();
+      const bool stillPrimary = self != 0 && now->table.primary(p) == self;
       if (stillPrimary && now->version > topo->version && !now->table.isOwner(p, b)) {
         // A newer committed topology keeps this member the primary and no longer lists the
         // backup (moved away, or declared failed): no copy anyone relies on waits for it.
@@ -329,10 +332,13 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
-        // the snapshot goes once it is back).
+        // the snapshot goes once it is back). One at a time: the other updates of the partition
+        // that failed with it find that one under way.
         workers_.dispatch(p, [this, p, b](PartitionStore& store) {
           const TopologyPtr t = topology();
-          if (t->table.primary(p) == memberId() && t->table.isOwner(p, b)) {
+          const std::vector<MemberId>& sending = replicas_[p].snapshotsUnderWay;
+          if (t->table.primary(p) == memberId() && t->table.isOwner(p, b) &&
+              std::find(sending.begin(), sending.end(), b) == sending.end()) {
             sendSnapshot(p, store, b, t->version);
           }
         });
@@ -345,6 +351,8 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         // With the topology the update was made under: a newer one that drops the backup (or
         // this primary) is judged against it when the attempt fails.
         timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
+          // Once the node stops, the attempt fails at once (no new link is made for it).
+          if (closing_.load()) deadline = std::chrono::steady_clock::now();
           sendUpdate(b, std::move(repl), deadline, topo, false);
         });
         return;
@@ -386,6 +394,10 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
   const MemberInfo* info = topo->member(b);
   if (!info) {
     arrive(Error(Errc::unreachable, "no address known"));
+    return;
+  }
+  if (closing_.load()) {  // no new link is made for it
+    arrive(Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping"));
     return;
   }
   auto [peer, key] = replicaLink(repl->partition, *info);

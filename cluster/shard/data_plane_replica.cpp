@@ -203,7 +203,8 @@ void DataPlane::handleSnapshot(const std::shared_ptr<Connection>& conn, Frame fr
   }
   const PartitionId p = snap.partition;
   if (workers_.onWorkerOf(p)) {
-    // Partitions on the network thread: staged where it was read, so that it keeps its place
+    // Read by the thread that owns p (its worker's shard port, or partitions on the network
+    // thread): staged where it was read, so that it keeps its place
     // before the updates that follow it on this connection (which are applied in place too).
     stageSnapshot(workers_.store(p), conn, frame.header, snap);
     return;
@@ -228,10 +229,13 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
                                                 std::to_string(topo->epoch(s.partition))));
     return;
   }
-  if (s.first && rep.mode.load() == ReplicaMode::kReady && s.lastEpoch == rep.lastEpoch &&
-      s.seq < rep.seq) {
-    // Older than what this complete replica holds (a snapshot delayed past a newer one):
-    // installing it would drop acknowledged updates. The sender sends a fresh one.
+  if (s.first && rep.mode.load() == ReplicaMode::kReady &&
+      ((s.lastEpoch == rep.lastEpoch && s.seq < rep.seq) ||
+       (rep.lastEpoch >= s.epoch &&
+        std::tie(rep.lastEpoch, rep.seq) > std::tie(s.lastEpoch, s.seq)))) {
+    // Older than what this complete replica holds (a snapshot delayed past a newer one, or
+    // overtaken by an update of its own primary on the other link): installing it would drop
+    // acknowledged updates. The sender sends a fresh one.
     conn->replyError(header, Error(Errc::unavailable,
                                    "snapshot of partition " + std::to_string(s.partition) +
                                        " as of update " + std::to_string(s.seq) +
@@ -307,6 +311,7 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
 
 void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
                              std::uint64_t version) {
+  if (closing_.load()) return;  // stopping: no new link is made for it
   std::vector<SnapshotBody> chunks(1);
   std::size_t bytes = 0;
   store.forEach(clock_->now(), [&](std::string_view key, EntryView e) {
@@ -357,28 +362,34 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   };
   auto progress = std::make_shared<Progress>(Progress{chunks.size()});
   const unsigned w = workers_.workerOf(p);
+  rep.snapshotsUnderWay.push_back(to);
   for (const auto& chunk : chunks) {
-    requestFrom(w, to, peer, MessageType::kSnapshot, version, encode(chunk),
-                options_.requestTimeout, [this, p, to, version, progress, w](Result<Frame> r) {
-                  if (!r) progress->failed = true;
-                  if (--progress->pending != 0) return;
-                  if (!progress->failed) {
-                    onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });
-                    return;
-                  }
-                  // Try again (later) while this node is still the primary and `to` an owner.
-                  auto timer = std::make_shared<asio::steady_timer>(workers_.io(w),
-                                                                    std::chrono::milliseconds(100));
-                  timer->async_wait([this, timer, p, to](std::error_code ec) {
-                    if (ec || host_.stopped() || closing_.load()) return;
-                    workers_.dispatch(p, [this, p, to](PartitionStore& s) {
-                      const TopologyPtr t = topology();
-                      if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
-                        sendSnapshot(p, s, to, t->version);
-                      }
-                    });
-                  });
-                });
+    requestFrom(
+        w, to, peer, MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
+        [this, p, to, version, progress, w](Result<Frame> r) {
+          if (!r) progress->failed = true;
+          if (--progress->pending != 0) return;
+          std::vector<MemberId>& sending = replicas_[p].snapshotsUnderWay;
+          if (auto it = std::find(sending.begin(), sending.end(), to); it != sending.end()) {
+            sending.erase(it);
+          }
+          if (!progress->failed) {
+            onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });
+            return;
+          }
+          // Try again (later) while this node is still the primary and `to` an owner.
+          auto timer =
+              std::make_shared<asio::steady_timer>(workers_.io(w), std::chrono::milliseconds(100));
+          timer->async_wait([this, timer, p, to](std::error_code ec) {
+            if (ec || host_.stopped() || closing_.load()) return;
+            workers_.dispatch(p, [this, p, to](PartitionStore& s) {
+              const TopologyPtr t = topology();
+              if (t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
+                sendSnapshot(p, s, to, t->version);
+              }
+            });
+          });
+        });
   }
 }
 

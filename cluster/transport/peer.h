@@ -94,6 +94,9 @@ class Peer : public std::enable_shared_from_this<Peer> {
 
   const std::string& address() const noexcept { return address_; }
   bool connected() const noexcept;
+  // Whether it was closed (close(), or its transport stopped): it takes no more requests. Its
+  // transport's thread only.
+  bool closed() const noexcept { return closed_; }
   // When the latest dial failed (steady clock), or nullopt if it succeeded (or none was made).
   std::optional<std::chrono::steady_clock::time_point> lastDialFailure() const noexcept;
   // When the oldest request still unanswered (sent, or queued for a connection) was made

@@ -67,18 +67,27 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
   Link& link = *found;
   // A shard port whose last dial failed: the member port serves for a while, then it is tried
   // again (the call that finds it so dials it).
-  const auto failed = link.peer->lastDialFailure();
-  if (!failed) {
+  if (const auto failed = link.peer->lastDialFailure()) {
+    if (failed != link.failureSeen) {
+      link.failureSeen = failed;
+      ++link.failures;
+    }
+    const auto passOver = std::min<std::chrono::steady_clock::duration>(
+        kRetryAfter * (1u << std::min(std::max(link.failures, 1u) - 1, 5u)), kRetryAfterMax);
+    if (std::chrono::steady_clock::now() - *failed < passOver) return nullptr;
+  } else if (link.peer->connected()) {
     link.failures = 0;
-    return link.peer;
   }
-  if (failed != link.failureSeen) {
-    link.failureSeen = failed;
-    ++link.failures;
+  if (link.peer->closed()) {
+    // Closed (a dial found its transport stopped): a new link dials again, and its failures
+    // count on from the old one's.
+    const auto memberPort = parseAddress(member.address);
+    if (!memberPort) return nullptr;
+    PeerOptions o = linkOptions_(member.id);
+    o.dialTimeout = kDialTimeout;
+    link.peer =
+        Peer::create(transport_, memberPort->first + ":" + std::to_string(link.port), std::move(o));
   }
-  const auto passOver = std::min<std::chrono::steady_clock::duration>(
-      kRetryAfter * (1u << std::min(std::max(link.failures, 1u) - 1, 5u)), kRetryAfterMax);
-  if (std::chrono::steady_clock::now() - *failed < passOver) return nullptr;
   return link.peer;
 }
 

@@ -137,8 +137,9 @@ class Node {
   // Snapshots this node refused as a new owner because they lacked an update it had acknowledged
   // meanwhile (the update overtook the snapshot; the primary sends a fresh one).
   std::uint64_t TEST_snapshotsRefused() const noexcept;
-  // Closes this node's shard ports (listeners and connections), as a firewall that cuts them
-  // would; the member port keeps serving. For failure tests.
+  // Closes this node's shard ports (listeners and connections, its workers' own links to other
+  // members' shard ports among them), as a firewall that cuts them would; the member port keeps
+  // serving. For failure tests.
   void TEST_closeShardPorts();
   // Stops like a crash: no leave, no drain; connections just close. For failure tests.
   void TEST_crash();
