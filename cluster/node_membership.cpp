@@ -519,7 +519,8 @@ void NodeImpl::stop() {
   // 2. Refuse new invocations; let every admitted one finish.
   state_.store(kStopping, std::memory_order_release);
   for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
-  // 3. Close the network: no more requests in or out.
+  // 3. Close the network: no more requests in or out (and none tried again from the workers).
+  if (data_) data_->beginStop();
   if (transport_) {
     netGuard_.reset();
     asio::post(netIo_, [this] {

@@ -145,6 +145,7 @@ void DataPlane::install(const TopologyPtr& cur, const TopologyPtr& next) {
         rep.stagingId = 0;
         rep.ignoredSeq = 0;
         rep.ignoredEpoch = 0;
+        rep.syncedEpoch = 0;
         rep.fenced = false;
         return;
       }

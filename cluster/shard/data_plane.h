@@ -97,9 +97,12 @@ class DataPlane {
   // Runs every task already posted, then joins the workers. REQUIRES: nothing posts any more (and
   // with partitionsOnNet, the network thread has ended).
   void stop() {
-    closing_.store(true);  // retries end (their timers run on the workers)
+    beginStop();
     workers_.stop();
   }
+  // From now on updates and snapshots are not tried again and make no new link (their timers run
+  // on the workers). Before the node closes its shard ports. Any thread.
+  void beginStop() noexcept { closing_.store(true); }
   // A single member without a network: every partition is a complete replica at once.
   void markAllReady();
 
@@ -184,8 +187,13 @@ class DataPlane {
     std::uint64_t ignoredSeq = 0;
     std::uint64_t ignoredEpoch = 0;
     std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
-    // (primary side) The members a snapshot is on its way to (until its last chunk's answer).
+    // (primary side) The members a snapshot is on its way to (until its last chunk's answer), and
+    // those that asked for one meanwhile (a fresh one goes once that one is answered).
     std::vector<MemberId> snapshotsUnderWay;
+    std::vector<MemberId> snapshotsWanted;
+    // (backup side) The epoch of the primary whose snapshot this replica installed last: its
+    // state holds all of that primary's acknowledged updates up to (lastEpoch, seq).
+    std::uint64_t syncedEpoch = 0;
     // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
     // so that a status request (network thread) can read it.
     std::atomic<bool> fenced{false};

@@ -336,10 +336,15 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         // that failed with it find that one under way.
         workers_.dispatch(p, [this, p, b](PartitionStore& store) {
           const TopologyPtr t = topology();
-          const std::vector<MemberId>& sending = replicas_[p].snapshotsUnderWay;
-          if (t->table.primary(p) == memberId() && t->table.isOwner(p, b) &&
-              std::find(sending.begin(), sending.end(), b) == sending.end()) {
+          if (t->table.primary(p) != memberId() || !t->table.isOwner(p, b)) return;
+          Replica& rep = replicas_[p];
+          if (std::find(rep.snapshotsUnderWay.begin(), rep.snapshotsUnderWay.end(), b) ==
+              rep.snapshotsUnderWay.end()) {
             sendSnapshot(p, store, b, t->version);
+          } else if (std::find(rep.snapshotsWanted.begin(), rep.snapshotsWanted.end(), b) ==
+                     rep.snapshotsWanted.end()) {
+            // The one under way may be older than what the backup now lacks: another follows.
+            rep.snapshotsWanted.push_back(b);
           }
         });
       }

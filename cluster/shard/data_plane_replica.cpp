@@ -229,13 +229,15 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
                                                 std::to_string(topo->epoch(s.partition))));
     return;
   }
-  if (s.first && rep.mode.load() == ReplicaMode::kReady &&
-      ((s.lastEpoch == rep.lastEpoch && s.seq < rep.seq) ||
-       (rep.lastEpoch >= s.epoch &&
-        std::tie(rep.lastEpoch, rep.seq) > std::tie(s.lastEpoch, s.seq)))) {
-    // Older than what this complete replica holds (a snapshot delayed past a newer one, or
-    // overtaken by an update of its own primary on the other link): installing it would drop
-    // acknowledged updates. The sender sends a fresh one.
+  if (s.first && rep.mode.load() != ReplicaMode::kEmpty &&
+      std::max(rep.lastEpoch, rep.syncedEpoch) >= s.epoch &&
+      std::tie(rep.lastEpoch, rep.seq) > std::tie(s.lastEpoch, s.seq)) {
+    // Older than what this replica holds of the same primary's era (complete, or resyncing with
+    // its complete copy kept): a snapshot delayed past a newer one of that primary, or one that
+    // an update of that primary overtook on the other link. Installing it would drop
+    // acknowledged updates; the sender sends a fresh one. (What it holds of an earlier primary's
+    // era beyond a newer primary's snapshot was never acknowledged: that primary, a complete
+    // replica then, would hold it.)
     conn->replyError(header, Error(Errc::unavailable,
                                    "snapshot of partition " + std::to_string(s.partition) +
                                        " as of update " + std::to_string(s.seq) +
@@ -302,6 +304,7 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     rep.stagingId = 0;
     rep.seq = s.seq;
     rep.lastEpoch = s.lastEpoch;
+    rep.syncedEpoch = s.epoch;
     rep.ignoredSeq = 0;
     rep.ignoredEpoch = 0;
     rep.mode = ReplicaMode::kReady;
@@ -369,9 +372,21 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
         [this, p, to, version, progress, w](Result<Frame> r) {
           if (!r) progress->failed = true;
           if (--progress->pending != 0) return;
-          std::vector<MemberId>& sending = replicas_[p].snapshotsUnderWay;
-          if (auto it = std::find(sending.begin(), sending.end(), to); it != sending.end()) {
-            sending.erase(it);
+          Replica& sender = replicas_[p];
+          std::vector<MemberId>& underWay = sender.snapshotsUnderWay;
+          if (auto it = std::find(underWay.begin(), underWay.end(), to); it != underWay.end()) {
+            underWay.erase(it);
+          }
+          std::vector<MemberId>& wanted = sender.snapshotsWanted;
+          if (auto it = std::find(wanted.begin(), wanted.end(), to); it != wanted.end()) {
+            // Asked for while this one was under way: a fresh one now, whatever this one's fate
+            // (it may hold less than the backup lacks).
+            wanted.erase(it);
+            const TopologyPtr t = topology();
+            if (!closing_.load() && t->table.primary(p) == memberId() && t->table.isOwner(p, to)) {
+              sendSnapshot(p, workers_.store(p), to, t->version);
+            }
+            return;
           }
           if (!progress->failed) {
             onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });

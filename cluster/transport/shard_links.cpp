@@ -62,6 +62,7 @@ ShardLinks::Link* ShardLinks::linkFor(const MemberInfo& member, PartitionId p) {
 }
 
 std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId p) {
+  if (transport_.stopped()) return nullptr;  // it dials no more: the member port serves
   Link* found = linkFor(member, p);
   if (!found) return nullptr;
   Link& link = *found;

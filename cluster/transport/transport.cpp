@@ -208,6 +208,11 @@ std::string Transport::listenAddress() const {
   return joinAddress(options_.listenHost, state_->port.load());
 }
 
+bool Transport::stopped() const {
+  std::lock_guard lock(state_->mu);
+  return state_->stopped;
+}
+
 void Transport::accept(const std::shared_ptr<State>& state) {
   state->acceptor.async_accept(
       asio::any_io_executor(state->io.get_executor()),

@@ -87,6 +87,8 @@ class Transport {
   std::uint16_t listenPort() const noexcept;
   // "host:port" this transport listens on (after listen()).
   std::string listenAddress() const;
+  // Whether stop() was called: it dials no more. Any thread.
+  bool stopped() const;
 
   using ConnectHandler = UniqueFunction<void(Result<std::shared_ptr<Connection>>)>;
   // Dials `address` ("host:port"). `done` runs once on the network thread with the started,
