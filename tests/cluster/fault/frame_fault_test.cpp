@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <ingrid/node.h>
@@ -34,30 +35,41 @@ constexpr int kMembers = 3;
 
 std::string ipOf(int i) { return "127.0.0." + std::to_string(i + 2); }
 
+// Options for members sharing `faults` that detect a failure within about a second.
+ingrid::NodeOptions fastOptions(std::shared_ptr<FrameFaults> faults) {
+  ingrid::NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.heartbeatInterval = 100ms;
+  o.failureTimeout = 1000ms;
+  o.electionTimeout = 300ms;
+  o.frameFaults = std::move(faults);
+  return o;
+}
+
+// The audit's load: `callers` callers over `buckets` buckets of one token each and
+// `buckets / 32` buckets of two tokens refilled every 50 ms.
+AuditOptions auditLoad(const char* prefix, int callers, int buckets) {
+  AuditOptions a;
+  a.prefix = prefix;
+  a.callers = callers;
+  a.fixedBuckets = buckets;
+  a.fixedCapacity = 1;
+  a.freshBuckets = buckets / 32;
+  a.freshCapacity = 2;
+  a.freshWindow = 50ms;
+  return a;
+}
+
 // Three members on distinct loopback addresses sharing `faults`, under the audit's load; applies
 // `inject` for `faultFor`, lifts every rule, and checks the invariants.
 void runFrameScenario(const char* scenario, std::chrono::milliseconds faultFor,
                       const std::function<void(FrameFaults&)>& inject) {
   auto faults = std::make_shared<FrameFaults>(/*seed=*/7);
-  ingrid::NodeOptions o = ingrid::testing::smallClusterOptions();
-  o.heartbeatInterval = 100ms;
-  o.failureTimeout = 1000ms;
-  o.electionTimeout = 300ms;
-  o.frameFaults = faults;
-  TestCluster cluster(o);
+  TestCluster cluster(fastOptions(faults));
   cluster.useDistinctAddresses();
   REQUIRE(cluster.start(kMembers));
   std::vector<std::string> seeds;
   for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
-  AuditOptions a;
-  a.prefix = scenario;
-  a.callers = 16;
-  a.fixedBuckets = 512;
-  a.fixedCapacity = 1;
-  a.freshBuckets = 16;
-  a.freshCapacity = 2;
-  a.freshWindow = 50ms;
-  GrantAudit audit(seeds, a);
+  GrantAudit audit(seeds, auditLoad(scenario, 16, 512));
   REQUIRE(audit.start().empty());
 
   std::this_thread::sleep_for(500ms);  // load before the fault
@@ -194,27 +206,15 @@ TEST_CASE("In-process: a join whose snapshots are lost past the stall timeout is
   // must plan the migration again, restarting its snapshots (each re-plan commits one more
   // topology), and the join completes once the link carries snapshots again.
   auto faults = std::make_shared<FrameFaults>(/*seed=*/11);
-  ingrid::NodeOptions o = ingrid::testing::smallClusterOptions();
-  o.heartbeatInterval = 100ms;
-  o.failureTimeout = 1000ms;
-  o.electionTimeout = 300ms;
+  ingrid::NodeOptions o = fastOptions(faults);
   o.requestTimeout = 10s;
   o.migrationStallTimeout = 600ms;
-  o.frameFaults = faults;
   TestCluster cluster(o);
   cluster.useDistinctAddresses();
   REQUIRE(cluster.start(2));
   std::vector<std::string> seeds;
   for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
-  AuditOptions a;
-  a.prefix = "stalled-join";
-  a.callers = 8;
-  a.fixedBuckets = 256;
-  a.fixedCapacity = 1;
-  a.freshBuckets = 8;
-  a.freshCapacity = 2;
-  a.freshWindow = 50ms;
-  GrantAudit audit(seeds, a);
+  GrantAudit audit(seeds, auditLoad("stalled-join", 8, 256));
   REQUIRE(audit.start().empty());
   std::this_thread::sleep_for(300ms);  // load before the join
 
@@ -260,25 +260,12 @@ TEST_CASE(
   // partitions it led whose backup is the newcomer are served from what the newcomer holds.
   // Nothing lost, nothing granted twice.
   auto faults = std::make_shared<FrameFaults>(/*seed=*/13);
-  ingrid::NodeOptions o = ingrid::testing::smallClusterOptions();
-  o.heartbeatInterval = 100ms;
-  o.failureTimeout = 1000ms;
-  o.electionTimeout = 300ms;
-  o.frameFaults = faults;
-  TestCluster cluster(o);
+  TestCluster cluster(fastOptions(faults));
   cluster.useDistinctAddresses();
   REQUIRE(cluster.start(2));
   std::vector<std::string> seeds;
   for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
-  AuditOptions a;
-  a.prefix = "overtaken-snapshot";
-  a.callers = 16;
-  a.fixedBuckets = 512;
-  a.fixedCapacity = 1;
-  a.freshBuckets = 16;
-  a.freshCapacity = 2;
-  a.freshWindow = 50ms;
-  GrantAudit audit(seeds, a);
+  GrantAudit audit(seeds, auditLoad("overtaken-snapshot", 16, 512));
   REQUIRE(audit.start().empty());
   std::this_thread::sleep_for(300ms);  // load before the join
 
