@@ -34,6 +34,8 @@
 #include <ingrid/processors/get_entry.h>
 #include <ingrid/processors/token_bucket.h>
 
+#include "support/eventually.h"
+
 namespace ingrid::testing {
 
 using FaultClock = std::chrono::steady_clock;
@@ -249,6 +251,13 @@ class GrantAudit {
   Client& client() { return *clients_.front(); }
   const AuditOptions& options() const { return options_; }
 
+  // Waits up to `limit` until the callers have `more` grants acknowledged beyond those they had
+  // at this call: load that really ran, instead of a guess at how long it takes. False if not.
+  bool waitForGrants(std::uint64_t more, std::chrono::milliseconds limit) {
+    const std::uint64_t target = granted_.load() + more;
+    return eventually([&] { return granted_.load() >= target; }, limit);
+  }
+
   // Waits up to `limit` until every fixed bucket can be read (GetEntry succeeds); returns the
   // keys that still cannot, each with its last error.
   std::vector<std::string> servedWithin(std::chrono::milliseconds limit) {
@@ -370,6 +379,7 @@ class GrantAudit {
       c.end = FaultClock::now();
       if (r) {
         c.outcome = r->granted ? AuditCall::kGranted : AuditCall::kDenied;
+        if (r->granted) granted_.fetch_add(1, std::memory_order_relaxed);
       } else {
         c.code = r.error().code().value();
         c.unknown = outcomeUnknown(r.error());
@@ -443,6 +453,7 @@ class GrantAudit {
   std::vector<std::unique_ptr<Client>> clients_;
   FaultClock::time_point begin_;
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> granted_{0};  // grants acknowledged to the callers so far
   std::atomic<std::uint64_t> fixedCursor_{0}, freshCursor_{0};
   std::vector<std::thread> threads_;
   // Each caller's record, merged by finish(); a deque, so that adding callers moves none.

@@ -72,7 +72,7 @@ void runFrameScenario(const char* scenario, std::chrono::milliseconds faultFor,
   GrantAudit audit(seeds, auditLoad(scenario, 16, 512));
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(500ms);  // load before the fault
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
   inject(*faults);
   std::this_thread::sleep_for(faultFor);  // the fault lasts this long
   const FrameFaults::Counts hit = faults->counts();
@@ -84,7 +84,7 @@ void runFrameScenario(const char* scenario, std::chrono::milliseconds faultFor,
   const auto healMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                           std::chrono::steady_clock::now() - healStart)
                           .count();
-  std::this_thread::sleep_for(500ms);  // load after healing
+  CHECK(audit.waitForGrants(100, 10s));  // load after healing
   const AuditResult r = audit.finish(5s);
   std::printf(
       "[fault] %s: %s settled=%s settle_ms=%lld frames judged=%llu dropped=%llu duplicated=%llu "
@@ -216,14 +216,14 @@ TEST_CASE("In-process: a join whose snapshots are lost past the stall timeout is
   for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
   GrantAudit audit(seeds, auditLoad("stalled-join", 8, 256));
   REQUIRE(audit.start().empty());
-  std::this_thread::sleep_for(300ms);  // load before the join
+  REQUIRE(audit.waitForGrants(50, 10s));  // load before the join
 
   const std::uint64_t before = cluster.at(0).topology()->version;
   faults->add({.to = ipOf(2), .types = {ingrid::MessageType::kSnapshot}, .cut = true});
   cluster.add();
   REQUIRE(cluster.lastStart().ok());
   // Bounded: the cut lasts 4 stall timeouts.
-  std::this_thread::sleep_for(4 * o.migrationStallTimeout);
+  std::this_thread::sleep_for(4 * o.migrationStallTimeout);  // the fault lasts this long
   const FrameFaults::Counts hit = faults->counts();
   const bool stuck = !cluster.settled();
   faults->clear();
@@ -267,7 +267,7 @@ TEST_CASE(
   for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
   GrantAudit audit(seeds, auditLoad("overtaken-snapshot", 16, 512));
   REQUIRE(audit.start().empty());
-  std::this_thread::sleep_for(300ms);  // load before the join
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the join
 
   faults->add({.to = ipOf(2),
                .types = {ingrid::MessageType::kSnapshot},
@@ -285,7 +285,7 @@ TEST_CASE(
   const std::uint64_t refused = newcomer.TEST_snapshotsRefused();
   cluster.crash(0);
   const bool afterFirst = ingrid::testing::eventually([&] { return cluster.settled(); }, 30s);
-  std::this_thread::sleep_for(300ms);  // load on the two that are left
+  CHECK(audit.waitForGrants(100, 10s));  // load on the two that are left
   const AuditResult r = audit.finish(5s);
   std::printf(
       "[fault] overtaken-snapshot: %s joined=%s settled_after_crash=%s snapshots delayed=%llu "
