@@ -86,7 +86,9 @@ struct Transport::State {
   // Accepted connections still open (of every transport sharing the count).
   std::shared_ptr<std::atomic<std::size_t>> inbound;
   std::mutex mu;
-  bool stopped = false;                                                // guarded by mu
+  // Written under mu; atomic so that stopped() reads it without the lock (a worker asks it for
+  // every replicated update).
+  std::atomic<bool> stopped{false};
   bool listening = false;                                              // guarded by mu
   std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
   std::size_t sweepAt = 64;                                            // guarded by mu
@@ -208,10 +210,7 @@ std::string Transport::listenAddress() const {
   return joinAddress(options_.listenHost, state_->port.load());
 }
 
-bool Transport::stopped() const {
-  std::lock_guard lock(state_->mu);
-  return state_->stopped;
-}
+bool Transport::stopped() const { return state_->stopped.load(std::memory_order_acquire); }
 
 void Transport::accept(const std::shared_ptr<State>& state) {
   state->acceptor.async_accept(
