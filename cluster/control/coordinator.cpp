@@ -65,15 +65,31 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
     reply(known);
     return;
   }
-  // A member's address joining with another incarnation proves that member dead: remove it now,
-  // so that a change stalled on it (a snapshot it was sending) is re-planned, not waited for.
-  // No lease wait for it: the new process listens at the old one's address, so the old process
-  // (its listener gone, which only its end closes) serves no one any more.
+  // A join naming a member's address with another incarnation is a claim, not a proof: a second
+  // process configured with the same address, or a replayed Join, says the same as a restart. The
+  // member there is left alone while its lease may still run (it renews it while alive); once
+  // its last lease has surely expired (a restarted process's predecessor renews nothing), it is
+  // removed now, so that a change stalled on it is re-planned, and the joiner comes in. Until
+  // then the joiner is answered unavailable and asks again.
+  const auto now = std::chrono::steady_clock::now();
   for (const auto& m : host_.currentTopology()->members) {
-    if (m.address == address && m.incarnation != incarnation) {
-      revoked_.insert(m.id);
-      failMember(m.id);
+    if (m.address != address || m.incarnation == incarnation || failed_.count(m.id) != 0) continue;
+    if (m.id == host_.selfId()) {
+      reply(Error(Errc::join_refused, "address " + address + " is the leader's own (member " +
+                                          std::to_string(m.id) + ")"));
+      return;
     }
+    if (const SteadyTime expires = leaseExpired(m.id); expires > now) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(expires - now);
+      reply(Error(Errc::unavailable,
+                  "address " + address + " is member " + std::to_string(m.id) +
+                      "'s, whose lease may run " + std::to_string(left.count()) +
+                      " ms more; a process that joins at that address with another incarnation "
+                      "is admitted only once that member's lease has expired"));
+      return;
+    }
+    revoked_.insert(m.id);
+    failMember(m.id);
   }
   queue_.push_back(Change{Kind::kJoin,
                           0,
@@ -311,8 +327,8 @@ void Coordinator::run(Change change) {
   MemberId nextId = cur->nextMemberId;
   switch (change.kind) {
     case Kind::kJoin: {
-      // (A member at this address with another incarnation was declared failed by requestJoin,
-      // and is filtered out below.)
+      // (A member at this address with another incarnation was declared failed by requestJoin
+      // once its lease had expired, and is filtered out below.)
       for (const auto& m : cur->members) {
         if (m.address == change.address && m.incarnation == change.incarnation &&
             failed_.count(m.id) == 0) {
@@ -574,7 +590,7 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     if (unfenced != 0) round->unfenced.insert(unfenced);
     if (--round->pending != 0) return;
     // A member declared failed meanwhile needs no wait: failMember runs only once its lease has
-    // run out, or once it is proven dead (its address rejoined as a new incarnation).
+    // run out.
     std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
     SteadyTime proposeAt{};
     for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leaseExpired(m));

@@ -162,6 +162,8 @@ void decodeInto(std::string_view bytes, Decoded& d) {
       auto& v = m.request_vote;
       v.term = r.u64("term");
       v.candidate_id = r.u64("candidate id");
+      // A server asks votes for itself only: a request naming another candidate is refused.
+      if (v.candidate_id != m.server_id) throw std::invalid_argument("candidate id is not sender");
       v.last_log_index = r.u64("last log index");
       v.last_log_term = r.u64("last log term");
       v.disrupt_leader = r.u8("disrupt leader") != 0;
@@ -312,6 +314,13 @@ std::uint64_t steadyMillis() {
 }
 
 }  // namespace
+
+std::optional<raft_id> raftMessageSender(std::string_view bytes) {
+  if (bytes.size() < 1 + 8) return std::nullopt;
+  Reader r(bytes);
+  r.u8("type");
+  return r.u64("sender id");
+}
 
 std::string encodeRaftMessage(const raft_message& m, raft_id from, const char* fromAddress) {
   Writer w;

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -62,6 +63,10 @@ class RaftNetwork {
 
 // Encodes `m` as sent by server `from` at `fromAddress`.
 std::string encodeRaftMessage(const raft_message& m, raft_id from, const char* fromAddress);
+
+// The sender id that bytes made by encodeRaftMessage name; nullopt if they are too short to name
+// one. Reads only the header: the rest is checked by RaftIo::deliver.
+std::optional<raft_id> raftMessageSender(std::string_view bytes);
 
 class RaftIo {
  public:

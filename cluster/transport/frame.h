@@ -23,7 +23,10 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 4: Replicate carries a batch of updates (group commit), answered by a ReplicateAck.
 // 5: Invoke carries a request id and the time left of its deadline; Replicate and Snapshot carry
 //    dedup records (exactly-once retries).
-inline constexpr std::uint16_t kProtocolVersion = 6;
+// 6: shard ports take a member's Replicate and Snapshot.
+// 7: Join carries the joiner's lease duration, failure timeout and dedup window (compared), and
+//    with a cluster secret is proven over the nonces of a Hello on the same connection.
+inline constexpr std::uint16_t kProtocolVersion = 7;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;

@@ -73,12 +73,14 @@ std::string clientProof(std::string_view secret, std::string_view clientNonce,
   return handshakeProof("ingrid/1 client", secret, clientNonce, acceptorNonce, 0, acceptorId);
 }
 
-std::string joinProof(std::string_view secret, std::string_view address,
-                      std::uint64_t incarnation) {
+std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation,
+                      std::string_view joinerNonce, std::string_view acceptorNonce) {
   std::string message;
-  appendField(message, "ingrid/1 join");
+  appendField(message, "ingrid/2 join");
   appendField(message, address);
   appendU64(message, incarnation);
+  appendField(message, joinerNonce);
+  appendField(message, acceptorNonce);
   return hmac(secret, message);
 }
 

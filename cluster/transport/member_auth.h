@@ -8,9 +8,10 @@
 //
 // Each side's proof covers the other side's fresh nonce, so a recorded exchange proves nothing
 // later. A thin client proves the client secret the same way (Hello with role client and a
-// nonce, the member's nonce in its reply, then Auth with clientProof). A Join carries HMAC(s,
-// "join" address incarnation): replaying it can only repeat that same join, which the coordinator
-// treats as a retry. Thread safety: pure functions.
+// nonce, the member's nonce in its reply, then Auth with clientProof). A joining node says Hello
+// (role peer, member id 0, nonce J), and its Join on that connection carries HMAC(s, "join"
+// address incarnation J A): a recorded Join proves nothing on another connection.
+// Thread safety: pure functions.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +38,10 @@ std::string dialerProof(std::string_view secret, std::string_view dialerNonce,
 // node's, to the member `acceptorId`: a third label, so that no member proof answers it.
 std::string clientProof(std::string_view secret, std::string_view clientNonce,
                         std::string_view acceptorNonce, std::uint64_t acceptorId);
-// A joining node's proof.
-std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation);
+// A joining node's proof, for its nonce and the acceptor's (from the Hello on the same
+// connection).
+std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation,
+                      std::string_view joinerNonce, std::string_view acceptorNonce);
 
 // Constant-time comparison of two proofs (false on a length mismatch).
 bool sameProof(std::string_view a, std::string_view b) noexcept;

@@ -62,10 +62,16 @@ struct JoinRequest {
   std::string proof;
   // The joiner's shard ports (MemberInfo::shardPorts), listed in its topology entry; may be empty.
   std::vector<std::uint16_t> shardPorts = {};
+  // The joiner's timing, in ms, which every member must share: the lease arithmetic (a leader
+  // waits its own lease duration out) and the exactly-once window assume it.
+  std::uint32_t leaseDurationMs = 0;
+  std::uint32_t failureTimeoutMs = 0;
+  std::uint32_t dedupWindowMs = 0;
   static constexpr std::size_t kMaxProcessors = 4096;
   template <class A>
   void save(A& ar) const {
-    ar(address, partitions, backups, processors, incarnation, proof, shardPorts);
+    ar(address, partitions, backups, processors, incarnation, proof, shardPorts, leaseDurationMs,
+       failureTimeoutMs, dedupWindowMs);
   }
   template <class A>
   void load(A& ar) {
@@ -75,6 +81,7 @@ struct JoinRequest {
     ar(incarnation, proof);
     shardPorts.resize(loadBoundedSize(ar, MemberInfo::kMaxShardPorts, "JoinRequest.shardPorts"));
     for (auto& port : shardPorts) ar(port);
+    ar(leaseDurationMs, failureTimeoutMs, dedupWindowMs);
   }
 };
 

@@ -68,6 +68,11 @@ struct NodeOptions {
   // "host:port" to listen on for members and clients; port 0 picks an ephemeral port (see
   // Node::listenAddress()). Default: empty (no network).
   std::string listenAddress = {};
+  // "host:port" the other members and the clients reach this member at, when it is not the
+  // listen address (listening on 0.0.0.0, or behind a NAT or a container's port mapping); port 0
+  // means the port listened on. A wildcard listen address (0.0.0.0, ::) needs one: a wildcard is
+  // never advertised. Default: empty (the listen address).
+  std::string advertiseAddress = {};
   // Members to join through, "host:port" each, tried in order. Empty (with a listenAddress)
   // starts a new cluster. Default: empty.
   std::vector<std::string> seeds = {};

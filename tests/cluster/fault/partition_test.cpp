@@ -6,7 +6,8 @@
 // refill: no token granted twice, every acknowledged grant in the final state, no caller past its
 // deadline, one topology at the end with every partition served and every replica complete, no
 // crash. Skipped, with a warning, where a namespace cannot be made (needs root, iproute2 and
-// nftables). Run them alone with `fault_tests "[partition]"`; each prints one summary line.
+// nftables); failed instead when run as root or with CI set. Run them alone with `fault_tests
+// "[partition]"`; each prints one summary line.
 #include "support/netns.h"
 
 #include <catch2/catch.hpp>
@@ -45,6 +46,9 @@ void runPartitionScenario(const char* scenario,
                           const std::function<bool(NetLab&, int leader)>& cut) {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
   if (!lab.error().empty()) {
+    // As root (CI runs as root), a namespace that cannot be made is a failure, not a skip: a
+    // green run must have cut links.
+    if (NetLab::required()) FAIL("cannot make a network namespace as root: " << lab.error());
     WARN("skipped: " << lab.error());
     return;
   }

@@ -301,10 +301,10 @@ TEST_CASE("frame header: layout, round trip and every rejected field", "[cluster
   bad.magic = 0x12345678;
   rejects(bad, Errc::protocol_error, "bad frame magic 0x12345678");
   bad = {};
-  bad.version = 7;
+  bad.version = kProtocolVersion + 1;
   rejects(bad, Errc::protocol_error,
-          "protocol version 7 not supported (this node speaks " + std::to_string(kProtocolVersion) +
-              ")");
+          "protocol version " + std::to_string(kProtocolVersion + 1) +
+              " not supported (this node speaks " + std::to_string(kProtocolVersion) + ")");
   bad = {};
   bad.type = static_cast<MessageType>(99);
   rejects(bad, Errc::protocol_error, "unknown message type 99");
@@ -617,7 +617,7 @@ TEST_CASE("transport: bad frames get an error reply and a close: others carry on
   unknownType.type = static_cast<MessageType>(99);
   unknownType.requestId = 5;
   FrameHeader newer;
-  newer.version = 7;
+  newer.version = kProtocolVersion + 1;
   newer.type = MessageType::kInvoke;
   newer.requestId = 6;
   FrameHeader reserved;
@@ -639,8 +639,8 @@ TEST_CASE("transport: bad frames get an error reply and a close: others carry on
       {"unknown type", headerBytes(unknownType), false, "unknown message type 99", 5,
        MessageType::kHello, Errc::protocol_error},
       {"wrong version", headerBytes(newer), false,
-       "protocol version 7 not supported (this node speaks " + std::to_string(kProtocolVersion) +
-           ")",
+       "protocol version " + std::to_string(kProtocolVersion + 1) +
+           " not supported (this node speaks " + std::to_string(kProtocolVersion) + ")",
        6, MessageType::kInvoke, Errc::protocol_error},
       {"reserved field", headerBytes(reserved), false, "reserved header field is 5, must be 0", 8,
        MessageType::kHeartbeat, Errc::protocol_error},
