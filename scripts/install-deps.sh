@@ -5,12 +5,13 @@
 # apt-get as root (or through sudo).
 set -euo pipefail
 
+# ccache: every build compiles through it when installed (cmake/IngridCcache.cmake).
 # libraft-dev: the control plane's consensus (Canonical's raft; pulls libuv1-dev).
 # nftables and iproute2: the network-partition tests (network namespaces, nft rules).
 # libabsl-dev: Abseil's flat_hash_set, the index of each partition's compact entry store.
 # libssl-dev: OpenSSL: libcrypto (HMAC-SHA256 and nonces of member and client authentication)
 # and libssl (TLS for member and client connections, through Asio's asio/ssl).
-packages=(g++ cmake make libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
+packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2)
 for arg in "$@"; do
   case "$arg" in
