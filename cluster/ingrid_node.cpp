@@ -49,6 +49,9 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        Default: failure timeout / 2
   --min-members N      refuse writes while this member sees fewer than N members
                        (split-brain protection; use a majority). Default: 0 (off)
+  --min-insync N       copies (primary and complete backups) that must hold a write for it
+                       to be acknowledged; fewer: refused, nothing changed. From 1 to
+                       backups + 1. Default: 1
   --cluster-secret-file PATH
                        the cluster secret, read from PATH (one line; a trailing newline is
                        dropped): members prove it to each other before any control or
@@ -153,6 +156,8 @@ int main(int argc, char** argv) {
       options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
       options.minMembers = static_cast<std::uint32_t>(n);
+    } else if (arg == "--min-insync" && parseUnsigned(value("--min-insync"), 9, n) && n > 0) {
+      options.minInSyncReplicas = static_cast<std::uint32_t>(n);
     } else if (arg == "--cluster-secret-file" || arg == "--client-secret-file") {
       const char* path = value(arg.c_str());
       std::ifstream in(path, std::ios::binary);

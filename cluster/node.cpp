@@ -45,6 +45,7 @@ std::vector<std::pair<std::string, Entry>> Node::TEST_partitionEntries(Partition
 }
 std::uint64_t Node::TEST_partitionSeq(PartitionId p) { return impl_->TEST_partitionSeq(p); }
 std::uint64_t Node::TEST_executed() const noexcept { return impl_->TEST_executed(); }
+std::uint64_t Node::degradedWrites() const noexcept { return impl_->degradedWrites(); }
 std::uint64_t Node::TEST_barriers() const noexcept { return impl_->TEST_barriers(); }
 std::uint64_t Node::TEST_parkedCopies() const noexcept { return impl_->TEST_parkedCopies(); }
 std::pair<std::uint64_t, std::uint64_t> Node::TEST_shardInvocations() const noexcept {

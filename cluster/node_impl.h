@@ -79,6 +79,7 @@ class NodeImpl final : public ConnectionHandler,
     return running() ? data_->TEST_partitionSeq(p) : 0;
   }
   std::uint64_t TEST_executed() const noexcept { return data_ ? data_->TEST_executed() : 0; }
+  std::uint64_t degradedWrites() const noexcept { return data_ ? data_->degradedWrites() : 0; }
   std::uint64_t TEST_barriers() const noexcept { return data_ ? data_->TEST_barriers() : 0; }
   // Closes the shard ports and returns once each worker has closed its own.
   void TEST_closeShardPorts();

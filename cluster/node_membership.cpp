@@ -73,6 +73,12 @@ Result<bool> NodeImpl::start() {
                                                   std::to_string(kMaxOwnersPerPartition) +
                                                   ", got " + std::to_string(options_.backups));
   }
+  if (options_.minInSyncReplicas == 0 || options_.minInSyncReplicas > options_.backups + 1) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.minInSyncReplicas must be from 1 to backups + 1 (" +
+                     std::to_string(options_.backups + 1) + "), got " +
+                     std::to_string(options_.minInSyncReplicas));
+  }
   if (options_.idleTimeout.count() != 0 && options_.idleTimeout < options_.requestTimeout) {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.idleTimeout (" + std::to_string(options_.idleTimeout.count()) +

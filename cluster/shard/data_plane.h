@@ -153,6 +153,9 @@ class DataPlane {
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
   std::uint64_t TEST_partitionSeq(PartitionId p);
   std::uint64_t TEST_executed() const noexcept { return executed_.load(); }
+  // Writes acknowledged while held by fewer copies than the cluster could hold (backups + 1, at
+  // most one per member): after a failure, until the re-sync. Any thread.
+  std::uint64_t degradedWrites() const noexcept { return degradedWrites_.load(); }
   std::uint64_t TEST_barriers() const noexcept { return barriers_.load(); }
   std::uint64_t TEST_parkedCopies() const noexcept { return parkedCopies_.load(); }
   // Invocations taken on a shard port: run on the worker that read them, or forwarded to another.
@@ -251,7 +254,11 @@ class DataPlane {
     bool barrier = false;
     // The update as encode(ReplicateUpdateView) wrote it; batches join these (joinReplicateBatch).
     std::string encoded;
-    std::size_t pending = 0;                    // backups yet to answer
+    std::size_t pending = 0;  // backups yet to answer
+    // Copies that hold the update: the primary's, and each backup that was complete when the
+    // update was made and acknowledged it (a new owner before its snapshot acknowledges and drops
+    // updates, and a backup a newer topology dropped answers nothing: neither counts).
+    std::size_t copies = 1;
     Result<std::string> result{std::string()};  // the caller's answer, once all have answered
     RawCompletion done;
     std::string failures;
@@ -389,6 +396,7 @@ class DataPlane {
   std::vector<std::unique_ptr<Lane>> lanes_;  // one per worker; lanes_[w] only on worker w
   std::atomic<bool> closing_{false};  // stop() began: updates and snapshots are not tried again
   std::atomic<std::uint64_t> executed_{0};
+  std::atomic<std::uint64_t> degradedWrites_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication
   std::atomic<std::uint64_t> shardInPlace_{0};

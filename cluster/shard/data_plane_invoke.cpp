@@ -85,6 +85,9 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
     advance(p, *topo);  // numbered like every change, with no backup to send it to
+    if (topo->members.size() > 1 && topo->backups > 0) {  // a backup is missing
+      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     done(std::move(result));
     return;
@@ -121,6 +124,19 @@ std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo
                                         std::to_string(host_.leaseDuration().count()) +
                                         " ms): the write to " + partitionName(p) +
                                         " is refused, nothing changed");
+  }
+  if (options_.minInSyncReplicas > 1) {
+    std::size_t complete = 0;
+    for (MemberId m : topo.table.owners(p)) complete += topo.syncingReplica(p, m) ? 0 : 1;
+    if (complete < options_.minInSyncReplicas) {
+      return Error(Errc::unavailable,
+                   partitionName(p) + " has " + std::to_string(complete) + " complete cop" +
+                       (complete == 1 ? "y" : "ies") +
+                       " (its primary and complete backups), fewer than minInSyncReplicas " +
+                       std::to_string(options_.minInSyncReplicas) +
+                       ": the write is refused, nothing changed (taken again once a backup has "
+                       "its snapshot)");
+    }
   }
   if (topo.members.size() < options_.minMembers) {  // split-brain protection: no write
     return Error(Errc::no_quorum,
@@ -312,6 +328,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         onNetwork([this, b, address = info->address] { host_.catchUp(b, address); });
       }
     }
+    bool dropped = false;  // by a newer topology: released, but holds nothing we count
     if (!r) {
       const TopologyPtr now = topology();
       // (A member that lost its id, removed and rejoining, leads nothing: not even the empty
@@ -322,6 +339,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         // A newer committed topology keeps this member the primary and no longer lists the
         // backup (moved away, or declared failed): no copy anyone relies on waits for it.
         r = Frame{};
+        dropped = true;
       } else if (!stillPrimary) {
         // Deposed meanwhile (a newer committed topology names another primary): the refusal is
         // not an acknowledgement, and waiting longer cannot make it one.
@@ -365,7 +383,17 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       if (!repl->failures.empty()) repl->failures += "; ";
       repl->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
     }
+    if (r && !dropped && topo->syncingReplica(p, b) == nullptr) ++repl->copies;
     if (--repl->pending != 0) return;
+    if (repl->failures.empty() && repl->copies < options_.minInSyncReplicas) {
+      repl->failures = "held by " + std::to_string(repl->copies) + " cop" +
+                       (repl->copies == 1 ? "y" : "ies") + ", fewer than minInSyncReplicas " +
+                       std::to_string(options_.minInSyncReplicas);
+    }
+    if (repl->failures.empty() &&
+        repl->copies < std::min<std::size_t>(topo->backups + 1, topo->members.size())) {
+      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (repl->outcome) {  // answers the copies of the request parked on it, too
       if (repl->failures.empty()) {
         // The answer as it lies (a copy is made only for each copy parked on it).

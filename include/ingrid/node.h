@@ -116,6 +116,10 @@ class Node {
   std::uint64_t TEST_entryCount();
   // Entries reclaimed by expiry sweeps so far.
   std::uint64_t reclaimedCount() const noexcept;
+  // Writes this node acknowledged (as primary) while fewer copies held them than the cluster
+  // could hold (backups + 1, at most one per member): after a failure, until the re-sync
+  // (NodeOptions::minInSyncReplicas). Any thread.
+  std::uint64_t degradedWrites() const noexcept;
   // Live entries of partition p held here (as primary or backup), sorted by key. Blocks.
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
   // Updates of partition p applied here (its replication sequence number). Blocks.

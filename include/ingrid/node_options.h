@@ -158,6 +158,18 @@ struct NodeOptions {
   // network partition cannot both grant tokens. Set it to a majority of the intended cluster
   // size; 0 turns it off. The cluster's own value is each member's: give all the same. Default: 0.
   std::uint32_t minMembers = 0;
+  // Copies of a partition that must hold a write for it to be acknowledged: the primary's and
+  // its complete backups' (a backup still receiving its snapshot holds nothing yet). While fewer
+  // are complete (after a failure, until the replacement backup has its snapshot), a write is
+  // refused before it runs (Errc::unavailable, naming the count; the client retries, and nothing
+  // changed); a write that ends up held by fewer (a backup dropped while it replicated) is
+  // answered Errc::indeterminate. 1 acknowledges a write the primary alone holds: it survives
+  // any single failure that does not overlap a re-sync (docs/ARCHITECTURE.md, "Durability"). 2
+  // survives a second failure during a re-sync, at the price of refusing the writes of a
+  // partition during its re-sync, and of every write in a one-member cluster. From 1 to
+  // backups + 1; give all members the same. Default: 1 (as Kafka's min.insync.replicas; writes
+  // acknowledged with fewer copies than backups + 1 are counted: Node::degradedWrites()).
+  std::uint32_t minInSyncReplicas = 1;
   // A migration (a join, a leave, a failover's resyncs) in which no new owner finished its
   // snapshot for this long is planned again, and its outstanding snapshots restart from scratch:
   // a change never waits forever on a sync that stalled. Default: 60 s.
