@@ -20,8 +20,11 @@ class FrameFaults;  // cluster/transport/frame_faults.h (internal, a test hook)
 struct Topology;
 
 enum class ReplicationMode : std::uint8_t {
-  // The primary answers only after every backup of the partition acknowledged the update, so an
-  // acknowledged update survives the loss of any `backups` members (DESIGN invariant 3).
+  // The primary answers only after every backup of the partition acknowledged the update. An
+  // acknowledged update is held by minInSyncReplicas copies or more; it survives the loss of any
+  // `backups` members at once, but not of a member whose partitions are still re-syncing after an
+  // earlier failure unless minInSyncReplicas refused the writes of that window
+  // (docs/ARCHITECTURE.md, "Durability").
   kSync,
   // The primary answers first and replicates after: lower latency, but the latest updates are
   // lost if the primary fails before its backups have them.
