@@ -310,8 +310,14 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
     callFinished();
     return;
   }
+  // Never past the exactly-once window the cluster publishes: a retry after it could run again.
+  const TopologyPtr t = topology();
+  const auto timeout =
+      t->dedupWindowMs == 0
+          ? options_.requestTimeout
+          : std::min(options_.requestTimeout, std::chrono::milliseconds(t->dedupWindowMs / 2));
   router_.start(std::move(key), processor, std::move(args), std::move(done),
-                topology()->table.partitionCount(), options_.requestTimeout);
+                t->table.partitionCount(), timeout);
 }
 
 std::shared_ptr<Peer> ClientImpl::peerForCall(const MemberInfo& primary, PartitionId p) {

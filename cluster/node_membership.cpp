@@ -284,6 +284,7 @@ std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   const std::vector<MemberId> ids{1};
   t->table = PartitionTable::balanced(options_.partitions, ids, options_.backups);
   t->backups = options_.backups;
+  t->dedupWindowMs = static_cast<std::uint32_t>(options_.dedupWindow.count());
   t->nextMemberId = 2;
   return t;
 }

@@ -87,7 +87,7 @@ inline bool invokeSpans(std::string_view name, std::string_view body) {
     if (spans.key.in(body) != request.key || spans.processor.in(body) != request.processor ||
         spans.args.in(body) != request.args || spans.client != request.client ||
         spans.seq != request.seq || spans.doneBelow != request.doneBelow ||
-        spans.timeoutMs != request.timeoutMs) {
+        spans.timeoutMs != request.timeoutMs || spans.deadlineUnixMs != request.deadlineUnixMs) {
       fuzzFail("fuzz_messages", "an Invoke read in place differs from the decoded one");
     }
   }

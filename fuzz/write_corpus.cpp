@@ -103,7 +103,8 @@ InvokeRequest invokeRequest() {
                        .client = 0x5eed5eed5eedull,
                        .seq = 42,
                        .doneBelow = 40,
-                       .timeoutMs = 5000};
+                       .timeoutMs = 5000,
+                       .deadlineUnixMs = 1'790'000'000'000};
 }
 
 ReplicateBatch replicateBatch() {

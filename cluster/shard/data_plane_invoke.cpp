@@ -599,9 +599,31 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
     return std::nullopt;
   }
   call.partition = partitionOf(key, options_.partitions);
-  call.deadline = std::chrono::steady_clock::now() +
-                  (call.spans.timeoutMs != 0 ? std::chrono::milliseconds(call.spans.timeoutMs)
-                                             : options_.requestTimeout);
+  std::chrono::milliseconds left = call.spans.timeoutMs != 0
+                                       ? std::chrono::milliseconds(call.spans.timeoutMs)
+                                       : options_.requestTimeout;
+  if (call.spans.deadlineUnixMs != 0) {
+    // The sender's wall-clock deadline, allowing for clock skew of up to a quarter of the window
+    // (at most 5 s): a copy that arrives past it was delayed in transit, perhaps beyond the dedup
+    // window that would find its first run's record, and must not run.
+    const auto skew =
+        std::min<std::chrono::milliseconds>(std::chrono::seconds(5), options_.dedupWindow / 4);
+    const auto wallNow = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    const auto until = std::chrono::milliseconds(call.spans.deadlineUnixMs) + skew - wallNow;
+    if (until.count() <= 0) {
+      conn->replyError(
+          frame.header,
+          Error(Errc::timeout, "the request arrived " + std::to_string(-until.count()) +
+                                   " ms after its deadline (by member " +
+                                   std::to_string(memberId()) + "'s clock, allowing " +
+                                   std::to_string(skew.count()) + " ms of clock skew): not run"));
+      host_.endInvocation();
+      return std::nullopt;
+    }
+    left = std::min(left, until);
+  }
+  call.deadline = std::chrono::steady_clock::now() + left;
   return call;
 }
 

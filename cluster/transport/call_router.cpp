@@ -24,6 +24,12 @@ bool notRun(const Error& e) {
   return e == Errc::unavailable || e == Errc::shutting_down || e == Errc::not_running;
 }
 
+std::uint64_t unixMillis() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
 // A random, non-zero client id: two routers (clients, nodes, restarts) never share one in practice.
 std::uint64_t randomClientId() {
   std::random_device rd;
@@ -106,7 +112,8 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
       clientId_,
       call->seq,
       doneBelow_.load(std::memory_order_relaxed),
-      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX))};
+      static_cast<std::uint32_t>(std::min<std::int64_t>(left.count(), UINT32_MAX)),
+      unixMillis() + static_cast<std::uint64_t>(left.count())};
   std::string body = StringPool::take(request.encodedSize());
   encodeInto(body, request);
   const std::uint64_t version = routing->version;

@@ -43,6 +43,7 @@ InvokeRequestSpans InvokeRequestSpans::of(std::string_view body) {
   spans.seq = number(8, "the request number");
   spans.doneBelow = number(8, "doneBelow");
   spans.timeoutMs = static_cast<std::uint32_t>(number(4, "timeoutMs"));
+  spans.deadlineUnixMs = number(8, "deadlineUnixMs");
   if (at != body.size())
     throw std::runtime_error(std::to_string(body.size() - at) + " trailing bytes");
   return spans;

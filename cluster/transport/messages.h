@@ -108,7 +108,9 @@ struct TopologyBody {
 // `client`, `seq` and `doneBelow` identify the request for exactly-once retries (RequestId,
 // grid/dedup_table.h; client 0: no id). `timeoutMs` is what is left of the caller's deadline when
 // it was sent (0: none given): the primary does not start it later than that after receipt, and
-// replicates within it.
+// replicates within it. `deadlineUnixMs` is the same deadline on the sender's wall clock (ms since
+// the Unix epoch; 0: none): a copy that arrives after it (by the primary's wall clock, allowing
+// kDeadlineClockSkew) was delayed in transit and is refused, never run.
 struct InvokeRequest {
   std::string key;
   std::string processor;
@@ -117,9 +119,10 @@ struct InvokeRequest {
   std::uint64_t seq = 0;
   std::uint64_t doneBelow = 0;
   std::uint32_t timeoutMs = 0;
+  std::uint64_t deadlineUnixMs = 0;
   template <class A>
   void serialize(A& ar) {
-    ar(key, processor, args, client, seq, doneBelow, timeoutMs);
+    ar(key, processor, args, client, seq, doneBelow, timeoutMs, deadlineUnixMs);
   }
 };
 
@@ -134,8 +137,8 @@ void saveBytes(A& ar, std::string_view s) {
 // An InvokeRequest over strings held elsewhere: encodes exactly as InvokeRequest, with no copy.
 struct InvokeRequestView {
   // What its encoding (with the byte-order flag) takes besides the three strings' bytes: the
-  // flag 1, three lengths 24, client, seq, doneBelow 24, timeoutMs 4.
-  static constexpr std::size_t kFixedBytes = 53;
+  // flag 1, three lengths 24, client, seq, doneBelow 24, timeoutMs 4, deadlineUnixMs 8.
+  static constexpr std::size_t kFixedBytes = 61;
   std::size_t encodedSize() const noexcept {
     return kFixedBytes + key.size() + processor.size() + args.size();
   }
@@ -146,10 +149,11 @@ struct InvokeRequestView {
   std::uint64_t seq = 0;
   std::uint64_t doneBelow = 0;
   std::uint32_t timeoutMs = 0;
+  std::uint64_t deadlineUnixMs = 0;
   template <class A>
   void save(A& ar) const {
     for (const std::string_view s : {key, processor, args}) saveBytes(ar, s);
-    ar(client, seq, doneBelow, timeoutMs);
+    ar(client, seq, doneBelow, timeoutMs, deadlineUnixMs);
   }
 };
 
@@ -165,6 +169,7 @@ struct InvokeRequestSpans {
   std::uint64_t seq = 0;
   std::uint64_t doneBelow = 0;
   std::uint32_t timeoutMs = 0;
+  std::uint64_t deadlineUnixMs = 0;
   static InvokeRequestSpans of(std::string_view body);
 };
 

@@ -91,6 +91,10 @@ struct Topology {
   // committed. Each update a primary makes carries its epoch (ReplicateBody): a backup tells an
   // update of the current primary from one of a deposed primary by it.
   std::vector<std::uint64_t> epochs;
+  // The exactly-once window (NodeOptions::dedupWindow, the same on every member): how long a
+  // partition remembers a request's answer after its client's last request. Clients cap every
+  // call's deadline to half of it (docs/exactly-once.md). 0: not published.
+  std::uint32_t dedupWindowMs = 0;
 
   // The member that plans changes: the leader that committed this topology.
   MemberId coordinator() const noexcept { return leader; }
@@ -118,7 +122,8 @@ struct Topology {
 
   template <class Archive>
   void save(Archive& ar) const {
-    ar(version, members, table, backups, nextMemberId, syncing, term, leader, epochs);
+    ar(version, members, table, backups, nextMemberId, syncing, term, leader, epochs,
+       dedupWindowMs);
   }
   template <class Archive>
   void load(Archive& ar);
@@ -210,6 +215,7 @@ void Topology::load(Archive& ar) {
   checkRemaining(count, 1, "topology epochs");
   epochs.resize(static_cast<std::size_t>(count));
   for (auto& e : epochs) ar(e);
+  ar(dedupWindowMs);
   if (auto why = invalidReason()) {
     throw std::invalid_argument("topology v" + std::to_string(version) + " is invalid: " + *why);
   }

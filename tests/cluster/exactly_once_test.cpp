@@ -21,6 +21,8 @@
 #include <ingrid/processors/counter.h>
 
 #include "cluster/transport/frame_faults.h"
+#include "cluster/transport/messages.h"
+#include "support/raw_client.h"
 
 #include "support/test_cluster.h"
 
@@ -226,4 +228,68 @@ TEST_CASE("Seed failover: a silent first seed does not stop a client or a joinin
   REQUIRE(joined.ok());
   CHECK(eventually([&] { return joiner.topology()->members.size() == 2; }, 20s));
   joiner.stop();
+}
+
+TEST_CASE("A copy that arrives after its wall-clock deadline is refused and never runs",
+          "[exactly-once]") {
+  // What a copy delayed in transit (a blackholed link, a long queue) looks like on arrival: its
+  // time left says 5 s, but the deadline it was sent with passed a minute ago. Relative to its
+  // arrival it would look fresh, and past the dedup window it would run a second time.
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.shardPorts = false;  // one port to send the raw frame to
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  Node& node = cluster.at(0);
+  const auto unixMs = [] {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  };
+  InvokeRequest late{"late-copy",          std::string(Increment::kName),
+                     encode(Increment{1}),
+                     /*client=*/77,        /*seq=*/1,
+                     /*doneBelow=*/1,      /*timeoutMs=*/5000,
+                     unixMs() - 60'000};
+  ingrid::testing::RawClient raw;
+  auto conn = raw.connect(node.listenAddress());
+  const std::uint64_t executed = node.TEST_executed();
+  Result<Frame> refused = ingrid::testing::RawClient::send(*conn, MessageType::kInvoke,
+                                                           node.topology()->version, encode(late));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error() == Errc::timeout);
+  CHECK_THAT(refused.error().message(),
+             Catch::Contains("after its deadline") && Catch::Contains("not run"));
+  CHECK(node.TEST_executed() == executed);
+
+  // The same request on time runs once.
+  InvokeRequest onTime = late;
+  onTime.deadlineUnixMs = unixMs() + 5000;
+  Result<Frame> ran = ingrid::testing::RawClient::send(*conn, MessageType::kInvoke,
+                                                       node.topology()->version, encode(onTime));
+  INFO((ran.ok() ? std::string() : ran.error().message()));
+  REQUIRE(ran.ok());
+  CHECK(node.TEST_executed() == executed + 1);
+}
+
+TEST_CASE("The cluster publishes its dedup window and a client retries no longer than half of it",
+          "[exactly-once]") {
+  // Every write is refused (two copies wanted, one member): the client retries it until its
+  // deadline, which its own requestTimeout (an hour) would put past the window.
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.dedupWindow = 4000ms;
+  o.requestTimeout = 2000ms;
+  o.minInSyncReplicas = 2;
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  CHECK(cluster.at(0).topology()->dedupWindowMs == 4000);
+  ClientOptions c = clientOf(cluster);
+  c.requestTimeout = std::chrono::hours(1);
+  Client client(c);
+  REQUIRE(client.start());
+  auto pending = client.invokeAsync("capped", Increment{1}, asio::use_future);
+  REQUIRE(pending.wait_for(60s) == std::future_status::ready);
+  auto answer = pending.get();
+  REQUIRE_FALSE(answer.ok());
+  INFO(answer.error().message());
+  CHECK_THAT(answer.error().message(), Catch::Contains("minInSyncReplicas"));
 }

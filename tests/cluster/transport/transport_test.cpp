@@ -1112,10 +1112,12 @@ TEST_CASE("An Invoke encodes from views as from strings, and is read in place as
                               0x1234567890abcdefull,
                               42,
                               40,
-                              5000};
+                              5000,
+                              1'790'000'000'123};
   const std::string bytes = encode(request);
-  const InvokeRequestView view{request.key, request.processor, request.args,     request.client,
-                               request.seq, request.doneBelow, request.timeoutMs};
+  const InvokeRequestView view{request.key,       request.processor,     request.args,
+                               request.client,    request.seq,           request.doneBelow,
+                               request.timeoutMs, request.deadlineUnixMs};
   CHECK(encode(view) == bytes);
   CHECK(view.encodedSize() == bytes.size());  // what a pooled body is taken for
   CHECK(encode(InvokeReply{"an answer"}).size() == InvokeReply::kFixedBytes + 9);
@@ -1127,10 +1129,13 @@ TEST_CASE("An Invoke encodes from views as from strings, and is read in place as
   CHECK(spans.seq == request.seq);
   CHECK(spans.doneBelow == request.doneBelow);
   CHECK(spans.timeoutMs == request.timeoutMs);
+  CHECK(spans.deadlineUnixMs == request.deadlineUnixMs);
   // Refused as the decoder refuses: truncated, a length past the end, trailing bytes, a bad flag.
   CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, bytes.size() - 1)),
+                    Catch::Contains("it ends inside deadlineUnixMs"));
+  CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, bytes.size() - 9)),
                     Catch::Contains("it ends inside timeoutMs"));
-  const std::size_t argsEnd = bytes.size() - 28;  // three u64 and a u32 follow the arguments
+  const std::size_t argsEnd = bytes.size() - 36;  // four u64 and a u32 follow the arguments
   CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, argsEnd - 1)),
                     Catch::Contains("the arguments claims 3 bytes; 2 remain"));
   CHECK_THROWS_WITH(InvokeRequestSpans::of(bytes.substr(0, 5)),
