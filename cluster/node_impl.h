@@ -151,6 +151,9 @@ class NodeImpl final : public ConnectionHandler,
   // connection is closed or answered an error naming the reason, and false is returned. The
   // thread of the connection.
   bool admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port);
+  // Why `conn` may not act as a member under TLS (no certificate the CA signed, or a client's:
+  // one whose extended key usage does not name serverAuth); nullopt if it may, or without TLS.
+  std::optional<std::string> memberCertificateRefusal(const Connection& conn) const;
   // Marks `conn` as member `id`'s (Connection::peerId) and, with `link`, has its Peer adopt it.
   void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
                     const std::string& address, bool link);

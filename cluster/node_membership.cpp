@@ -892,13 +892,11 @@ void NodeImpl::handleHello(const std::shared_ptr<Connection>& conn, Frame frame,
           PendingAuth{0, mine.memberId, hello.address, hello.nonce, mine.nonce, /*joiner=*/true});
     }
   } else if (hello.role == HelloBody::kPeer) {
-    if (options_.tls.enabled() && !conn->peerCertified) {
-      conn->refuse(Error(Errc::unauthenticated,
-                         "member " + std::to_string(memberId()) + " (" + selfAddress_ +
-                             ") refuses " + conn->remote() + ", which says it is member " +
-                             std::to_string(hello.memberId) +
-                             ": under TLS a member's link must present a certificate that the "
-                             "cluster's CA signed (TlsOptions::certificateChainFile)"));
+    if (auto why = memberCertificateRefusal(*conn)) {
+      conn->refuse(Error(Errc::unauthenticated, "member " + std::to_string(memberId()) + " (" +
+                                                    selfAddress_ + ") refuses " + conn->remote() +
+                                                    ", which says it is member " +
+                                                    std::to_string(hello.memberId) + ": " + *why));
       return;
     }
     if (options_.clusterSecret.empty()) {
@@ -965,8 +963,26 @@ void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, 
   conn->reply(frame.header, MessageType::kAuth, topology()->version, {});
 }
 
+std::optional<std::string> NodeImpl::memberCertificateRefusal(const Connection& conn) const {
+  if (!options_.tls.enabled() || conn.peerMemberCertificate) return std::nullopt;
+  if (!conn.peerCertified) {
+    return std::string(
+        "under TLS a member must present a certificate that the cluster's CA "
+        "signed (TlsOptions::certificateChainFile)");
+  }
+  return std::string(
+      "its certificate is not a member's: under TLS a member's certificate must "
+      "name serverAuth in its extended key usage (a client's names clientAuth "
+      "only)");
+}
+
 void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) {
   const JoinRequest req = decode<JoinRequest>(frame.body);
+  if (auto why = memberCertificateRefusal(*conn)) {
+    conn->replyError(frame.header, Error(Errc::join_refused,
+                                         "the node at " + req.address + " cannot join: " + *why));
+    return;
+  }
   if (!parseAddress(req.address)) {
     conn->replyError(frame.header,
                      Error(Errc::join_refused,

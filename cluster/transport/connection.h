@@ -172,6 +172,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Set by the Transport on a TLS connection whose peer presented a certificate that the CA
   // verified (a member's link must). Network thread only.
   bool peerCertified = false;
+  // Set by the Transport with peerCertified when that certificate's extended key usage names
+  // serverAuth, as a member's must (a client's names clientAuth only). Network thread only.
+  bool peerMemberCertificate = false;
   // Set by the owner once the peer proved the client secret (NodeOptions::clientSecret).
   // Network thread only.
   bool clientAuthenticated = false;

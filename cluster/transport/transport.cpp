@@ -14,6 +14,7 @@
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include "cluster/transport/tls.h"
 
@@ -36,6 +37,16 @@ Error stoppedError(const std::string& what) {
 bool certified(Stream::Tls& tls) {
   SSL* ssl = tls.native_handle();
   return SSL_get0_peer_certificate(ssl) != nullptr && SSL_get_verify_result(ssl) == X509_V_OK;
+}
+
+// A verified certificate whose extended key usage names serverAuth: a member's (members serve
+// each other). A client's certificate names clientAuth only; one without the extension is no
+// member's either.
+bool memberCertificate(Stream::Tls& tls) {
+  if (!certified(tls)) return false;
+  X509* cert = SSL_get0_peer_certificate(tls.native_handle());
+  return (X509_get_extension_flags(cert) & EXFLAG_XKUSAGE) != 0 &&
+         (X509_get_extended_key_usage(cert) & XKU_SSL_SERVER) != 0;
 }
 
 // How long the server side of a TLS handshake may take when no handshake timeout is set.
@@ -238,7 +249,7 @@ void Transport::accept(const std::shared_ptr<State>& state) {
 }
 
 void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool peerCertified,
-                      const Error* refusal) {
+                      const Error* refusal, bool memberCertified) {
   ConnectionOptions options = state->options.connection;
   options.handshakeTimeout = state->options.handshakeTimeout;
   options.idleTimeout = state->options.idleTimeout;
@@ -246,6 +257,7 @@ void Transport::admit(const std::shared_ptr<State>& state, Stream stream, bool p
   options.budget = state->budget;
   auto conn = std::make_shared<Connection>(std::move(stream), options, state->handler);
   conn->peerCertified = peerCertified;
+  conn->peerMemberCertificate = memberCertified;
   if (!track(state, conn)) return;
   if (refusal != nullptr) {
     conn->refuse(*refusal);
@@ -328,7 +340,8 @@ void Transport::acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::so
                                      return;
                                    }
                                    const bool peer = certified(*hs->tls);
-                                   admit(state, Stream(std::move(*hs->tls)), peer, nullptr);
+                                   const bool member = memberCertificate(*hs->tls);
+                                   admit(state, Stream(std::move(*hs->tls)), peer, nullptr, member);
                                  });
       });
 }
@@ -470,11 +483,13 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
     return;
   }
   const bool peer = dial->tls && certified(*dial->tls);
+  const bool member = dial->tls && memberCertificate(*dial->tls);
   auto conn = dial->tls ? std::make_shared<Connection>(Stream(std::move(*dial->tls)),
                                                        state->options.connection, state->handler)
                         : std::make_shared<Connection>(std::move(dial->socket),
                                                        state->options.connection, state->handler);
   conn->peerCertified = peer;
+  conn->peerMemberCertificate = member;
   if (!track(state, conn)) {
     done(stoppedError(" while dialing " + dial->address));
     return;

@@ -128,7 +128,7 @@ class Transport {
   static void acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::socket socket);
   // Makes an accepted stream a connection, within the connection limits; `refusal` refuses it.
   static void admit(const std::shared_ptr<State>& state, Stream stream, bool peerCertified,
-                    const Error* refusal);
+                    const Error* refusal, bool memberCertified = false);
   static bool track(const std::shared_ptr<State>& state, const std::shared_ptr<Connection>& conn);
   static void startDial(const std::shared_ptr<State>& state, const std::shared_ptr<Dial>& dial,
                         const std::string& host, std::uint16_t port);

@@ -102,6 +102,10 @@ TEST_CASE(
                Catch::Contains("certificate verify failed"));
     CHECK_THAT(joinRefusal(cluster, {}), Catch::Contains("requires TLS"));
   }
+  SECTION("a node with a client's certificate (clientAuth only) cannot join as a member") {
+    CHECK_THAT(joinRefusal(cluster, certs.clientCertificate()),
+               Catch::Contains("not a member's") && Catch::Contains("serverAuth"));
+  }
   // The members carry on serving the client.
   auto again = client.invoke("k0", Increment{1});
   REQUIRE(again.ok());

@@ -29,7 +29,7 @@ class TestCerts {
     Issued ca = issue("ingrid test CA", nullptr, true);
     write(ca, "ca");
     write(issue("ingrid member", &ca, false), "member");
-    write(issue("ingrid client", &ca, false), "client");
+    write(issue("ingrid client", &ca, false, "clientAuth"), "client");
     Issued stranger = issue("some other CA", nullptr, true);
     write(stranger, "other-ca");
     write(issue("ingrid impostor", &stranger, false), "impostor");
@@ -45,6 +45,10 @@ class TestCerts {
   TlsOptions member() const { return {file("member.crt"), file("member.key"), file("ca.crt")}; }
   // A thin client's: the cluster CA only.
   TlsOptions client() const { return {{}, {}, file("ca.crt")}; }
+  // A client's certificate (the cluster CA signed it, for clientAuth only), and that CA.
+  TlsOptions clientCertificate() const {
+    return {file("client.crt"), file("client.key"), file("ca.crt")};
+  }
   // A certificate and CA of another PKI: the cluster trusts neither.
   TlsOptions impostor() const {
     return {file("impostor.crt"), file("impostor.key"), file("other-ca.crt")};
@@ -64,7 +68,8 @@ class TestCerts {
   }
 
   // A P-256 key and a certificate for it, signed by `issuer` (self-signed if null).
-  static Issued issue(const std::string& name, const Issued* issuer, bool isCa) {
+  static Issued issue(const std::string& name, const Issued* issuer, bool isCa,
+                      const char* keyUsage = "serverAuth,clientAuth") {
     Issued out;
     out.key.reset(EVP_EC_gen("P-256"));
     check(out.key != nullptr, "EVP_EC_gen");
@@ -94,7 +99,7 @@ class TestCerts {
     };
     add(NID_basic_constraints, isCa ? "critical,CA:TRUE" : "critical,CA:FALSE");
     add(NID_key_usage, isCa ? "critical,keyCertSign,cRLSign" : "critical,digitalSignature");
-    if (!isCa) add(NID_ext_key_usage, "serverAuth,clientAuth");
+    if (!isCa) add(NID_ext_key_usage, keyUsage);
     EVP_PKEY* signingKey = issuer ? issuer->key.get() : out.key.get();
     check(X509_sign(cert, signingKey, EVP_sha256()) > 0, "X509_sign");
     return out;
