@@ -96,7 +96,8 @@ Admission admit(const SenderFacts& sender, MessageType type, std::string_view bo
     return {Verdict::kOverLimit};
   }
   if (rule.from == From::kNobody || !(port == Port::kMember ? rule.memberPort : rule.shardPort)) {
-    return {Verdict::kWrongPort};
+    // Past the limit a stranger keeps its connection only for what the reserve is for.
+    return {!member && sender.overLimit ? Verdict::kOverLimit : Verdict::kWrongPort};
   }
   if (rule.from == From::kMember && !member) return {Verdict::kMembersOnly};
   if (rule.from == From::kMember) {

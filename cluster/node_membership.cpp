@@ -73,6 +73,11 @@ Result<bool> NodeImpl::start() {
                                                   std::to_string(kMaxOwnersPerPartition) +
                                                   ", got " + std::to_string(options_.backups));
   }
+  if (options_.minInSyncReplicas > 1 && options_.replication == ReplicationMode::kPrimarySync) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.minInSyncReplicas above 1 needs synchronous replication (kSync): "
+                 "with kPrimarySync the answer goes out before any backup holds the write");
+  }
   if (options_.minInSyncReplicas == 0 || options_.minInSyncReplicas > options_.backups + 1) {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.minInSyncReplicas must be from 1 to backups + 1 (" +
@@ -977,16 +982,23 @@ std::optional<std::string> NodeImpl::memberCertificateRefusal(const Connection& 
 }
 
 void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) {
+  // Past the connection limit a refused joiner's connection is closed with the reason: the
+  // members' reserve is not held by strangers.
+  auto refuseJoin = [conn, header = frame.header](Error why) {
+    if (conn->overLimit && conn->peerId == 0) {
+      conn->refuse(std::move(why));
+    } else {
+      conn->replyError(header, std::move(why));
+    }
+  };
   const JoinRequest req = decode<JoinRequest>(frame.body);
   if (auto why = memberCertificateRefusal(*conn)) {
-    conn->replyError(frame.header, Error(Errc::join_refused,
-                                         "the node at " + req.address + " cannot join: " + *why));
+    refuseJoin(Error(Errc::join_refused, "the node at " + req.address + " cannot join: " + *why));
     return;
   }
   if (!parseAddress(req.address)) {
-    conn->replyError(frame.header,
-                     Error(Errc::join_refused,
-                           "the joining node's address '" + req.address + "' is not host:port"));
+    refuseJoin(Error(Errc::join_refused,
+                     "the joining node's address '" + req.address + "' is not host:port"));
     return;
   }
   if (!options_.clusterSecret.empty()) {
@@ -998,12 +1010,11 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
         !member_auth::sameProof(
             req.proof, member_auth::joinProof(options_.clusterSecret, req.address, req.incarnation,
                                               pending->dialerNonce, pending->acceptorNonce))) {
-      conn->replyError(frame.header,
-                       Error(Errc::join_refused,
-                             "the node at " + req.address +
-                                 " did not prove that it knows the cluster secret "
-                                 "(NodeOptions::clusterSecret) over the nonces of a Hello on "
-                                 "this connection"));
+      refuseJoin(Error(Errc::join_refused,
+                       "the node at " + req.address +
+                           " did not prove that it knows the cluster secret "
+                           "(NodeOptions::clusterSecret) over the nonces of a Hello on "
+                           "this connection"));
       return;
     }
   }
@@ -1013,8 +1024,7 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
     return;
   }
   if (req.partitions != options_.partitions) {
-    conn->replyError(frame.header, Error(Errc::join_refused,
-                                         "the cluster has " + std::to_string(options_.partitions) +
+    refuseJoin(Error(Errc::join_refused, "the cluster has " + std::to_string(options_.partitions) +
                                              " partitions, the joining node " + req.address +
                                              " has " + std::to_string(req.partitions)));
     return;
@@ -1030,10 +1040,9 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
       theirs != ourTiming) {
     // A lease longer than the leader's could outlive the wait a new leader makes before it
     // promotes; a shorter dedup window would break the exactly-once contract.
-    conn->replyError(frame.header,
-                     Error(Errc::join_refused, "timing differs: the cluster has " + ourTiming +
-                                                   ", the joining node " + req.address + " has " +
-                                                   theirs + "; every member needs the same"));
+    refuseJoin(Error(Errc::join_refused, "timing differs: the cluster has " + ourTiming +
+                                             ", the joining node " + req.address + " has " +
+                                             theirs + "; every member needs the same"));
     return;
   }
   const std::vector<std::string> ours = registry_.names();
@@ -1043,16 +1052,15 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                         std::back_inserter(missing));
     std::set_difference(req.processors.begin(), req.processors.end(), ours.begin(), ours.end(),
                         std::back_inserter(extra));
-    conn->replyError(frame.header, Error(Errc::join_refused,
-                                         "registered processors differ: the joining node " +
+    refuseJoin(Error(Errc::join_refused, "registered processors differ: the joining node " +
                                              req.address + " lacks [" + describeNames(missing) +
                                              "] and has extra [" + describeNames(extra) + "]"));
     return;
   }
   coordinator_->requestJoin(req.address, req.incarnation, req.shardPorts,
-                            [this, conn, header = frame.header](Result<MemberId> id) {
+                            [this, conn, header = frame.header, refuseJoin](Result<MemberId> id) {
                               if (!id) {
-                                conn->replyError(header, id.error());
+                                refuseJoin(id.error());
                                 return;
                               }
                               conn->reply(header, MessageType::kJoin, topology()->version,

@@ -1,6 +1,6 @@
 # Compiles through ccache (Debian's ccache) when INGRID_CCACHE is on and ccache is installed; an
 # explicit CMAKE_CXX_COMPILER_LAUNCHER wins. The cache is keyed on paths relative to the source
-# root (scripts/build.sh sets CCACHE_BASEDIR), so a fresh clone in another folder hits it too.
+# root (the launcher sets CCACHE_BASEDIR), so a fresh clone in another folder hits it too.
 # Precompiled headers need ccache's pch_defines and time_macros sloppiness (set here, for every
 # compile this build runs).
 if(INGRID_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)

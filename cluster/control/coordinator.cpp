@@ -462,6 +462,7 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   t1->members = std::move(t1Members);
   t1->table = PartitionTable(partitions, std::move(owners));
   t1->backups = cur->backups;
+  t1->dedupWindowMs = cur->dedupWindowMs;
   t1->nextMemberId = nextId;
   t1->syncing = std::move(syncing);
 
@@ -470,6 +471,7 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   target_->members = std::move(after);
   target_->table = ideal;
   target_->backups = cur->backups;
+  target_->dedupWindowMs = cur->dedupWindowMs;
   target_->nextMemberId = nextId;
   t1Version_ = t1->version;
   busy_ = true;

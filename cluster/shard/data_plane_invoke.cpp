@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <chrono>
+#include <cstdint>
 #include <tuple>
 #include <utility>
 
@@ -603,25 +604,31 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
                                        ? std::chrono::milliseconds(call.spans.timeoutMs)
                                        : options_.requestTimeout;
   if (call.spans.deadlineUnixMs != 0) {
-    // The sender's wall-clock deadline, allowing for clock skew of up to a quarter of the window
-    // (at most 5 s): a copy that arrives past it was delayed in transit, perhaps beyond the dedup
-    // window that would find its first run's record, and must not run.
-    const auto skew =
-        std::min<std::chrono::milliseconds>(std::chrono::seconds(5), options_.dedupWindow / 4);
-    const auto wallNow = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now().time_since_epoch());
-    const auto until = std::chrono::milliseconds(call.spans.deadlineUnixMs) + skew - wallNow;
-    if (until.count() <= 0) {
-      conn->replyError(
-          frame.header,
-          Error(Errc::timeout, "the request arrived " + std::to_string(-until.count()) +
-                                   " ms after its deadline (by member " +
-                                   std::to_string(memberId()) + "'s clock, allowing " +
-                                   std::to_string(skew.count()) + " ms of clock skew): not run"));
+    // The sender's wall-clock deadline, allowing clock skew of up to 0.4 of the dedup window: a
+    // copy that arrives past it was delayed in transit, perhaps beyond the window that would find
+    // its first run's record, and must not run. (A deadline is at most half the window after the
+    // send, and a record lives at least the window after the first run: a copy that arrives
+    // within the allowance still finds it.)
+    const auto skew = static_cast<std::uint64_t>((options_.dedupWindow * 2 / 5).count());
+    const auto wallNow =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
+    const std::uint64_t deadline = call.spans.deadlineUnixMs;
+    const std::uint64_t latest = deadline > UINT64_MAX - skew ? UINT64_MAX : deadline + skew;
+    if (wallNow >= latest) {
+      conn->replyError(frame.header,
+                       Error(Errc::timeout,
+                             "the request arrived " + std::to_string(wallNow - deadline) +
+                                 " ms after its deadline (by member " + std::to_string(memberId()) +
+                                 "'s wall clock, allowing " + std::to_string(skew) +
+                                 " ms of clock skew; a sender whose clock is behind by more "
+                                 "has every request refused): not run"));
       host_.endInvocation();
       return std::nullopt;
     }
-    left = std::min(left, until);
+    left = std::min<std::chrono::milliseconds>(
+        left, std::chrono::milliseconds(std::min<std::uint64_t>(latest - wallNow, UINT32_MAX)));
   }
   call.deadline = std::chrono::steady_clock::now() + left;
   return call;

@@ -74,7 +74,8 @@ struct NodeOptions {
   // "host:port" the other members and the clients reach this member at, when it is not the
   // listen address (listening on 0.0.0.0, or behind a NAT or a container's port mapping); port 0
   // means the port listened on. A wildcard listen address (0.0.0.0, ::) needs one: a wildcard is
-  // never advertised. Default: empty (the listen address).
+  // never advertised. Shard ports are advertised by number on this host: behind a port mapping,
+  // map them one to one (shardPortBase) or turn them off. Default: empty (the listen address).
   std::string advertiseAddress = {};
   // Members to join through, "host:port" each, tried in order. Empty (with a listenAddress)
   // starts a new cluster. Default: empty.
@@ -156,6 +157,8 @@ struct NodeOptions {
   // or paused, stops writing within leaseDuration of its last renewal. 0 means failureTimeout / 2.
   // Must be below failureTimeout. Default: 0.
   std::chrono::milliseconds leaseDuration{0};
+  // (A process restarted at a member's address is admitted only once that member's lease has
+  // expired, about leaseDuration * 1.1 after its last renewal: its joinTimeout must be longer.)
   // Split-brain protection: a member that sees fewer members than this refuses every
   // invocation that would write (Errc::no_quorum; reads still run), so the two sides of a
   // network partition cannot both grant tokens. Set it to a majority of the intended cluster

@@ -15,9 +15,11 @@ struct TlsOptions {
   // PEM file with the CA certificate(s) a peer's certificate must chain to. Setting it turns TLS
   // on: every connection is TLS 1.2 or later, the side that dials verifies the certificate of the
   // side it reaches, and a member's link (and a Join) must present one too. Member and client
-  // certificates are told apart by their extended key usage: a member's must name serverAuth
-  // (members serve each other), and a certificate that names clientAuth only (a client's) is
-  // refused as a member's. The certificate's name is not checked: the CA is the cluster's own.
+  // certificates are told apart by their extended key usage, checked by the member that accepts
+  // a link or a Join: a member's must name serverAuth (members serve each other) and clientAuth
+  // (they dial each other); one that names clientAuth only (a client's), or has no extended key
+  // usage, is refused as a member's. The certificate's name is not checked: the CA is the
+  // cluster's own.
   // Default: empty (TLS off: plain TCP).
   std::string caFile = {};
 

@@ -111,5 +111,8 @@ TEST_CASE("Admission: the client secret and the connection limit close the conne
   CHECK(verdict(over, MessageType::kHello, member, Port::kMember) == Verdict::kAdmit);
   CHECK(verdict(over, MessageType::kHello, joiner, Port::kMember) == Verdict::kAdmit);
   CHECK(verdict(over, MessageType::kJoin, {}, Port::kMember) == Verdict::kAdmit);
+  // What the reserve is not for closes the connection, even what would only be answered an error.
+  CHECK(verdict(over, MessageType::kJoin, {}, Port::kShard) == Verdict::kOverLimit);
+  CHECK(verdict(over, MessageType::kRedirect, {}, Port::kMember) == Verdict::kOverLimit);
   CHECK(closesConnection(Verdict::kOverLimit));
 }

@@ -293,3 +293,19 @@ TEST_CASE("The cluster publishes its dedup window and a client retries no longer
   INFO(answer.error().message());
   CHECK_THAT(answer.error().message(), Catch::Contains("minInSyncReplicas"));
 }
+
+TEST_CASE("Every topology publishes the dedup window, after joins and a failure too",
+          "[exactly-once]") {
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.dedupWindow = 30000ms;
+  o.heartbeatInterval = 50ms;
+  o.failureTimeout = 1000ms;
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(3));
+  cluster.crash(2);
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 2; }));
+  for (Node* n : cluster.live()) {
+    CHECK(n->topology()->version > 3);  // joins and the failure each committed topologies
+    CHECK(n->topology()->dedupWindowMs == 30000);
+  }
+}

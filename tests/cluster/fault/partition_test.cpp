@@ -48,7 +48,8 @@ void runPartitionScenario(const char* scenario,
   if (!lab.error().empty()) {
     // As root (CI runs as root), a namespace that cannot be made is a failure, not a skip: a
     // green run must have cut links.
-    if (NetLab::required()) FAIL("cannot make a network namespace as root: " << lab.error());
+    if (NetLab::required())
+      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
     WARN("skipped: " << lab.error());
     return;
   }
