@@ -34,9 +34,7 @@ using ingrid::testing::NetLab;
 namespace {
 
 constexpr int kMembers = 3;
-constexpr auto kLoadBefore = 1s;
 constexpr auto kCut = 5s;  // longer than the 2 s failure timeout
-constexpr auto kLoadAfter = 3s;
 constexpr auto kServeLimit = 10s;
 constexpr auto kConvergeLimit = 15s;
 
@@ -75,12 +73,12 @@ void runPartitionScenario(const char* scenario,
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(kLoadBefore);
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the cut
   INFO(lab.output());
   REQUIRE(cut(lab, leader));
   std::this_thread::sleep_for(kCut);  // the fault lasts this long
   REQUIRE(lab.healAll());
-  std::this_thread::sleep_for(kLoadAfter);
+  CHECK(audit.waitForGrants(20, 20s));  // load after the heal
   const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
   const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
   const AuditResult r = audit.finish(5s);
