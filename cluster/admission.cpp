@@ -104,6 +104,10 @@ Admission admit(const SenderFacts& sender, MessageType type, std::string_view bo
     if (const auto named = namedSender(type, body); named && *named != sender.member) {
       return {Verdict::kForgedSender, *named};
     }
+    if ((type == MessageType::kReplicate || type == MessageType::kSnapshot) && sender.replicaPort &&
+        *sender.replicaPort != port) {
+      return {Verdict::kWrongPath};
+    }
   }
   return {};
 }
@@ -140,6 +144,12 @@ std::string describeRefusal(const Admission& a, MessageType type, Port port,
       return self + " refuses " + what + " from " + remote + ": its body names member " +
              std::to_string(a.claimed) + " as the sender, but the connection proved member " +
              std::to_string(sender.member) + " (nobody speaks for another member)";
+    case Verdict::kWrongPath:
+      return self + " refuses " + what + " from member " + std::to_string(sender.member) +
+             " on its " + (port == Port::kShard ? "shard port" : "member port") +
+             ": that member's replication to it travels on its " +
+             (port == Port::kShard ? "member port" : "shard ports") +
+             " (one ordered path per partition)";
   }
   return {};
 }

@@ -13,13 +13,17 @@
 //      cluster secret or TLS, proved it).
 //   4. A message that names its sender (Raft, Lease, Leave) must name the member its connection
 //      proved: nobody speaks for another.
-// Rules 3 and 4 answer an error on the connection, which stays open.
+//   5. A member's updates and snapshots (Replicate, Snapshot) come on the one port that is their
+//      path to this member (shard ports when both run them, else the member port), so a
+//      partition's replication is one ordered stream.
+// Rules 3 to 5 answer an error on the connection, which stays open.
 //
 // Pure: no state, no I/O; callable from any thread.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -34,6 +38,9 @@ struct SenderFacts {
   std::uint64_t member = 0;  // the member its Hello (and Auth) proved; 0: not a member's link
   bool clientAuthenticated = false;
   bool overLimit = false;
+  // For a member's Replicate or Snapshot: the port its replication to this member takes
+  // (replicatesOnShardPorts), when the topology knows both; unset otherwise.
+  std::optional<Port> replicaPort;
 };
 
 struct AdmissionPolicy {
@@ -50,6 +57,7 @@ enum class Verdict : std::uint8_t {
   kWrongPort,        // error: this type is not taken on this port
   kMembersOnly,      // error: a member's message on a connection that is not a member's link
   kForgedSender,     // error: the body names another sender than the connection's member
+  kWrongPath,        // error: replication on the port that is not its path to this member
 };
 
 struct Admission {

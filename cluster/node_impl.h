@@ -129,6 +129,7 @@ class NodeImpl final : public ConnectionHandler,
   }
   void endInvocation() noexcept override { finishInvocation(); }
   bool stopped() const noexcept override { return state_.load() == kStopped; }
+  bool runsShardPorts() const noexcept override { return !replicaLinks_.empty(); }
   std::shared_ptr<Peer> replicaLink(unsigned w, const MemberInfo& member, PartitionId p) override;
   std::uint64_t incarnation() const noexcept override { return incarnation_.load(); }
   void reportSynced(PartitionId p, MemberId member, std::uint64_t version) override;

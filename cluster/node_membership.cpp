@@ -748,7 +748,17 @@ void NodeImpl::commitTopology(TopologyPtr next) {
 }
 
 bool NodeImpl::admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port) {
-  const SenderFacts sender{conn->peerId, conn->clientAuthenticated, conn->overLimit};
+  SenderFacts sender{conn->peerId, conn->clientAuthenticated, conn->overLimit, std::nullopt};
+  if (conn->peerId != 0 && (frame.header.type == MessageType::kReplicate ||
+                            frame.header.type == MessageType::kSnapshot)) {
+    const TopologyPtr t = topology();
+    const MemberInfo* from = t->member(conn->peerId);
+    const MemberInfo* self = t->member(memberId());
+    if (from && self) {
+      sender.replicaPort =
+          replicatesOnShardPorts(!from->shardPorts.empty(), *self) ? Port::kShard : Port::kMember;
+    }
+  }
   const AdmissionPolicy policy{!options_.clientSecret.empty(), !options_.clusterSecret.empty(),
                                options_.maxConnections};
   const Admission a = admit(sender, frame.header.type, frame.body, port, policy);
@@ -769,6 +779,9 @@ bool NodeImpl::admitted(const std::shared_ptr<Connection>& conn, const Frame& fr
           Error(Errc::protocol_error, port == Port::kShard
                                           ? why + "; send it to the member's port " + selfAddress_
                                           : why));
+      break;
+    case Verdict::kWrongPath:
+      conn->replyError(frame.header, Error(Errc::protocol_error, why));
       break;
     case Verdict::kMembersOnly:
     case Verdict::kForgedSender:

@@ -58,7 +58,7 @@ std::shared_ptr<Peer> NodeImpl::replicaLink(unsigned w, const MemberInfo& member
     replicaLinksAs_[w] = self;
   }
   if (self == 0) return nullptr;
-  return replicaLinks_[w]->forCall(member, p);
+  return replicaLinks_[w]->forStream(member, p);
 }
 
 void NodeImpl::retainReplicaLinks(const TopologyPtr& t) {

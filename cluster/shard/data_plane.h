@@ -12,10 +12,12 @@
 // the node's network thread (which runs the transport); the rest from any thread. Replication
 // runs on the worker of its partition (a shard per thread): each worker batches its partitions'
 // updates per backup link (its Lane) and sends them on links of its own (DataPlaneHost::
-// replicaLink), so an update is made, sent, acknowledged and answered on one thread. A backup
-// that lists no shard ports, or whose shard port failed to dial, is reached through the network
-// thread's link, as is every backup of a member that runs no shard ports (the request goes there,
-// its answer comes back to the worker).
+// replicaLink), so an update is made, sent, acknowledged and answered on one thread. Each
+// partition's updates and snapshots to a backup take one ordered path, fixed by configuration
+// (replicatesOnShardPorts): the worker's link to the backup's shard port when both members run
+// shard ports, else the network thread's link to the backup (the request goes there, its answer
+// comes back to the worker). A path that is down fails the attempt, which is tried again on the
+// same path: never on the other one, which is not ordered with it.
 #pragma once
 
 #include <atomic>
@@ -49,6 +51,12 @@
 
 namespace ingrid {
 
+// Whether a partition's updates and snapshots from a member that runs shard ports (`senderRuns`)
+// to member `to` travel on shard ports (both run them); else on the member link. The one path.
+inline bool replicatesOnShardPorts(bool senderRuns, const MemberInfo& to) noexcept {
+  return senderRuns && !to.shardPorts.empty();
+}
+
 // What the data plane asks of the node that embeds it. Any thread unless marked.
 class DataPlaneHost {
  public:
@@ -56,10 +64,12 @@ class DataPlaneHost {
   virtual TopologyPtr currentTopology() const = 0;
   // The link to member `id` at `address`, made if needed (network thread).
   virtual std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) = 0;
-  // On worker w: w's own link to the shard port of `member` that owns partition p, made if needed,
-  // which carries p's updates and snapshots to it; nullptr when w has none (the member lists no
-  // shard ports, or this member runs none) or it is passed over after a failed dial: then the
-  // network thread's link to it carries them.
+  // Whether this member runs shard ports (it lists them in its MemberInfo). Fixed once started.
+  virtual bool runsShardPorts() const noexcept = 0;
+  // On worker w: w's own link to the shard port of `member` that owns partition p, made if needed
+  // (and made anew after a failed dial), which alone carries p's updates and snapshots to it when
+  // both members run shard ports; nullptr while there is none (this member has no id, or is
+  // stopping): the attempt fails and is tried again.
   virtual std::shared_ptr<Peer> replicaLink(unsigned w, const MemberInfo& member,
                                             PartitionId p) = 0;
   // Whether this member holds a valid primary lease (invariant 13), and for how long one lasts.
@@ -317,13 +327,15 @@ class DataPlane {
                    Connection::ResponseHandler arrive);
   // Sends the updates waiting for `key`'s link as one batch.
   void flushUpdates(Lane& lane, LinkKey key);
-  // The link from p's worker to member `to` for p's replication (null: the network thread's), and
-  // the key of its batches.
+  // The link from p's worker to member `to` for p's replication, and the key of its batches:
+  // (to, kViaNetwork) with no link when the network thread's link is p's path to `to`; (to, its
+  // shard) with the worker's link to it, or none while it cannot be had (then the attempt fails).
   std::pair<std::shared_ptr<Peer>, LinkKey> replicaLink(PartitionId p, const MemberInfo& to);
-  // Sends a request to member `to` from worker w over `peer`, or, when it is null, over the network
-  // thread's link to `to` (found then in the current topology), with `handler` run back on worker
-  // w. On worker w.
-  void requestFrom(unsigned w, MemberId to, const std::shared_ptr<Peer>& peer, MessageType type,
+  // Sends a request to member `to` from worker w on the path `key` names: over `peer`, or, for
+  // kViaNetwork, over the network thread's link to `to` (found then in the current topology), with
+  // `handler` run back on worker w. A shard path without a link fails it (unreachable). On worker
+  // w.
+  void requestFrom(unsigned w, LinkKey key, const std::shared_ptr<Peer>& peer, MessageType type,
                    std::uint64_t version, std::string body, std::chrono::milliseconds timeout,
                    Connection::ResponseHandler handler);
   // Runs fn on the network thread: at once when this is it, else posted.

@@ -273,19 +273,26 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
 
 std::pair<std::shared_ptr<Peer>, DataPlane::LinkKey> DataPlane::replicaLink(PartitionId p,
                                                                             const MemberInfo& to) {
-  if (std::shared_ptr<Peer> peer = host_.replicaLink(workers_.workerOf(p), to, p)) {
-    return {std::move(peer), LinkKey{to.id, static_cast<std::uint32_t>(p % to.shardPorts.size())}};
-  }
-  return {nullptr, LinkKey{to.id, kViaNetwork}};
+  if (!replicatesOnShardPorts(host_.runsShardPorts(), to)) return {nullptr, {to.id, kViaNetwork}};
+  return {host_.replicaLink(workers_.workerOf(p), to, p),
+          LinkKey{to.id, static_cast<std::uint32_t>(p % to.shardPorts.size())}};
 }
 
-void DataPlane::requestFrom(unsigned w, MemberId to, const std::shared_ptr<Peer>& peer,
+void DataPlane::requestFrom(unsigned w, LinkKey key, const std::shared_ptr<Peer>& peer,
                             MessageType type, std::uint64_t version, std::string body,
                             std::chrono::milliseconds timeout,
                             Connection::ResponseHandler handler) {
   assert(lanes_[w]->round.here());
+  const MemberId to = key.first;
   if (peer) {
     peer->request(type, version, std::move(body), timeout, std::move(handler));
+    return;
+  }
+  if (key.second != kViaNetwork) {
+    // The shard path has no link now (this member is stopping, or has no id): never the member
+    // link instead, which is not ordered with it.
+    handler(Error(Errc::unreachable, "no link from member " + std::to_string(memberId()) +
+                                         " to the shard port of member " + std::to_string(to)));
     return;
   }
   // The network thread's link to `to`. When this worker is that thread (partitions on it), at
@@ -517,7 +524,7 @@ void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       latest - std::chrono::steady_clock::now());
   // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
-  requestFrom(lane.index, b, peer, MessageType::kReplicate, version, std::move(body),
+  requestFrom(lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
               std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
               [this, &lane, updates = std::move(updates), b](Result<Frame> r) mutable {
                 settleBatch(b, updates, std::move(r));

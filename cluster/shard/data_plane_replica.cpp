@@ -358,7 +358,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   const TopologyPtr topo = topology();
   const MemberInfo* info = topo->member(to);
   if (!info) return;  // no longer a member
-  const std::shared_ptr<Peer> peer = replicaLink(p, *info).first;
+  const auto [peer, key] = replicaLink(p, *info);
   struct Progress {
     std::size_t pending;
     bool failed = false;
@@ -368,7 +368,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   rep.snapshotsUnderWay.push_back(to);
   for (const auto& chunk : chunks) {
     requestFrom(
-        w, to, peer, MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
+        w, key, peer, MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
         [this, p, to, version, progress, w](Result<Frame> r) {
           if (!r) progress->failed = true;
           if (--progress->pending != 0) return;

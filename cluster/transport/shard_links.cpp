@@ -79,17 +79,26 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
   } else if (link.peer->connected()) {
     link.failures = 0;
   }
-  if (link.peer->closed()) {
-    // Closed (a dial found its transport stopped): a new link dials again, and its failures
-    // count on from the old one's.
-    const auto memberPort = parseAddress(member.address);
-    if (!memberPort) return nullptr;
-    PeerOptions o = linkOptions_(member.id);
-    o.dialTimeout = kDialTimeout;
-    link.peer =
-        Peer::create(transport_, memberPort->first + ":" + std::to_string(link.port), std::move(o));
-  }
+  // Closed: a new link dials again, and its failures count on from the old one's.
+  if (link.peer->closed() && !redial(member, link)) return nullptr;
   return link.peer;
+}
+
+std::shared_ptr<Peer> ShardLinks::forStream(const MemberInfo& member, PartitionId p) {
+  if (transport_.stopped()) return nullptr;
+  Link* link = linkFor(member, p);
+  if (!link || (link->peer->closed() && !redial(member, *link))) return nullptr;
+  return link->peer;
+}
+
+bool ShardLinks::redial(const MemberInfo& member, Link& link) {
+  const auto memberPort = parseAddress(member.address);
+  if (!memberPort) return false;
+  PeerOptions o = linkOptions_(member.id);
+  o.dialTimeout = kDialTimeout;
+  link.peer =
+      Peer::create(transport_, memberPort->first + ":" + std::to_string(link.port), std::move(o));
+  return true;
 }
 
 void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger) {

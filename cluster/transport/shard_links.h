@@ -10,7 +10,8 @@
 // again, to the member port. The link is passed over for kRetryAfter, doubled after each failure
 // in a row up to kRetryAfterMax, then tried again by the next call. Used by the thin client and
 // by members forwarding their embedded calls; and by each partition worker of a member, on its
-// shard port's transport, for its partitions' replication to their backups.
+// shard port's transport, for its partitions' replication to their backups (forStream: never
+// passed over, so that a partition's updates to a backup take one ordered path).
 //
 // Thread safety: one thread, the one that runs its transport's io_context.
 #pragma once
@@ -59,6 +60,10 @@ class ShardLinks {
 
   // The link for a call on partition p to `member`, made if needed; nullptr: use the member port.
   std::shared_ptr<Peer> forCall(const MemberInfo& member, PartitionId p);
+  // The link for partition p's replication stream to `member`, made (or made anew, if closed) as
+  // needed and never passed over: a failed dial fails what it queues, and the caller tries again
+  // on it. nullptr only when the member lists no shard ports or this transport has stopped.
+  std::shared_ptr<Peer> forStream(const MemberInfo& member, PartitionId p);
   // Drops the links to members that `t` does not list: what they still queue fails as not sent
   // (routed again), and each is closed `linger` later (answers to requests already sent may
   // still come).
@@ -80,6 +85,9 @@ class ShardLinks {
   };
   // The link to `member`'s shard port for p, made if needed (null if it lists none).
   Link* linkFor(const MemberInfo& member, PartitionId p);
+  // A new Peer for `link` (closed: a dial found its transport stopped); false if the member's
+  // address does not parse.
+  bool redial(const MemberInfo& member, Link& link);
 
   absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, Link> links_;  // by (member, shard)
   // The timers that close the links retain() dropped (closeAll fires them at once).

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 
 #include "cluster/transport/messages.h"
@@ -13,7 +14,7 @@ namespace {
 const AdmissionPolicy kOpen{};
 const AdmissionPolicy kClientSecret{/*clientSecret=*/true, /*clusterSecret=*/true};
 const SenderFacts kStranger{};
-const SenderFacts kMember3{3, false, false};
+const SenderFacts kMember3{3, false, false, std::nullopt};
 
 std::string raftFrom(std::uint64_t sender) {
   std::string out(1, '\x01');
@@ -57,6 +58,21 @@ TEST_CASE("Admission: who may send what, on which port", "[cluster][admission]")
     CHECK(verdict(kMember3, MessageType::kSnapshot, {}, Port::kShard) == Verdict::kAdmit);
     CHECK(verdict(kMember3, MessageType::kRaft, raftFrom(3), Port::kShard) == Verdict::kWrongPort);
   }
+  SECTION("a member's replication comes only on its one path to this member") {
+    for (MessageType t : {MessageType::kReplicate, MessageType::kSnapshot}) {
+      INFO(messageTypeName(t));
+      const SenderFacts viaShards{3, false, false, Port::kShard};
+      const SenderFacts viaMember{3, false, false, Port::kMember};
+      CHECK(verdict(viaShards, t, {}, Port::kShard) == Verdict::kAdmit);
+      CHECK(verdict(viaShards, t, {}, Port::kMember) == Verdict::kWrongPath);
+      CHECK(verdict(viaMember, t, {}, Port::kMember) == Verdict::kAdmit);
+      CHECK(verdict(viaMember, t, {}, Port::kShard) == Verdict::kWrongPath);
+      const std::string why =
+          describeRefusal(admit(viaShards, t, {}, Port::kMember, kOpen), t, Port::kMember,
+                          viaShards, "127.0.0.3:1", "member 1", kOpen);
+      CHECK(why.find("travels on its shard ports") != std::string::npos);
+    }
+  }
   SECTION("replies and retired types are never requests") {
     CHECK(verdict(kMember3, MessageType::kRedirect, {}, Port::kMember) == Verdict::kWrongPort);
     CHECK(verdict(kMember3, MessageType::kTopologyCommit, {}, Port::kMember) ==
@@ -89,7 +105,7 @@ TEST_CASE("Admission: nobody speaks for another member", "[cluster][admission]")
 TEST_CASE("Admission: the client secret and the connection limit close the connection",
           "[cluster][admission]") {
   const SenderFacts unproven{};
-  const SenderFacts proven{0, /*clientAuthenticated=*/true, false};
+  const SenderFacts proven{0, /*clientAuthenticated=*/true, false, std::nullopt};
   CHECK(verdict(unproven, MessageType::kInvoke, {}, Port::kShard, kClientSecret) ==
         Verdict::kUnauthenticated);
   CHECK(verdict(unproven, MessageType::kGetTopology, {}, Port::kMember, kClientSecret) ==
@@ -102,7 +118,7 @@ TEST_CASE("Admission: the client secret and the connection limit close the conne
   CHECK(closesConnection(Verdict::kUnauthenticated));
   CHECK_FALSE(closesConnection(Verdict::kForgedSender));
 
-  const SenderFacts over{0, false, /*overLimit=*/true};
+  const SenderFacts over{0, false, /*overLimit=*/true, std::nullopt};
   CHECK(verdict(over, MessageType::kInvoke, {}, Port::kMember) == Verdict::kOverLimit);
   const std::string client = encode(HelloBody{HelloBody::kClient, 0, {}, {}, {}});
   const std::string member = encode(HelloBody{HelloBody::kPeer, 5, "127.0.0.1:1", {}, {}});

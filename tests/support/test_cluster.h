@@ -79,6 +79,12 @@ class TestCluster {
     nodes_[i]->TEST_crash();
     nodes_[i].reset();
   }
+  // Crashes every node still running (no leave, no hand-over).
+  void crashAll() {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i]) crash(i);
+    }
+  }
 
   std::vector<Node*> live() const {
     std::vector<Node*> out;
