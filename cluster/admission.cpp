@@ -112,6 +112,26 @@ Admission admit(const SenderFacts& sender, MessageType type, std::string_view bo
   return {};
 }
 
+std::string_view verdictName(Verdict v) noexcept {
+  switch (v) {
+    case Verdict::kAdmit:
+      return "admit";
+    case Verdict::kOverLimit:
+      return "over_limit";
+    case Verdict::kUnauthenticated:
+      return "unauthenticated";
+    case Verdict::kWrongPort:
+      return "wrong_port";
+    case Verdict::kMembersOnly:
+      return "members_only";
+    case Verdict::kForgedSender:
+      return "forged_sender";
+    case Verdict::kWrongPath:
+      return "wrong_path";
+  }
+  return "unknown";
+}
+
 bool closesConnection(Verdict v) noexcept {
   return v == Verdict::kOverLimit || v == Verdict::kUnauthenticated;
 }

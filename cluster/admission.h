@@ -60,6 +60,11 @@ enum class Verdict : std::uint8_t {
   kWrongPath,        // error: replication on the port that is not its path to this member
 };
 
+// How many refusing verdicts there are (kOverLimit .. kWrongPath), and each one's name for the
+// metrics ("over_limit", ...).
+inline constexpr std::size_t kRefusalVerdicts = 6;
+std::string_view verdictName(Verdict v) noexcept;
+
 struct Admission {
   Verdict verdict = Verdict::kAdmit;
   std::uint64_t claimed = 0;  // kForgedSender: the sender the body named

@@ -17,6 +17,8 @@
 
 #include <ingrid/node.h>
 
+#include "cluster/probe_server.h"
+
 namespace {
 
 constexpr const char* kUsage = R"(usage: ingrid-node [options]
@@ -67,6 +69,9 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        Default: none (plain TCP)
   --tls-cert PATH      PEM file: this member's certificate, then any intermediates
   --tls-key PATH       PEM file: that certificate's private key (unencrypted)
+  --metrics HOST:PORT  serve /metrics (Prometheus), /livez, /readyz and /cluster-safe over
+                       HTTP there (docs/operations.md); port 0 picks a free port (printed
+                       on start). Default: none
   --max-connections N  connections accepted at once; one more is refused with an error
                        naming the limit. Default: 4096
   --max-buffered-bytes N
@@ -114,6 +119,7 @@ int main(int argc, char** argv) {
   ingrid::NodeOptions options;
   options.listenAddress = "127.0.0.1:0";
   Level level = kInfo;
+  std::string metricsAddress;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -129,6 +135,8 @@ int main(int argc, char** argv) {
       return 0;
     } else if (arg == "--listen") {
       options.listenAddress = value("--listen");
+    } else if (arg == "--metrics") {
+      metricsAddress = value("--metrics");
     } else if (arg == "--advertise") {
       options.advertiseAddress = value("--advertise");
     } else if (arg == "--seed") {
@@ -213,6 +221,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ingrid-node: cannot start: %s\n", started.error().message().c_str());
     return 1;
   }
+  ingrid::ProbeServer probes(node);
+  if (!metricsAddress.empty()) {
+    const auto port = probes.start(metricsAddress);
+    if (!port) {
+      std::fprintf(stderr, "ingrid-node: --metrics: %s\n", port.error().message().c_str());
+      node.stop();
+      return 2;
+    }
+    std::printf("ingrid-node: metrics on %s:%u\n",
+                metricsAddress.substr(0, metricsAddress.rfind(':')).c_str(), unsigned{*port});
+  }
   std::string shardPorts;
   // Held while `me` is read: the network thread may install a newer topology meanwhile.
   const ingrid::TopologyPtr topology = node.topology();
@@ -236,6 +255,7 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
     std::fflush(stdout);
   }
+  probes.stop();
   node.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
   return 0;

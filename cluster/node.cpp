@@ -39,6 +39,10 @@ MemberId Node::memberId() const noexcept { return impl_->memberId(); }
 std::string Node::listenAddress() const { return impl_->listenAddress(); }
 TopologyPtr Node::topology() const { return impl_->topology(); }
 std::uint64_t Node::TEST_entryCount() { return impl_->TEST_entryCount(); }
+std::string Node::metricsText() { return impl_->metricsText(); }
+Probe Node::liveness() { return impl_->liveness(); }
+Probe Node::readiness() { return impl_->readiness(); }
+Probe Node::clusterSafe() { return impl_->clusterSafe(); }
 std::uint64_t Node::reclaimedCount() const noexcept { return impl_->reclaimedCount(); }
 std::vector<std::pair<std::string, Entry>> Node::TEST_partitionEntries(PartitionId p) {
   return impl_->TEST_partitionEntries(p);
@@ -98,8 +102,8 @@ bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
     // Registered: invokeRaw checked it, and the registry is immutable while running.
     const ErasedProcessorFn fn = registry_.find(c.processor);
     const RequestId id = router_.requestId(c);
-    data_->execute(c.partition, store, c.key, fn, c.args, id, c.deadline,
-                   [this, call = std::move(call)](Result<std::string> r) mutable {
+    data_->execute(c.partition, store, c.key, fn, registry_.indexOf(c.processor), c.args, id,
+                   c.deadline, [this, call = std::move(call)](Result<std::string> r) mutable {
                      if (!r && transport_ &&
                          (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
                        const Error why = r.error();

@@ -12,9 +12,11 @@
 // (owned by Node). Members marked "network thread" are touched only there.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -29,6 +31,7 @@
 
 #include <ingrid/invoke_async.h>
 #include <ingrid/node_options.h>
+#include <ingrid/probe.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/result.h>
 #include <ingrid/topology.h>
@@ -71,6 +74,12 @@ class NodeImpl final : public ConnectionHandler,
   std::string listenAddress() const { return selfAddress_; }
   TopologyPtr topology() const { return topology_.load(); }
   std::uint64_t TEST_entryCount() { return data_ ? data_->TEST_entryCount() : 0; }
+
+  // --- metrics and probes (node_metrics.cpp): any thread but the node's own ---
+  std::string metricsText();
+  Probe liveness();
+  Probe readiness();
+  Probe clusterSafe();
   std::uint64_t reclaimedCount() const noexcept { return data_ ? data_->reclaimedCount() : 0; }
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p) {
     return running() ? data_->TEST_partitionEntries(p) : decltype(TEST_partitionEntries(p)){};
@@ -152,6 +161,20 @@ class NodeImpl final : public ConnectionHandler,
   // connection is closed or answered an error naming the reason, and false is returned. The
   // thread of the connection.
   bool admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port);
+  // Refusals at admission, by verdict (index: Verdict - 1); any thread.
+  std::array<std::atomic<std::uint64_t>, kRefusalVerdicts> refusals_{};
+  // What the metrics read on the network thread (gaugesHere), or nothing if it did not answer
+  // within a second (gauges, from another thread).
+  struct Gauges {
+    MemberStatusBody status;
+    std::size_t members = 0;
+    std::size_t migrationsPending = 0;
+    std::map<std::pair<std::string, std::string>, std::size_t> partitions;  // (role, state)
+    std::size_t accepted = 0;
+    std::size_t memberLinks = 0;
+  };
+  Gauges gaugesHere() const;
+  std::optional<Gauges> gauges();
   // Why `conn` may not act as a member under TLS (no certificate the CA signed, or a client's:
   // one whose extended key usage does not name serverAuth); nullopt if it may, or without TLS.
   std::optional<std::string> memberCertificateRefusal(const Connection& conn) const;

@@ -763,6 +763,7 @@ bool NodeImpl::admitted(const std::shared_ptr<Connection>& conn, const Frame& fr
                                options_.maxConnections};
   const Admission a = admit(sender, frame.header.type, frame.body, port, policy);
   if (a) return true;
+  refusals_[static_cast<std::size_t>(a.verdict) - 1].fetch_add(1, std::memory_order_relaxed);
   const std::string why =
       describeRefusal(a, frame.header.type, port, sender, conn->remote(),
                       "member " + std::to_string(memberId()) + " (" + selfAddress_ + ")", policy);

@@ -45,6 +45,37 @@ if(NOT OpenSSL_FOUND)
                       "Install the Debian package libssl-dev (or run scripts/install-deps.sh).")
 endif()
 
+# prometheus-cpp (prometheus-cpp-dev 1.0.1): its core's metric families and text serializer write
+# a member's /metrics (cluster/node_metrics.cpp); the request path counts in cells of its own.
+find_package(prometheus-cpp QUIET CONFIG)
+if(NOT prometheus-cpp_FOUND)
+  message(FATAL_ERROR "ingrid: prometheus-cpp not found. "
+                      "Install the Debian package prometheus-cpp-dev (or run scripts/install-deps.sh).")
+endif()
+
+# cpp-httplib (libcpp-httplib-dev 0.11): the HTTP server of `ingrid-node --metrics` (its probes
+# and /metrics; cluster/probe_server.cpp), through pkg-config: Debian builds it as a library, with
+# the compile definitions its header must see.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(INGRID_HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+endif()
+if(NOT INGRID_HTTPLIB_FOUND)
+  message(FATAL_ERROR "ingrid: cpp-httplib not found (pkg-config cpp-httplib). "
+                      "Install the Debian packages libcpp-httplib-dev and pkg-config "
+                      "(or run scripts/install-deps.sh).")
+endif()
+
+# The commit a build reports (ingrid_build_info); "unknown" outside a git checkout.
+if(NOT DEFINED INGRID_COMMIT)
+  execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+                  OUTPUT_VARIABLE INGRID_COMMIT OUTPUT_STRIP_TRAILING_WHITESPACE
+                  ERROR_QUIET RESULT_VARIABLE INGRID_COMMIT_RESULT)
+  if(NOT INGRID_COMMIT_RESULT EQUAL 0 OR INGRID_COMMIT STREQUAL "")
+    set(INGRID_COMMIT "unknown")
+  endif()
+endif()
+
 if(INGRID_BUILD_TESTS)
   find_package(Catch2 2.13 QUIET CONFIG)
   if(NOT Catch2_FOUND)

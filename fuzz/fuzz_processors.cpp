@@ -330,7 +330,7 @@ void check(std::string_view args, const Run& run) {
 std::optional<Run> runOnce(ErasedProcessorFn fn, std::string_view name, std::string_view args,
                            std::optional<EntryView> current, Nanos now) {
   MutableEntry entry("fuzz-key", current);
-  Result<std::string> answer = fn(args, entry, now);
+  Result<std::string> answer = fn(args, entry, now, nullptr);
   if (!answer) {
     const Error& e = answer.error();
     if (!(e == Errc::invalid_argument) && !(e == Errc::processor_failed)) {

@@ -467,7 +467,8 @@ void addProcessors(Corpus& corpus) {
       const ErasedProcessorFn fn = registry.find(names[i]);
       MutableEntry absent("seed", std::nullopt);
       MutableEntry present("seed", EntryView{s.value, kNever});
-      require(fn(s.args, absent, kNow).ok() && fn(s.args, present, kNow).ok(), s.name);
+      require(fn(s.args, absent, kNow, nullptr).ok() && fn(s.args, present, kNow, nullptr).ok(),
+              s.name);
     }
   }
 }

@@ -1,5 +1,7 @@
 #include <ingrid/error.h>
 
+#include <iterator>
+
 namespace ingrid {
 namespace {
 
@@ -52,6 +54,17 @@ class Category final : public std::error_category {
 };
 
 }  // namespace
+
+std::string_view errcName(int value) noexcept {
+  static constexpr std::string_view kNames[] = {
+      "unknown",          "invalid_key",       "unknown_processor", "invalid_argument",
+      "processor_failed", "timeout",           "shutting_down",     "not_running",
+      "overloaded",       "malformed_message", "would_deadlock",    "invalid_configuration",
+      "not_owner",        "unavailable",       "unreachable",       "indeterminate",
+      "join_refused",     "protocol_error",    "no_quorum",         "unauthenticated"};
+  static_assert(std::size(kNames) == kErrcMax + 1);
+  return value >= 1 && value <= kErrcMax ? kNames[value] : kNames[0];
+}
 
 const std::error_category& errorCategory() noexcept {
   static const Category category;

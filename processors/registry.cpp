@@ -60,12 +60,26 @@ ProcessorRegistry ProcessorRegistry::withBuiltins() {
 }
 
 bool ProcessorRegistry::add(std::string name, ErasedProcessorFn fn) {
-  return byName_.emplace(std::move(name), fn).second;
+  const auto [it, added] = byName_.try_emplace(name, Registered{fn, order_.size()});
+  if (added) order_.push_back(std::move(name));
+  return added;
 }
 
 ErasedProcessorFn ProcessorRegistry::find(std::string_view name) const noexcept {
   auto it = byName_.find(name);
-  return it == byName_.end() ? nullptr : it->second;
+  return it == byName_.end() ? nullptr : it->second.fn;
+}
+
+std::pair<ErasedProcessorFn, std::size_t> ProcessorRegistry::lookup(
+    std::string_view name) const noexcept {
+  auto it = byName_.find(name);
+  if (it == byName_.end()) return {nullptr, order_.size()};
+  return {it->second.fn, it->second.index};
+}
+
+std::size_t ProcessorRegistry::indexOf(std::string_view name) const noexcept {
+  auto it = byName_.find(name);
+  return it == byName_.end() ? order_.size() : it->second.index;
 }
 
 std::vector<std::string> ProcessorRegistry::names() const {

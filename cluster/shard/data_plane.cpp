@@ -29,7 +29,7 @@ DataPlane::DataPlane(DataPlaneHost& host, const NodeOptions& options,
                options.expirySweepEntries, partitionsOnNet ? &net : nullptr),
       replicas_(std::make_unique<Replica[]>(options.partitions)) {
   for (unsigned w = 0; w < workers_.threadCount(); ++w) {
-    lanes_.push_back(std::make_unique<Lane>(workers_.io(w), w));
+    lanes_.push_back(std::make_unique<Lane>(workers_.io(w), w, registry.size()));
   }
   workers_.setDedupWindow(options.dedupWindow);
 }

@@ -43,6 +43,7 @@
 #include <ingrid/unique_function.h>
 
 #include "cluster/shard/partition_workers.h"
+#include "cluster/shard/request_metrics.h"
 #include "cluster/transport/connection.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
@@ -127,9 +128,13 @@ class DataPlane {
   // instead (grid/dedup_table.h); one whose deadline passed before it started does not run.
   // `done` gets the encoded result, Errc::not_owner (redirect), Errc::unavailable (fenced, or a
   // copy of a request still replicating) or another error.
+  // `processor` is fn's index in the registry (ProcessorRegistry::indexOf): what its metrics
+  // are labelled with (RequestMetrics; a copy answered from its dedup record is not counted again).
   void execute(PartitionId p, PartitionStore& store, std::string_view key, ErasedProcessorFn fn,
-               std::string_view args, const RequestId& id,
+               std::size_t processor, std::string_view args, const RequestId& id,
                std::chrono::steady_clock::time_point deadline, RawCompletion done);
+  // Adds up every worker's request metrics into `into` (sized for this registry). Any thread.
+  void addMetrics(RequestMetricsTotal& into) const;
 
   // The data-plane requests from a connection (network thread).
   void handleInvoke(const std::shared_ptr<Connection>& conn, Frame frame);
@@ -159,6 +164,9 @@ class DataPlane {
   }
   std::uint64_t reclaimedCount() const noexcept { return workers_.reclaimedCount(); }
   std::uint64_t TEST_entryCount() { return workers_.TEST_entryCount(); }
+  PartitionWorkers::Census census(std::chrono::milliseconds wait) { return workers_.census(wait); }
+  // Times a replica here missed an update and went to wait for a snapshot. Any thread.
+  std::uint64_t resyncs() const noexcept { return resyncs_.load(std::memory_order_relaxed); }
   // Blocking: ask p's worker (REQUIRES: running).
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
   std::uint64_t TEST_partitionSeq(PartitionId p);
@@ -219,6 +227,7 @@ class DataPlane {
   struct AdmittedInvoke {
     InvokeRequestSpans spans;
     ErasedProcessorFn fn = nullptr;
+    std::size_t processor = 0;  // fn's index in the registry
     PartitionId partition = 0;
     std::chrono::steady_clock::time_point deadline;
   };
@@ -277,7 +286,16 @@ class DataPlane {
     // resolves, which the last acknowledgement or the deadline does); null when nothing records
     // the request.
     std::shared_ptr<ReplicationOutcome> outcome;
+    // For the metrics, counted when it is answered: the processor that made it (kNoProcessor for
+    // a barrier), the answer's verdict and when it started.
+    std::size_t processor = kNoProcessor;
+    ProcessorVerdict verdict;
+    std::chrono::steady_clock::time_point started;
   };
+  static constexpr std::size_t kNoProcessor = ~std::size_t{0};
+  // Counts a request of `processor` (not kNoProcessor) on the calling worker's lane.
+  void countRequest(PartitionId p, std::size_t processor, std::size_t outcome, bool nearLimit,
+                    std::chrono::steady_clock::time_point started);
   // `update` encoded (its views are read here, so what they point to may change afterwards).
   static std::shared_ptr<Replication> makeReplication(const ReplicateUpdateView& update);
   // Gives `r` an outcome for a dedup record of its request and returns it (null in kPrimarySync:
@@ -381,8 +399,8 @@ class DataPlane {
   bool onNetworkThread() const { return net_.get_executor().running_in_this_thread(); }
 
   struct Lane {
-    Lane(asio::io_context& context, unsigned worker)
-        : io(context), round(WriteRound::of(context)), index(worker) {
+    Lane(asio::io_context& context, unsigned worker, std::size_t processors)
+        : io(context), round(WriteRound::of(context)), index(worker), metrics(processors) {
       spareBatches.reserve(kSpareBatches);
     }
     asio::io_context& io;
@@ -395,6 +413,7 @@ class DataPlane {
     // The job of the last batch a backup applied in place on this worker (handleReplicate), kept
     // with its array's capacity for the next one.
     std::shared_ptr<ApplyBatch> spareApply;
+    RequestMetrics metrics;  // written by this worker only
   };
   static constexpr std::size_t kSpareBatches = 16;
 
@@ -408,6 +427,7 @@ class DataPlane {
   std::vector<std::unique_ptr<Lane>> lanes_;  // one per worker; lanes_[w] only on worker w
   std::atomic<bool> closing_{false};  // stop() began: updates and snapshots are not tried again
   std::atomic<std::uint64_t> executed_{0};
+  std::atomic<std::uint64_t> resyncs_{0};
   std::atomic<std::uint64_t> degradedWrites_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

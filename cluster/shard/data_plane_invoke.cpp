@@ -21,25 +21,47 @@ constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
 }  // namespace
 
+void DataPlane::countRequest(PartitionId p, std::size_t processor, std::size_t outcome,
+                             bool nearLimit, std::chrono::steady_clock::time_point started) {
+  if (processor >= registry_.size()) return;
+  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - started)
+                         .count();
+  lanes_[workers_.workerOf(p)]->metrics.count(
+      processor, outcome, nearLimit, static_cast<std::uint64_t>(std::max<long long>(nanos, 0)));
+}
+
+void DataPlane::addMetrics(RequestMetricsTotal& into) const {
+  for (const auto& lane : lanes_) into.add(lane->metrics);
+}
+
 void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view key,
-                        ErasedProcessorFn fn, std::string_view args, const RequestId& id,
-                        std::chrono::steady_clock::time_point deadline, RawCompletion done) {
+                        ErasedProcessorFn fn, std::size_t processor, std::string_view args,
+                        const RequestId& id, std::chrono::steady_clock::time_point deadline,
+                        RawCompletion done) {
+  const auto steadyNow = std::chrono::steady_clock::now();
+  // Counted as it is answered here (a refusal, or a run that needs no replication).
+  const auto answer = [&](Result<std::string> r, ProcessorVerdict verdict = {}) {
+    countRequest(p, processor,
+                 r.ok() ? RequestMetrics::outcomeOf(verdict) : RequestMetrics::outcomeOf(r.error()),
+                 r.ok() && verdict.nearLimit, steadyNow);
+    done(std::move(r));
+  };
   Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
   const MemberId self = memberId();
   // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
   // the partitions of an empty table (whose primary is 0 too).
   if (self == 0 || topo->table.primary(p) != self) {
-    done(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
-                                    partitionName(p) + " at topology " +
-                                    std::to_string(topo->version)));
+    answer(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
+                                      partitionName(p) + " at topology " +
+                                      std::to_string(topo->version)));
     return;
   }
   if (rep.fenced) {
-    done(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
+    answer(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
     return;
   }
-  const auto steadyNow = std::chrono::steady_clock::now();
   if (id.valid()) {
     const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
     if (seen.kind == DedupTable::Lookup::kAnswered) {
@@ -63,23 +85,24 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   if (steadyNow >= deadline) {
     const auto late =
         std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - deadline).count();
-    done(Error(Errc::timeout, "the deadline passed " + std::to_string(late) +
-                                  " ms before the request started on " + partitionName(p) +
-                                  ": not run"));
+    answer(Error(Errc::timeout, "the deadline passed " + std::to_string(late) +
+                                    " ms before the request started on " + partitionName(p) +
+                                    ": not run"));
     return;
   }
   // No request outlives its dedup record: a retry of it can still find its answer.
   deadline = std::min(deadline, steadyNow + options_.dedupWindow / 2);
   const Nanos now = clock_->now();
   MutableEntry entry(key, store.find(key, now));
-  Result<std::string> result = fn(args, entry, now);
+  ProcessorVerdict verdict;
+  Result<std::string> result = fn(args, entry, now, &verdict);
   executed_.fetch_add(1, std::memory_order_relaxed);
   if (!result.ok() || entry.change() == MutableEntry::Change::kNone) {
-    done(std::move(result));  // a failed processor changes nothing (invariant 4)
+    answer(std::move(result), verdict);  // a failed processor changes nothing
     return;
   }
   if (std::optional<Error> refused = writeRefusal(p, *topo)) {
-    done(std::move(*refused));
+    answer(std::move(*refused));
     return;
   }
   const std::optional<EntryView> stored = store.apply(key, entry, now);
@@ -90,7 +113,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
       degradedWrites_.fetch_add(1, std::memory_order_relaxed);
     }
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
-    done(std::move(result));
+    answer(std::move(result), verdict);
     return;
   }
   // The update is encoded here, from the stored entry and the answer where they lie.
@@ -110,6 +133,13 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     update.result = *result;
   }
   std::shared_ptr<Replication> r = makeReplication(update);
+  if (options_.replication == ReplicationMode::kPrimarySync) {
+    countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
+  } else {  // counted when the backups have answered
+    r->processor = processor;
+    r->verdict = verdict;
+    r->started = steadyNow;
+  }
   // Recorded before it replicates, from the answer where it lies (no copy of it), with the
   // outcome the replication resolves.
   if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
@@ -420,6 +450,10 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     if (!repl->done) return;
     // Released once called (the connection it holds must not outlive its answer).
     RawCompletion done = std::exchange(repl->done, RawCompletion{});
+    countRequest(p, repl->processor,
+                 repl->failures.empty() ? RequestMetrics::outcomeOf(repl->verdict)
+                                        : static_cast<std::size_t>(Errc::indeterminate),
+                 repl->failures.empty() && repl->verdict.nearLimit, repl->started);
     if (repl->failures.empty()) {
       done(std::move(repl->result));
     } else if (repl->outcome && repl->outcome->barrier) {
@@ -524,9 +558,17 @@ void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
       latest - std::chrono::steady_clock::now());
   // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
+  lane.metrics.updatesPerBatch.observe(updates.size());
   requestFrom(lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
               std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-              [this, &lane, updates = std::move(updates), b](Result<Frame> r) mutable {
+              [this, &lane, updates = std::move(updates), b,
+               sent = std::chrono::steady_clock::now()](Result<Frame> r) mutable {
+                if (r) {
+                  lane.metrics.replicationAck.observe(static_cast<std::uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - sent)
+                          .count()));
+                }
                 settleBatch(b, updates, std::move(r));
                 updates.clear();
                 if (lane.spareBatches.size() < lane.spareBatches.capacity()) {
@@ -590,7 +632,7 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
   const std::string_view key = call.spans.key.in(frame.body);
   const std::string_view processor = call.spans.processor.in(frame.body);
   const bool running = host_.beginInvocation();
-  call.fn = registry_.find(processor);
+  std::tie(call.fn, call.processor) = registry_.lookup(processor);
   Error refused;
   if (!running) {
     refused = Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping");
@@ -645,7 +687,7 @@ void DataPlane::runInvoke(PartitionStore& store, const std::shared_ptr<Connectio
                           const FrameHeader& header, std::string body, const AdmittedInvoke& call) {
   const InvokeRequestSpans& spans = call.spans;
   execute(
-      call.partition, store, spans.key.in(body), call.fn, spans.args.in(body),
+      call.partition, store, spans.key.in(body), call.fn, call.processor, spans.args.in(body),
       RequestId{spans.client, spans.seq, spans.doneBelow}, call.deadline,
       [this, conn, header](Result<std::string> r) {
         const std::uint64_t version = topology()->version;

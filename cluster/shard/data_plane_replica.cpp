@@ -160,6 +160,7 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
       const std::string held =
           std::to_string(rep.seq) + " of epoch " + std::to_string(rep.lastEpoch);
       rep.mode = ReplicaMode::kResync;
+      resyncs_.fetch_add(1, std::memory_order_relaxed);
       return Error(Errc::unavailable,
                    "replica of partition " + std::to_string(u.partition) + " on member " +
                        std::to_string(memberId()) + " holds update " + held + ", got update " +

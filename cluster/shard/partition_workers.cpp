@@ -109,6 +109,37 @@ std::uint64_t PartitionWorkers::TEST_entryCount() {
   return total;
 }
 
+PartitionWorkers::Census PartitionWorkers::census(std::chrono::milliseconds wait) {
+  Census total;
+  total.workers = static_cast<unsigned>(workers_.size());
+  if (!started_ || stopped_) return total;  // no worker would answer
+  struct Count {
+    std::promise<std::pair<std::uint64_t, std::uint64_t>> done;
+  };
+  std::vector<std::future<std::pair<std::uint64_t, std::uint64_t>>> answers;
+  for (auto& w : workers_) {
+    auto count = std::make_shared<Count>();  // outlives a wait that gave up
+    answers.push_back(count->done.get_future());
+    asio::post(*w->io, [this, worker = w.get(), count] {
+      std::uint64_t entries = 0, records = 0;
+      for (PartitionId p : worker->partitions) {
+        entries += stores_[p].size();
+        records += stores_[p].dedup().records();
+      }
+      count->done.set_value({entries, records});
+    });
+  }
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (auto& answer : answers) {
+    if (answer.wait_until(until) != std::future_status::ready) continue;
+    const auto [entries, records] = answer.get();
+    total.entries += entries;
+    total.dedupRecords += records;
+    ++total.answered;
+  }
+  return total;
+}
+
 std::uint64_t PartitionWorkers::reclaimedCount() const noexcept {
   std::uint64_t total = 0;
   for (const auto& w : workers_) total += w->reclaimed.load(std::memory_order_relaxed);

@@ -103,6 +103,16 @@ class PartitionWorkers {
   // Entries held across all partitions (live and expired-not-yet-reclaimed), and entries
   // reclaimed by sweeps so far. Blocks until every worker has answered; do not call from a worker.
   std::uint64_t TEST_entryCount();
+  // What each worker holds, counted on the worker: entries (live and expired-not-yet-reclaimed)
+  // and dedup records, and how many workers answered within `wait` (a worker whose loop is stuck
+  // does not: liveness). Any thread but a worker's.
+  struct Census {
+    std::uint64_t entries = 0;
+    std::uint64_t dedupRecords = 0;
+    unsigned answered = 0;
+    unsigned workers = 0;
+  };
+  Census census(std::chrono::milliseconds wait);
   std::uint64_t reclaimedCount() const noexcept;
 
  private:

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -58,6 +59,11 @@ enum class Errc {
   // sent was refused and the connection closed.
   unauthenticated,
 };
+
+// The largest Errc value: outcomes are indexed 1..kErrcMax.
+inline constexpr int kErrcMax = static_cast<int>(Errc::unauthenticated);
+// The enumerator's name ("not_owner"): what metrics label an error with. "unknown" outside Errc.
+std::string_view errcName(int value) noexcept;
 
 const std::error_category& errorCategory() noexcept;
 

@@ -41,6 +41,7 @@
 
 #include <ingrid/invoke_async.h>
 #include <ingrid/node_options.h>
+#include <ingrid/probe.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/result.h>
@@ -111,6 +112,17 @@ class Node {
   std::string listenAddress() const;
   // The topology this node routes by.
   TopologyPtr topology() const;
+
+  // This member's metrics in Prometheus's text exposition format (docs/operations.md lists
+  // them). Waits up to about 2 s for the network thread and the workers; not on a worker.
+  std::string metricsText();
+  // Liveness: the node runs and its event loops (network thread, every worker) turn within 1 s.
+  Probe liveness();
+  // Readiness: a member with a valid primary lease and every partition it owns installed.
+  Probe readiness();
+  // Cluster safety: no partition migrating, and every member reports every replica it owns
+  // complete (asked now, within 1 s). What a rolling restart waits for between two stops.
+  Probe clusterSafe();
 
   // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
   std::uint64_t TEST_entryCount();

@@ -1,0 +1,124 @@
+// A member's metrics and probes (Node::metricsText, liveness, readiness, clusterSafe): the counts
+// add up to the load across members, labels stay bounded whatever the keys, and cluster safety
+// is false while a join's snapshots are held back and true once they are through.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <ingrid/node.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "cluster/transport/frame_faults.h"
+#include "support/test_cluster.h"
+
+using namespace ingrid;
+using namespace std::chrono_literals;
+using ingrid::testing::eventually;
+using ingrid::testing::TestCluster;
+
+namespace {
+
+// The sum over `text`'s samples whose line starts with `prefix` (a metric name and labels).
+double sumOf(const std::string& text, const std::string& prefix) {
+  double sum = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+double clusterSum(TestCluster& cluster, const std::string& prefix) {
+  double sum = 0;
+  for (Node* n : cluster.live()) sum += sumOf(n->metricsText(), prefix);
+  return sum;
+}
+
+std::size_t seriesOf(const std::string& text) {
+  std::size_t n = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) n += !line.empty() && line[0] != '#';
+  return n;
+}
+
+const std::string kAcquire = "ingrid.TokenBucketAcquire";
+
+}  // namespace
+
+TEST_CASE("Metrics count every request once, by processor and outcome, across members",
+          "[cluster][metrics]") {
+  TestCluster cluster(ingrid::testing::smallClusterOptions());
+  REQUIRE(cluster.start(3));
+  Node& caller = cluster.at(0);
+  const std::string requests = "ingrid_requests_total{processor=\"" + kAcquire + "\"";
+  const double before = clusterSum(cluster, requests);
+  // 20 buckets of 10 tokens, 15 acquires each: 10 granted, 5 denied; granted with 1 token left
+  // is under 20% of the limit (the 9th and 10th grants leave 1 and 0).
+  const BucketParams bucket = BucketParams::perPeriod(10, std::chrono::nanoseconds(1h).count());
+  for (int k = 0; k < 20; ++k) {
+    for (int i = 0; i < 15; ++i) {
+      REQUIRE(caller.invoke("metrics-" + std::to_string(k), TokenBucketAcquire{bucket, 1}).ok());
+    }
+  }
+  CHECK(clusterSum(cluster, requests) - before == 300);
+  CHECK(clusterSum(cluster, requests + ",outcome=\"granted\"}") == 200);
+  CHECK(clusterSum(cluster, requests + ",outcome=\"denied\"}") == 100);
+  CHECK(clusterSum(cluster, "ingrid_near_limit_total{processor=\"" + kAcquire + "\"}") == 40);
+  CHECK(clusterSum(cluster,
+                   "ingrid_request_duration_seconds_count{processor=\"" + kAcquire + "\"}") == 300);
+  // Granted writes replicate to a backup; denials change nothing.
+  CHECK(clusterSum(cluster, "ingrid_replication_ack_duration_seconds_count") > 0);
+  const std::string text = caller.metricsText();
+  CHECK(sumOf(text, "ingrid_members ") == 3);
+  CHECK(sumOf(text, "ingrid_migrations_pending ") == 0);
+  CHECK(sumOf(text, "ingrid_lease_remaining_seconds ") > 0);
+  CHECK(sumOf(text, "ingrid_build_info{") == 1);
+  CHECK(clusterSum(cluster, "ingrid_store_entries ") == 40);  // 20 buckets, each on 2 owners
+  for (Node* n : cluster.live()) {
+    CHECK(n->liveness().ok);
+    INFO(n->readiness().reason);
+    CHECK(n->readiness().ok);
+  }
+}
+
+TEST_CASE("Metrics keep the same series whatever the keys", "[cluster][metrics]") {
+  TestCluster cluster(ingrid::testing::smallClusterOptions());
+  REQUIRE(cluster.start(1));
+  Node& node = cluster.at(0);
+  const BucketParams bucket = BucketParams::perPeriod(1, std::chrono::nanoseconds(1h).count());
+  REQUIRE(node.invoke("warm", TokenBucketAcquire{bucket, 1}).ok());
+  REQUIRE(node.invoke("warm", TokenBucketAcquire{bucket, 1}).ok());  // a denial too
+  const std::size_t series = seriesOf(node.metricsText());
+  for (int k = 0; k < 5000; ++k) {
+    REQUIRE(node.invoke("key-" + std::to_string(k), TokenBucketAcquire{bucket, 1}).ok());
+  }
+  CHECK(seriesOf(node.metricsText()) == series);
+}
+
+TEST_CASE("Cluster safety is false while a join's snapshots are held back, true after",
+          "[cluster][metrics]") {
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/5);
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.frameFaults = faults;
+  TestCluster cluster(o);
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(2));
+  REQUIRE(eventually([&] { return cluster.at(0).clusterSafe().ok; }, 10s));
+  // Every snapshot to the third member is dropped: its join cannot finish.
+  faults->add({.to = "127.0.0.4", .types = {MessageType::kSnapshot}, .cut = true});
+  cluster.add();
+  REQUIRE(cluster.lastStart().ok());
+  const bool unsafe = eventually([&] { return !cluster.at(0).clusterSafe().ok; }, 10s);
+  const Probe during = cluster.at(0).clusterSafe();
+  INFO(during.reason);
+  CHECK(unsafe);
+  CHECK(faults->counts().dropped > 0);  // snapshots were really held back
+  faults->clear();
+  CHECK(eventually([&] { return cluster.settled(); }, 30s));
+  CHECK(eventually([&] { return cluster.at(0).clusterSafe().ok; }, 30s));
+  CHECK(eventually([&] { return cluster.at(2).clusterSafe().ok; }, 10s));
+}
