@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <ingrid/batcher.h>
@@ -47,7 +49,8 @@ constexpr const char* kUsage = R"(usage: ingrid-cli COMMAND --seed HOST:PORT [op
 
 Commands:
   status                 members, topology, each member's view (term, leader, lease, fenced
-                         partitions), replica health; exit status 3 if the cluster is degraded
+                         partitions), replica health; exit status 3 if the cluster is degraded.
+                         --json prints it as one JSON object (docs/operations.md)
   acquire KEY N          take N units from the limiter KEY; prints granted yes|no, then the
                          answer's fields; exit status 1 if refused. With --limiter
                          concurrency the answer names a lease, held for --period-ms
@@ -57,6 +60,10 @@ Commands:
   extend KEY LEASE       extend a live concurrency lease to --period-ms from now (never
                          shortens it); exit status 1 if it was not live
   load                   a bounded load test; prints ops/s and latency percentiles
+  wait cluster-safe      wait until status is healthy (every member reachable and leased,
+                         every replica complete, nothing migrating), within --timeout-ms
+                         (default 60000; each status request then waits at most 2 s);
+                         exit status 1 if it was not
 
 Common options:
   --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
@@ -390,7 +397,8 @@ std::string describe(const ingrid::LeaseAnswer& r) {
   return text;
 }
 
-std::unique_ptr<ingrid::Client> connect(const Args& a) {
+// A started client for `a`'s seeds and options, or why it could not start.
+ingrid::Result<std::unique_ptr<ingrid::Client>> tryConnect(const Args& a) {
   ingrid::ClientOptions o;
   auto it = a.options.find("seed");
   if (it == a.options.end()) fail("--seed HOST:PORT is required");
@@ -410,50 +418,62 @@ std::unique_ptr<ingrid::Client> connect(const Args& a) {
   o.tls.certificateChainFile = a.get("tls-cert", "");
   o.tls.privateKeyFile = a.get("tls-key", "");
   auto client = std::make_unique<ingrid::Client>(o);
-  if (auto started = client->start(); !started) fail(started.error().message());
+  if (auto started = client->start(); !started) return started.error();
   return client;
 }
 
-int status(const Args& a) {
-  auto client = connect(a);
-  const ingrid::TopologyPtr t = client->topology();
+std::unique_ptr<ingrid::Client> connect(const Args& a) {
+  auto client = tryConnect(a);
+  if (!client) fail(client.error().message());
+  return std::move(*client);
+}
+
+// What `status` reports: the topology a client learnt, each member's own view, and the problems
+// that make the cluster not healthy.
+struct ClusterView {
+  ingrid::TopologyPtr topology;
   std::map<ingrid::MemberId, int> primaries, backups;
-  std::vector<int> syncing(t->table.partitionCount());
-  for (const auto& r : t->syncing) {
+  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatus>>> views;
+  int healthy = 0;             // partitions with all their replicas complete by the topology
+  bool migrating = false;      // replicas syncing, or a table other than the balanced one
+  std::size_t incomplete = 0;  // replicas the members report incomplete
+  std::vector<std::string> problems;
+};
+
+ClusterView gather(ingrid::Client& client) {
+  ClusterView v;
+  v.topology = client.topology();
+  const ingrid::Topology& t = *v.topology;
+  std::vector<int> syncing(t.table.partitionCount());
+  for (const auto& r : t.syncing) {
     if (r.partition < syncing.size()) ++syncing[r.partition];
   }
-  int healthy = 0;
-  for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
-    const auto& owners = t->table.owners(p);
-    for (std::size_t i = 0; i < owners.size(); ++i) ++(i == 0 ? primaries : backups)[owners[i]];
-    const std::size_t want = std::min<std::size_t>(t->backups + 1, t->members.size());
+  for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p) {
+    const auto& owners = t.table.owners(p);
+    for (std::size_t i = 0; i < owners.size(); ++i) ++(i == 0 ? v.primaries : v.backups)[owners[i]];
+    const std::size_t want = std::min<std::size_t>(t.backups + 1, t.members.size());
     // Complete replicas: the owners that are not still receiving their snapshot.
-    if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++healthy;
+    if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++v.healthy;
   }
-  std::printf(
-      "topology v%llu, %zu members, %u partitions, %u backup(s) each, control-plane leader %llu "
-      "(term %llu)\n",
-      static_cast<unsigned long long>(t->version), t->members.size(), t->table.partitionCount(),
-      t->backups, static_cast<unsigned long long>(t->leader),
-      static_cast<unsigned long long>(t->term));
+  v.migrating =
+      !t.syncing.empty() || !(t.table == ingrid::PartitionTable::balanced(
+                                             t.table.partitionCount(), t.memberIds(), t.backups));
   // Each member's own view: what it has installed, the control plane as it sees it, its lease,
-  // and the partitions it leads that refuse writes. Anything short of every member agreeing,
-  // leased and unfenced is reported: a cluster with unavailable partitions is never "healthy".
-  std::vector<std::string> problems;
-  // A replica is complete unless the topology lists it syncing or its member reports it
-  // incomplete (resyncing, or never synced).
+  // the partitions it leads that refuse writes, and the replicas it owns that are not complete.
+  // The verdict comes from these reports: a cluster where any member reports an incomplete
+  // replica, or any partition is unavailable, is never "healthy".
   std::map<std::pair<ingrid::PartitionId, ingrid::MemberId>, bool> incomplete;
-  for (const auto& r : t->syncing) incomplete[{r.partition, r.member}] = true;
-  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatus>>> views;
-  for (const auto& m : t->members) {
-    views.emplace_back(&m, client->statusOf(m.address));
-    if (views.back().second) {
-      for (std::uint32_t p : views.back().second->incomplete) incomplete[{p, m.id}] = true;
+  for (const auto& r : t.syncing) incomplete[{r.partition, r.member}] = true;
+  for (const auto& m : t.members) {
+    v.views.emplace_back(&m, client.statusOf(m.address));
+    if (v.views.back().second) {
+      for (std::uint32_t p : v.views.back().second->incomplete) incomplete[{p, m.id}] = true;
+      v.incomplete += v.views.back().second->incomplete.size();
     }
   }
   int noComplete = 0;
-  for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
-    const auto& owners = t->table.owners(p);
+  for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p) {
+    const auto& owners = t.table.owners(p);
     if (std::all_of(owners.begin(), owners.end(), [&](ingrid::MemberId m) {
           return incomplete.count({p, m}) != 0;
         })) {
@@ -461,14 +481,120 @@ int status(const Args& a) {
     }
   }
   if (noComplete > 0) {
-    problems.push_back(std::to_string(noComplete) + " partition(s) without a complete replica");
+    v.problems.push_back(std::to_string(noComplete) + " partition(s) without a complete replica");
   }
-  for (auto& [member, st] : views) {
+  for (auto& [member, st] : v.views) {
+    const auto& m = *member;
+    if (!st) {
+      v.problems.push_back("member " + std::to_string(m.id) + " unreachable");
+      continue;
+    }
+    const auto& s = *st;
+    if (s.topologyVersion != t.version) {
+      v.problems.push_back("member " + std::to_string(m.id) + " is at v" +
+                           std::to_string(s.topologyVersion));
+    }
+    if (s.memberId != m.id) {
+      v.problems.push_back("the process at " + m.address + " is member " +
+                           std::to_string(s.memberId) + ", not " + std::to_string(m.id));
+    }
+    if (s.leaseLeftMs <= 0 && v.primaries[m.id] > 0) {
+      v.problems.push_back("member " + std::to_string(m.id) + " holds no lease: its " +
+                           std::to_string(v.primaries[m.id]) + " partition(s) refuse writes");
+    }
+    if (!s.fenced.empty()) {
+      v.problems.push_back(std::to_string(s.fenced.size()) + " partition(s) fenced on member " +
+                           std::to_string(m.id));
+    }
+    if (!s.incomplete.empty()) {
+      v.problems.push_back("member " + std::to_string(m.id) + " reports " +
+                           std::to_string(s.incomplete.size()) + " incomplete replica(s)");
+    }
+    if (s.leader == 0) v.problems.push_back("member " + std::to_string(m.id) + " knows no leader");
+  }
+  if (v.migrating) v.problems.push_back("a migration is in progress");
+  return v;
+}
+
+// `s` as a JSON string literal.
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+template <class T>
+std::string jsonArray(const std::vector<T>& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    out += (i ? "," : "") + std::to_string(items[i]);
+  }
+  return out + "]";
+}
+
+// The schema is documented in docs/operations.md ("ingrid-cli status --json").
+void printJson(const ClusterView& v) {
+  const ingrid::Topology& t = *v.topology;
+  std::string out = "{\"topologyVersion\":" + std::to_string(t.version) +
+                    ",\"partitions\":" + std::to_string(t.table.partitionCount()) +
+                    ",\"backups\":" + std::to_string(t.backups) +
+                    ",\"leader\":" + std::to_string(t.leader) +
+                    ",\"term\":" + std::to_string(t.term) +
+                    ",\"healthyPartitions\":" + std::to_string(v.healthy) +
+                    ",\"syncingReplicas\":" + std::to_string(t.syncing.size()) +
+                    ",\"incompleteReplicas\":" + std::to_string(v.incomplete) +
+                    ",\"migrating\":" + (v.migrating ? "true" : "false") + ",\"members\":[";
+  for (std::size_t i = 0; i < v.views.size(); ++i) {
+    const auto& [member, st] = v.views[i];
+    const auto primaries = v.primaries.count(member->id) ? v.primaries.at(member->id) : 0;
+    const auto backups = v.backups.count(member->id) ? v.backups.at(member->id) : 0;
+    out += std::string(i ? "," : "") + "{\"id\":" + std::to_string(member->id) +
+           ",\"address\":" + jsonString(member->address) +
+           ",\"primaries\":" + std::to_string(primaries) +
+           ",\"backups\":" + std::to_string(backups) + ",\"reachable\":" + (st ? "true" : "false");
+    if (!st) {
+      out += ",\"error\":" + jsonString(st.error().message()) + "}";
+      continue;
+    }
+    const ingrid::MemberStatus& s = *st;
+    out += ",\"topologyVersion\":" + std::to_string(s.topologyVersion) +
+           ",\"term\":" + std::to_string(s.term) + ",\"leader\":" + std::to_string(s.leader) +
+           ",\"isLeader\":" + (s.isLeader ? "true" : "false") +
+           ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
+           ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
+           ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
+  }
+  out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";
+  for (std::size_t i = 0; i < v.problems.size(); ++i) {
+    out += (i ? "," : "") + jsonString(v.problems[i]);
+  }
+  std::printf("%s]}\n", out.c_str());
+}
+
+void printText(const ClusterView& v) {
+  const ingrid::Topology& t = *v.topology;
+  std::printf(
+      "topology v%llu, %zu members, %u partitions, %u backup(s) each, control-plane leader %llu "
+      "(term %llu)\n",
+      static_cast<unsigned long long>(t.version), t.members.size(), t.table.partitionCount(),
+      t.backups, static_cast<unsigned long long>(t.leader),
+      static_cast<unsigned long long>(t.term));
+  for (const auto& [member, st] : v.views) {
     const auto& m = *member;
     std::string view;
     if (!st) {
       view = "unreachable: " + st.error().message();
-      problems.push_back("member " + std::to_string(m.id) + " unreachable");
     } else {
       const auto& s = *st;
       view =
@@ -477,44 +603,68 @@ int status(const Args& a) {
           (s.leaseLeftMs > 0 ? ", lease " + std::to_string(s.leaseLeftMs) + " ms" : ", NO LEASE") +
           (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced") +
           (s.incomplete.empty() ? "" : ", " + std::to_string(s.incomplete.size()) + " incomplete");
-      if (s.topologyVersion != t->version) {
-        problems.push_back("member " + std::to_string(m.id) + " is at v" +
-                           std::to_string(s.topologyVersion));
-      }
-      if (s.memberId != m.id) {
-        problems.push_back("the process at " + m.address + " is member " +
-                           std::to_string(s.memberId) + ", not " + std::to_string(m.id));
-      }
-      if (s.leaseLeftMs <= 0 && primaries[m.id] > 0) {
-        problems.push_back("member " + std::to_string(m.id) + " holds no lease: its " +
-                           std::to_string(primaries[m.id]) + " partition(s) refuse writes");
-      }
-      if (!s.fenced.empty()) {
-        problems.push_back(std::to_string(s.fenced.size()) + " partition(s) fenced on member " +
-                           std::to_string(m.id));
-      }
-      if (s.leader == 0) problems.push_back("member " + std::to_string(m.id) + " knows no leader");
     }
+    const auto primaries = v.primaries.count(m.id) ? v.primaries.at(m.id) : 0;
+    const auto backups = v.backups.count(m.id) ? v.backups.at(m.id) : 0;
     std::printf("  member %llu  %-21s  primary %4d  backup %4d  %s\n",
-                static_cast<unsigned long long>(m.id), m.address.c_str(), primaries[m.id],
-                backups[m.id], view.c_str());
+                static_cast<unsigned long long>(m.id), m.address.c_str(), primaries, backups,
+                view.c_str());
   }
   std::printf(
       "replica health: %d of %u partitions have all their replicas, %zu replica(s) "
-      "syncing%s\n",
-      healthy, t->table.partitionCount(), t->syncing.size(),
-      t->syncing.empty() && t->table == ingrid::PartitionTable::balanced(t->table.partitionCount(),
-                                                                         t->memberIds(), t->backups)
-          ? ""
-          : " (a migration is in progress)");
-  if (problems.empty()) {
+      "syncing, %zu reported incomplete%s\n",
+      v.healthy, t.table.partitionCount(), t.syncing.size(), v.incomplete,
+      v.migrating ? " (a migration is in progress)" : "");
+  if (v.problems.empty()) {
     std::printf("cluster: healthy\n");
-    return 0;
+    return;
   }
   std::string all;
-  for (const auto& p : problems) all += (all.empty() ? "" : "; ") + p;
+  for (const auto& p : v.problems) all += (all.empty() ? "" : "; ") + p;
   std::printf("cluster: DEGRADED: %s\n", all.c_str());
-  return 3;
+}
+
+int status(const Args& a) {
+  auto client = connect(a);
+  const ClusterView v = gather(*client);
+  if (a.options.count("json")) {
+    printJson(v);
+  } else {
+    printText(v);
+  }
+  return v.problems.empty() ? 0 : 3;
+}
+
+// wait cluster-safe: polls the cluster's status (a fresh client each time, so a restarted seed or
+// a new topology is learnt) until it is healthy, within --timeout-ms.
+int waitFor(const Args& a) {
+  if (a.positional.size() != 1 || a.positional[0] != "cluster-safe") {
+    fail("wait takes one condition: cluster-safe");
+  }
+  const long long timeoutMs = number(a, "timeout-ms", 60000, 1, 86'400'000);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  std::string last = "no status yet";
+  Args once = a;
+  once.options["timeout-ms"] = {"2000"};  // each status request's deadline
+  for (int round = 0; std::chrono::steady_clock::now() < until && round < 1'000'000; ++round) {
+    auto client = tryConnect(once);
+    if (!client) {
+      last = client.error().message();
+    } else {
+      const ClusterView v = gather(**client);
+      if (v.problems.empty()) {
+        std::printf("cluster-safe: topology v%llu, %zu members, every replica complete\n",
+                    static_cast<unsigned long long>(v.topology->version),
+                    v.topology->members.size());
+        return 0;
+      }
+      last = v.problems.front();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the polling interval
+  }
+  std::fprintf(stderr, "ingrid-cli: the cluster was not safe within %lld ms: %s\n", timeoutMs,
+               last.c_str());
+  return 1;
 }
 
 int acquire(const Args& a) {
@@ -725,7 +875,9 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    if (arg.rfind("--", 0) == 0) {
+    if (arg == "--json") {  // the one flag that takes no value
+      a.options["json"].push_back("true");
+    } else if (arg.rfind("--", 0) == 0) {
       if (i + 1 >= argc) fail(arg + " needs a value");
       a.options[arg.substr(2)].push_back(argv[++i]);
     } else if (a.command.empty()) {
@@ -741,7 +893,7 @@ int main(int argc, char** argv) {
                                   "concurrency", "seconds",     "batching", "client-secret-file",
                                   "tls-ca",      "tls-cert",    "tls-key",  "max-wait-ms",
                                   "warmup-ms",   "cold-factor", "band",     "config-version",
-                                  "replacement"};
+                                  "replacement", "json"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return name == k; })) {
       fail("unknown option --" + name + " (see --help)");
@@ -750,7 +902,9 @@ int main(int argc, char** argv) {
   if ((a.command == "status" || a.command == "load") && !a.positional.empty()) {
     fail(a.command + " takes no arguments, got '" + a.positional[0] + "'");
   }
+  if (a.command != "status" && a.options.count("json")) fail("--json applies only to status");
   if (a.command == "status") return status(a);
+  if (a.command == "wait") return waitFor(a);
   if (a.command == "acquire") return acquire(a);
   if (a.command == "inspect" || a.command == "get") return inspect(a);
   if (a.command == "load") return load(a);
@@ -761,5 +915,5 @@ int main(int argc, char** argv) {
     return 0;
   }
   fail("unknown command '" + a.command +
-       "' (commands: status, acquire, inspect, load, release, extend; see --help)");
+       "' (commands: status, wait, acquire, inspect, load, release, extend; see --help)");
 }
