@@ -49,6 +49,20 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     CHECK(cli->waitForLine("cluster: healthy", 30s));
     CHECK(exitOf(*cli) == 0);
   }
+  SECTION("status --json for scripts, and wait cluster-safe") {
+    auto wait = run({"wait", "cluster-safe", "--seed", seed, "--timeout-ms", "30000"});
+    CHECK(wait->waitForLine("cluster-safe: topology v", 30s));
+    CHECK(exitOf(*wait) == 0);
+    auto json = run({"status", "--json", "--seed", seed});
+    auto line = json->waitForLine("{\"topologyVersion\":", 30s);
+    REQUIRE(line);
+    CHECK_THAT(*line, Catch::Contains("\"partitions\":64") && Catch::Contains("\"healthy\":true") &&
+                          Catch::Contains("\"incomplete\":[]") &&
+                          Catch::Contains("\"problems\":[]"));
+    CHECK(exitOf(*json) == 0);
+    auto bad = run({"wait", "nothing", "--seed", seed});  // refused: an unknown condition
+    CHECK(exitOf(*bad) == 2);
+  }
   SECTION("acquire grants, then refuses past the capacity; inspect shows the bucket") {
     // 5 tokens an hour: nothing refills between the runs, however slow a sanitizer build starts
     // its processes (with the default 5 per second, one slow start refilled the bucket).

@@ -74,7 +74,8 @@ TEST_CASE("The erased form tells a grant, a denial and a grant near the limit",
   CHECK(detail::nearLimit(1, 10));
   CHECK_FALSE(detail::nearLimit(2, 10));
   CHECK(detail::nearLimit(0, 1));
-  CHECK_FALSE(detail::nearLimit(INT64_MAX / 5, INT64_MAX));
+  CHECK(detail::nearLimit(INT64_MAX / 5, INT64_MAX));  // 5 x remaining < limit, no overflow
+  CHECK_FALSE(detail::nearLimit(INT64_MAX / 5 + 1, INT64_MAX));
 }
 
 TEST_CASE("The erased form decodes, runs, encodes and names failures", "[processors][registry]") {
