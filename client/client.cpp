@@ -41,6 +41,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   Result<MemberStatus> statusOf(const std::string& address);
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
+  CallRouter& router() noexcept { return router_; }
   asio::io_context::executor_type ioExecutor() noexcept { return io_.get_executor(); }
 
   // ConnectionHandler: a client serves nothing.
@@ -384,6 +385,7 @@ void ClientImpl::refreshAll() {
   const auto now = std::chrono::steady_clock::now();
   if (now < nextRefreshAt_) return;
   nextRefreshAt_ = now + std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10));
+  router_.metrics().topologyRefreshes.fetch_add(1, std::memory_order_relaxed);
   std::vector<std::string> addresses;
   const TopologyPtr known = topology();  // held: a range-for over a temporary's member dangles
   for (const auto& m : known->members) addresses.push_back(m.address);
@@ -527,6 +529,7 @@ void Client::invokeRaw(std::string key, std::string_view processor, std::string 
   impl_->invokeRaw(std::move(key), processor, std::move(args), std::move(done));
 }
 TopologyPtr Client::topology() const { return impl_->topology(); }
+std::string Client::metricsText() { return callMetricsText(impl_->router().metrics(), true); }
 Result<Topology> Client::topologyOf(const std::string& address) {
   return impl_->topologyOf(address);
 }

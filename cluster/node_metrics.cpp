@@ -231,7 +231,8 @@ std::string NodeImpl::metricsText() {
   build.metric.push_back(labelled({{"version", INGRID_VERSION}, {"commit", INGRID_COMMIT}}));
   build.metric.back().gauge.value = 1;
   out.push_back(std::move(build));
-  return prometheus::TextSerializer().Serialize(out);
+  // The calls this node's embedded invokes made (ingrid_client_*), after the member's own.
+  return prometheus::TextSerializer().Serialize(out) + callMetricsText(router_.metrics(), false);
 }
 
 Probe NodeImpl::liveness() {

@@ -178,6 +178,7 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
     return;
   }
   ++call->attempts;
+  metrics_.retries.fetch_add(1, std::memory_order_relaxed);
   call->retriedFor = why.detail();
   host_.routeLooksStale();
   // Back off briefly (2 ms doubling, at most 50 ms): the topology that fixes this is on its way.
@@ -203,6 +204,7 @@ void CallRouter::finish(RoutedCallPtr call, Result<std::string> result) {
     result = Error(Errc::timeout,
                    result.error().detail() + "; it was being retried for: " + call->retriedFor);
   }
+  metrics_.ended(result);
   auto done = std::move(call->done);
   call.reset();
   done(std::move(result));

@@ -33,6 +33,7 @@
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
+#include "cluster/transport/call_metrics.h"
 #include "cluster/transport/peer.h"
 #include "grid/block_cache.h"
 #include "grid/dedup_table.h"
@@ -106,6 +107,8 @@ class CallRouter {
   void route(RoutedCallPtr call);
   void retryLater(RoutedCallPtr call, const Error& why);
   void finish(RoutedCallPtr call, Result<std::string> result);
+  // What it counted of the calls it saw through (any thread).
+  CallMetrics& metrics() noexcept { return metrics_; }
 
  private:
   void sendRemote(RoutedCallPtr call, TopologyPtr routing);
@@ -119,6 +122,7 @@ class CallRouter {
   std::uint64_t lastSeq_ = 0;                  // network thread
   absl::btree_set<std::uint64_t> unanswered_;  // network thread: numbers sent, not settled
   std::atomic<std::uint64_t> doneBelow_{1};    // the smallest of them, or lastSeq_ + 1
+  CallMetrics metrics_;
 };
 
 }  // namespace ingrid

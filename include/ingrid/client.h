@@ -132,6 +132,10 @@ class Client {
 
   // The topology the client routes by (nullptr before start()).
   TopologyPtr topology() const;
+  // This client's metrics in Prometheus's text format: ingrid_client_requests_total{outcome},
+  // ingrid_client_retries_total, ingrid_client_topology_refreshes_total (docs/operations.md),
+  // for the application to serve with its own. Any thread.
+  std::string metricsText();
   // Asks the member at `address` for its topology (blocking, within requestTimeout).
   Result<Topology> topologyOf(const std::string& address);
   // Asks the member at `address` for its own view: control plane, lease, fenced partitions.

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include <ingrid/client.h>
 #include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 
@@ -56,6 +57,8 @@ TEST_CASE("Metrics count every request once, by processor and outcome, across me
   Node& caller = cluster.at(0);
   const std::string requests = "ingrid_requests_total{processor=\"" + kAcquire + "\"";
   const double before = clusterSum(cluster, requests);
+  const std::string callsOk = "ingrid_client_requests_total{outcome=\"ok\"}";
+  const double callsBefore = sumOf(caller.metricsText(), callsOk);
   // 20 buckets of 10 tokens, 15 acquires each: 10 granted, 5 denied; granted with 1 token left
   // is under 20% of the limit (the 9th and 10th grants leave 1 and 0).
   const BucketParams bucket = BucketParams::perPeriod(10, std::chrono::nanoseconds(1h).count());
@@ -65,6 +68,8 @@ TEST_CASE("Metrics count every request once, by processor and outcome, across me
     }
   }
   CHECK(clusterSum(cluster, requests) - before == 300);
+  // The caller's own view of its embedded calls: each answered once.
+  CHECK(sumOf(caller.metricsText(), callsOk) - callsBefore == 300);
   CHECK(clusterSum(cluster, requests + ",outcome=\"granted\"}") == 200);
   CHECK(clusterSum(cluster, requests + ",outcome=\"denied\"}") == 100);
   CHECK(clusterSum(cluster, "ingrid_near_limit_total{processor=\"" + kAcquire + "\"}") == 40);
@@ -83,6 +88,23 @@ TEST_CASE("Metrics count every request once, by processor and outcome, across me
     INFO(n->readiness().reason);
     CHECK(n->readiness().ok);
   }
+}
+
+TEST_CASE("A thin client counts its calls by outcome, its retries and topology refreshes",
+          "[cluster][metrics]") {
+  TestCluster cluster(ingrid::testing::smallClusterOptions());
+  REQUIRE(cluster.start(2));
+  ClientOptions o;
+  o.seeds = {cluster.at(0).listenAddress()};
+  Client client(o);
+  REQUIRE(client.start().ok());
+  const BucketParams bucket = BucketParams::perPeriod(5, std::chrono::nanoseconds(1h).count());
+  for (int i = 0; i < 8; ++i) REQUIRE(client.invoke("thin", TokenBucketAcquire{bucket, 1}).ok());
+  REQUIRE_FALSE(client.invoke(std::string(70000, 'k'), TokenBucketAcquire{bucket, 1}).ok());
+  const std::string text = client.metricsText();
+  CHECK(sumOf(text, "ingrid_client_requests_total{outcome=\"ok\"}") == 8);
+  CHECK(sumOf(text, "ingrid_client_retries_total ") >= 0);
+  CHECK(text.find("ingrid_client_topology_refreshes_total") != std::string::npos);
 }
 
 TEST_CASE("Metrics keep the same series whatever the keys", "[cluster][metrics]") {
