@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include <httplib.h>
+
 #include "support/fault_harness.h"
 #include "support/grant_audit.h"
 
@@ -113,7 +115,75 @@ std::vector<int> followers(int leader) {
   return out;
 }
 
+// The status of GET http://`hostPort``path` from this thread's namespace; -1 if no answer.
+int httpStatus(const std::string& hostPort, const std::string& path) {
+  httplib::Client c("http://" + hostPort);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(5, 0);
+  const auto r = c.Get(path.c_str());
+  return r ? r->status : -1;
+}
+
 }  // namespace
+
+TEST_CASE("Probes: /readyz answers 503 on a member cut off, and 200 after the heal",
+          "[fault][partition][probes]") {
+  NetLab lab(kMembers);  // declared first: it outlives the processes in it
+  if (!lab.error().empty()) {
+    if (NetLab::required())
+      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
+    WARN("skipped: " << lab.error());
+    return;
+  }
+  NetLab::Enter inLab(lab);
+  REQUIRE(inLab.entered());
+  FaultClusterOptions o;
+  o.members = kMembers;
+  o.launcher = lab.launcher();
+  // The probes listen on the namespace's 127.0.0.1, which the cuts (between members' addresses)
+  // leave reachable from here.
+  o.args.insert(o.args.end(), {"--metrics", "127.0.0.1:0"});
+  for (int i = 0; i < kMembers; ++i) o.listen.push_back(lab.listen(i));
+  FaultCluster cluster(o);
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  std::vector<std::string> probes;
+  for (int i = 0; i < kMembers; ++i) {
+    const auto line = cluster[i].waitForLine("metrics on", 10s);
+    REQUIRE(line);
+    probes.push_back(line->substr(line->rfind(' ') + 1));
+  }
+  const int leader = cluster.leaderIndex();
+  REQUIRE(leader >= 0);
+  const int victim = followers(leader).back();
+  const std::string& at = probes[static_cast<std::size_t>(victim)];
+  CHECK(ingrid::testing::eventually([&] { return httpStatus(at, "/readyz") == 200; }, 15s));
+  CHECK(ingrid::testing::eventually(
+      [&] { return httpStatus(probes[leader], "/cluster-safe") == 200; }, 15s));
+
+  INFO(lab.output());
+  REQUIRE(lab.isolate(victim));
+  // Its lease lapses (then it is removed and keeps trying to rejoin): not ready; its event loops
+  // still turn.
+  const bool unready =
+      ingrid::testing::eventually([&] { return httpStatus(at, "/readyz") == 503; }, 15s);
+  const int live = httpStatus(at, "/livez");
+  REQUIRE(lab.healAll());
+  const bool ready =
+      ingrid::testing::eventually([&] { return httpStatus(at, "/readyz") == 200; }, 30s);
+  const bool safe = ingrid::testing::eventually(
+      [&] { return httpStatus(probes[leader], "/cluster-safe") == 200; }, 30s);
+  std::printf(
+      "[fault] probes: unready_while_cut=%s livez_while_cut=%d ready_after=%s safe_after=%s\n",
+      unready ? "yes" : "no", live, ready ? "yes" : "no", safe ? "yes" : "no");
+  std::fflush(stdout);
+  CHECK(unready);
+  CHECK(live == 200);
+  CHECK(ready);
+  CHECK(safe);
+  CHECK(cluster.crashes().empty());
+}
 
 TEST_CASE("Partition 2/1: a member cut off past the failure timeout, then healed",
           "[fault][partition]") {
