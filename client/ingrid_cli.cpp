@@ -40,6 +40,7 @@
 
 #include "cluster/transport/messages.h"
 
+#include "client/cli_top.h"
 #include "closed_loop.h"
 #include "report.h"
 
@@ -60,6 +61,11 @@ Commands:
   extend KEY LEASE       extend a live concurrency lease to --period-ms from now (never
                          shortens it); exit status 1 if it was not live
   load                   a bounded load test; prints ops/s and latency percentiles
+  top --metrics HOST:PORT [--metrics HOST:PORT ...]
+                         a view of the cluster refreshed every second, read from each
+                         member's metrics (ingrid-node --metrics): requests/s, denials/s,
+                         p50 and p99, partitions, leader, lease. --iterations N stops after
+                         N refreshes (default: until interrupted)
   wait cluster-safe      wait until status is healthy (every member reachable and leased,
                          every replica complete, nothing migrating), within --timeout-ms
                          (default 60000; each status request then waits at most 2 s);
@@ -893,7 +899,7 @@ int main(int argc, char** argv) {
                                   "concurrency", "seconds",     "batching", "client-secret-file",
                                   "tls-ca",      "tls-cert",    "tls-key",  "max-wait-ms",
                                   "warmup-ms",   "cold-factor", "band",     "config-version",
-                                  "replacement", "json"};
+                                  "replacement", "json",        "metrics",  "iterations"};
     if (std::none_of(std::begin(known), std::end(known),
                      [&](const char* k) { return name == k; })) {
       fail("unknown option --" + name + " (see --help)");
@@ -905,6 +911,12 @@ int main(int argc, char** argv) {
   if (a.command != "status" && a.options.count("json")) fail("--json applies only to status");
   if (a.command == "status") return status(a);
   if (a.command == "wait") return waitFor(a);
+  if (a.command == "top") {
+    auto it = a.options.find("metrics");
+    if (it == a.options.end()) fail("top needs --metrics HOST:PORT of each member (see --help)");
+    return ingrid::cli::top(it->second, static_cast<int>(number(a, "iterations", 0, 0, 1'000'000)),
+                            std::chrono::milliseconds(1000));
+  }
   if (a.command == "acquire") return acquire(a);
   if (a.command == "inspect" || a.command == "get") return inspect(a);
   if (a.command == "load") return load(a);
@@ -915,5 +927,5 @@ int main(int argc, char** argv) {
     return 0;
   }
   fail("unknown command '" + a.command +
-       "' (commands: status, wait, acquire, inspect, load, release, extend; see --help)");
+       "' (commands: status, wait, top, acquire, inspect, load, release, extend; see --help)");
 }
