@@ -49,6 +49,12 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        N ms, and a failed member's partitions move only after its lease
                        expired (N * 1.1 + 10 ms). Must be below the failure timeout.
                        Default: failure timeout / 2
+  --dedup-window-ms N  how long a request's exactly-once record outlives it: a retry within
+                       it is answered, never run twice; clients cap their deadlines to half
+                       of it. Every member needs the same one. At least 1000. Default: 60000
+  --request-timeout-ms N
+                       deadline of this member's own calls (at most half the dedup window).
+                       Default: 5000, or half the dedup window if that is shorter
   --min-members N      refuse writes while this member sees fewer than N members
                        (split-brain protection; use a majority). Default: 0 (off)
   --min-insync N       copies (primary and complete backups) that must hold a write for it
@@ -120,6 +126,7 @@ int main(int argc, char** argv) {
   options.listenAddress = "127.0.0.1:0";
   Level level = kInfo;
   std::string metricsAddress;
+  bool requestTimeoutSet = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&](const char* name) -> const char* {
@@ -160,6 +167,13 @@ int main(int argc, char** argv) {
     } else if (arg == "--failure-timeout-ms" &&
                parseUnsigned(value("--failure-timeout-ms"), 3600000, n) && n > 0) {
       options.failureTimeout = std::chrono::milliseconds(n);
+    } else if (arg == "--dedup-window-ms" &&
+               parseUnsigned(value("--dedup-window-ms"), 86400000, n) && n > 0) {
+      options.dedupWindow = std::chrono::milliseconds(n);
+    } else if (arg == "--request-timeout-ms" &&
+               parseUnsigned(value("--request-timeout-ms"), 3600000, n) && n > 0) {
+      options.requestTimeout = std::chrono::milliseconds(n);
+      requestTimeoutSet = true;
     } else if (arg == "--lease-ms" && parseUnsigned(value("--lease-ms"), 3600000, n) && n > 0) {
       options.leaseDuration = std::chrono::milliseconds(n);
     } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
@@ -211,6 +225,9 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (!requestTimeoutSet) {
+    options.requestTimeout = std::min(options.requestTimeout, options.dedupWindow / 2);
+  }
   ingrid::Node* self = nullptr;
   options.onTopology = [&self, level](const ingrid::Topology& t) {
     if (level >= kInfo) describe(t, self ? self->memberId() : 0, level);

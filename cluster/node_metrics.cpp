@@ -167,6 +167,14 @@ std::string NodeImpl::metricsText() {
   resyncs.metric.back().counter.value = static_cast<double>(data_ ? data_->resyncs() : 0);
   out.push_back(std::move(resyncs));
 
+  MetricFamily late = family("ingrid_late_requests_total",
+                             "Requests that arrived after their deadline (plus the clock skew "
+                             "allowed): refused, not run (copies delayed in transit)",
+                             MetricType::Counter);
+  late.metric.push_back(ClientMetric{});
+  late.metric.back().counter.value = static_cast<double>(data_ ? data_->lateRequests() : 0);
+  out.push_back(std::move(late));
+
   MetricFamily refusals = family("ingrid_refusals_total", "Frames refused at admission, by reason",
                                  MetricType::Counter);
   for (std::size_t r = 0; r < refusals_.size(); ++r) {

@@ -167,6 +167,11 @@ class DataPlane {
   PartitionWorkers::Census census(std::chrono::milliseconds wait) { return workers_.census(wait); }
   // Times a replica here missed an update and went to wait for a snapshot. Any thread.
   std::uint64_t resyncs() const noexcept { return resyncs_.load(std::memory_order_relaxed); }
+  // Invocations that arrived after their wall-clock deadline (plus the clock skew allowed), and
+  // were refused, not run: copies delayed in transit. Any thread.
+  std::uint64_t lateRequests() const noexcept {
+    return lateRequests_.load(std::memory_order_relaxed);
+  }
   // Blocking: ask p's worker (REQUIRES: running).
   std::vector<std::pair<std::string, Entry>> TEST_partitionEntries(PartitionId p);
   std::uint64_t TEST_partitionSeq(PartitionId p);
@@ -428,6 +433,7 @@ class DataPlane {
   std::atomic<bool> closing_{false};  // stop() began: updates and snapshots are not tried again
   std::atomic<std::uint64_t> executed_{0};
   std::atomic<std::uint64_t> resyncs_{0};
+  std::atomic<std::uint64_t> lateRequests_{0};
   std::atomic<std::uint64_t> degradedWrites_{0};
   std::atomic<std::uint64_t> barriers_{0};      // inherited answers confirmed by a barrier
   std::atomic<std::uint64_t> parkedCopies_{0};  // copies parked on a pending replication

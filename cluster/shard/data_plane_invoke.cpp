@@ -666,6 +666,7 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
     const std::uint64_t deadline = call.spans.deadlineUnixMs;
     const std::uint64_t latest = deadline > UINT64_MAX - skew ? UINT64_MAX : deadline + skew;
     if (wallNow >= latest) {
+      lateRequests_.fetch_add(1, std::memory_order_relaxed);
       conn->replyError(frame.header,
                        Error(Errc::timeout,
                              "the request arrived " + std::to_string(wallNow - deadline) +

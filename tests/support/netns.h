@@ -86,6 +86,13 @@ class NetLab {
   }
   bool healAll() {
     cuts_.clear();
+    blackholed_.clear();
+    return apply();
+  }
+  // Drops every packet from `source` (a caller in the namespace, such as 127.0.0.1, which a
+  // thread that entered it dials from) to every member: a client blackholed until healAll().
+  bool blackhole(const std::string& source) {
+    blackholed_.insert(source);
     return apply();
   }
   const std::string& output() const { return output_; }
@@ -131,6 +138,14 @@ class NetLab {
         return false;
       }
     }
+    for (const std::string& source : blackholed_) {
+      for (int i = 0; i < members_; ++i) {
+        if (!nft("add rule inet ingrid_fault output ip saddr " + source + " ip daddr " +
+                 address(i) + " drop")) {
+          return false;
+        }
+      }
+    }
     return true;
   }
 
@@ -157,6 +172,7 @@ class NetLab {
   bool created_ = false;
   int members_ = 0;
   std::set<std::pair<int, int>> cuts_;  // (from, to) pairs dropped
+  std::set<std::string> blackholed_;    // sources dropped to every member
 };
 
 }  // namespace ingrid::testing

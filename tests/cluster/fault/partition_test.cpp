@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -182,6 +183,92 @@ TEST_CASE("Probes: /readyz answers 503 on a member cut off, and 200 after the he
   CHECK(live == 200);
   CHECK(ready);
   CHECK(safe);
+  CHECK(cluster.crashes().empty());
+}
+
+// The sum of `metric`'s samples on every member's /metrics; -1 if one does not answer.
+double metricSum(const std::vector<std::string>& probes, const std::string& metric) {
+  double sum = 0;
+  for (const std::string& at : probes) {
+    httplib::Client c("http://" + at);
+    c.set_connection_timeout(2, 0);
+    c.set_read_timeout(5, 0);
+    const auto r = c.Get("/metrics");
+    if (!r || r->status != 200) return -1;
+    std::istringstream lines(r->body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(metric, 0) == 0) sum += std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return sum;
+}
+
+TEST_CASE(
+    "Exactly-once window: a client blackholed past the window resumes with nothing doubled, and "
+    "the copies TCP delivers late are refused, not run",
+    "[fault][partition][window]") {
+  NetLab lab(kMembers);  // declared first: it outlives the processes in it
+  if (!lab.error().empty()) {
+    if (NetLab::required())
+      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
+    WARN("skipped: " << lab.error());
+    return;
+  }
+  NetLab::Enter inLab(lab);
+  REQUIRE(inLab.entered());
+  FaultClusterOptions o;
+  o.members = kMembers;
+  o.launcher = lab.launcher();
+  // A 3 s window: the clients cap each call to 1.5 s, and a copy is late 1.2 s (the clock skew
+  // allowed) after that.
+  o.args.insert(o.args.end(), {"--dedup-window-ms", "3000", "--metrics", "127.0.0.1:0"});
+  for (int i = 0; i < kMembers; ++i) o.listen.push_back(lab.listen(i));
+  FaultCluster cluster(o);
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  std::vector<std::string> probes;
+  for (int i = 0; i < kMembers; ++i) {
+    const auto line = cluster[i].waitForLine("metrics on", 10s);
+    REQUIRE(line);
+    probes.push_back(line->substr(line->rfind(' ') + 1));
+  }
+  AuditOptions a;
+  a.prefix = "blackholed-client";
+  a.fixedBuckets = 1024;
+  a.fixedCapacity = 1;
+  a.freshBuckets = 32;
+  a.freshCapacity = 2;
+  a.freshWindow = 50ms;
+  a.deadline = 1500ms;                       // the window's half, what the clients cap to anyway
+  GrantAudit audit(cluster.addresses(), a);  // its clients dial from 127.0.0.1
+  REQUIRE(audit.start().empty());
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the blackhole
+  const double lateBefore = metricSum(probes, "ingrid_late_requests_total");
+  INFO(lab.output());
+  REQUIRE(lab.blackhole("127.0.0.1"));
+  std::this_thread::sleep_for(5s);  // the fault lasts this long: past the 3 s window
+  REQUIRE(lab.healAll());
+  CHECK(audit.waitForGrants(20, 20s));  // load after the heal
+  // What the clients wrote during the blackhole reaches the members once TCP retransmits it,
+  // long after its deadline: refused, never run.
+  double late = 0;
+  const bool refused = ingrid::testing::eventually(
+      [&] {
+        late = metricSum(probes, "ingrid_late_requests_total") - lateBefore;
+        return late > 0;
+      },
+      30s);
+  const AuditResult r = audit.finish(5s);
+  std::printf("[fault] blackholed-client: %s late_copies_refused=%.0f\n", r.summary.line().c_str(),
+              late);
+  std::fflush(stdout);
+  INFO(r.summary.line());
+  INFO(r.worst());
+  CHECK(refused);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
   CHECK(cluster.crashes().empty());
 }
 
