@@ -24,11 +24,17 @@ struct Sample {
   std::map<std::string, double> partitions;  // "primary/complete" -> count
 };
 
+// The value of label `name` in `labels` ("{a=\"x\",b=\"y\"}"); empty if absent.
 std::string labelValue(const std::string& labels, const std::string& name) {
-  const auto at = labels.find(name + "=\"");
-  if (at == std::string::npos) return {};
-  const auto start = at + name.size() + 2;
-  return labels.substr(start, labels.find('"', start) - start);
+  for (const char* before : {"{", ","}) {
+    const std::string key = before + name + "=\"";
+    const auto at = labels.find(key);
+    if (at == std::string::npos) continue;
+    const auto start = at + key.size();
+    const auto end = labels.find('"', start);
+    return end == std::string::npos ? std::string() : labels.substr(start, end - start);
+  }
+  return {};
 }
 
 Sample parse(const std::string& text) {
@@ -49,11 +55,17 @@ Sample parse(const std::string& text) {
     const std::string labels =
         brace == std::string::npos || brace > space ? "" : line.substr(brace, space - brace);
     if (name == "ingrid_requests_total") {
-      s.requests += value;
-      if (labelValue(labels, "outcome") == "denied") s.denied += value;
+      // Served: answered by a processor (refusals are not throughput).
+      const std::string outcome = labelValue(labels, "outcome");
+      if (outcome == "granted" || outcome == "denied" || outcome == "ok") s.requests += value;
+      if (outcome == "denied") s.denied += value;
     } else if (name == "ingrid_request_duration_seconds_bucket") {
       const std::string le = labelValue(labels, "le");
-      s.buckets[le == "+Inf" ? INFINITY : std::stod(le)] += value;
+      try {
+        s.buckets[le == "+Inf" ? INFINITY : std::stod(le)] += value;
+      } catch (const std::exception&) {
+        continue;  // a bucket without a readable bound: skipped
+      }
     } else if (name == "ingrid_members") {
       s.members = value;
     } else if (name == "ingrid_raft_leader_id") {
@@ -113,7 +125,7 @@ int top(const std::vector<std::string>& metrics, int iterations,
   std::vector<std::optional<Sample>> last(metrics.size());
   auto lastAt = std::chrono::steady_clock::now();
   int answered = 0;
-  for (int round = 0; iterations == 0 || round <= iterations; ++round) {
+  for (int round = 0; iterations == 0 || round < iterations; ++round) {
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - lastAt).count();
     lastAt = now;
@@ -135,8 +147,9 @@ int top(const std::vector<std::string>& metrics, int iterations,
       }
       ++answered;
       const Sample before = last[i].value_or(*s);
-      const double ops = round == 0 ? 0 : (s->requests - before.requests) / seconds;
-      const double denied = round == 0 ? 0 : (s->denied - before.denied) / seconds;
+      // Counters restart at 0 with their process: a drop reads as 0 for that interval.
+      const double ops = round == 0 ? 0 : std::max(0.0, s->requests - before.requests) / seconds;
+      const double denied = round == 0 ? 0 : std::max(0.0, s->denied - before.denied) / seconds;
       totalOps += ops;
       totalDenied += denied;
       double primaries = 0, backups = 0, syncing = 0;
@@ -156,7 +169,7 @@ int top(const std::vector<std::string>& metrics, int iterations,
     view += line;
     std::fputs(view.c_str(), stdout);
     std::fflush(stdout);
-    if (iterations != 0 && round == iterations) break;
+    if (iterations != 0 && round + 1 == iterations) break;
     std::this_thread::sleep_for(interval);  // the refresh interval
   }
   return answered > 0 ? 0 : 1;

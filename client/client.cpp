@@ -307,6 +307,7 @@ void ClientImpl::invokeRaw(std::string key, std::string_view processor, std::str
     refused = keyError(key);
   }
   if (refused) {
+    router_.metrics().ended(*refused);
     done(std::move(*refused));
     callFinished();
     return;

@@ -529,7 +529,7 @@ std::string jsonString(const std::string& s) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c < 0x20) {
+    } else if (c < 0x20 || c >= 0x7f) {  // control bytes, and bytes outside ASCII as Latin-1
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);
       out += buf;

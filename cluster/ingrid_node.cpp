@@ -272,8 +272,8 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
     std::fflush(stdout);
   }
+  node.stop();  // the probes answer meanwhile: /readyz 503 "leaving"
   probes.stop();
-  node.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
   return 0;
 }

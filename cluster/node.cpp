@@ -100,10 +100,10 @@ bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
   data_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
     RoutedCall& c = *call;
     // Registered: invokeRaw checked it, and the registry is immutable while running.
-    const ErasedProcessorFn fn = registry_.find(c.processor);
+    const auto [fn, index] = registry_.lookup(c.processor);
     const RequestId id = router_.requestId(c);
-    data_->execute(c.partition, store, c.key, fn, registry_.indexOf(c.processor), c.args, id,
-                   c.deadline, [this, call = std::move(call)](Result<std::string> r) mutable {
+    data_->execute(c.partition, store, c.key, fn, index, c.args, id, c.deadline,
+                   [this, call = std::move(call)](Result<std::string> r) mutable {
                      if (!r && transport_ &&
                          (r.error() == Errc::not_owner || r.error() == Errc::unavailable)) {
                        const Error why = r.error();

@@ -229,7 +229,7 @@ std::string NodeImpl::metricsText() {
     out.push_back(std::move(conns));
   }
   const PartitionWorkers::Census census =
-      data_ ? data_->census(kProbeWait) : PartitionWorkers::Census{};
+      data_ && running() ? data_->census(kProbeWait) : PartitionWorkers::Census{};
   gauge(out, "ingrid_store_entries", "Entries held here (as primary or backup)",
         static_cast<double>(census.entries));
   gauge(out, "ingrid_dedup_records", "Exactly-once records held here",
@@ -265,6 +265,7 @@ Probe NodeImpl::liveness() {
 }
 
 Probe NodeImpl::readiness() {
+  if (stopCalled_.load()) return {false, "the node is leaving the cluster (stopping)"};
   const std::optional<Gauges> g = gauges();
   if (!g) return {false, "the node is not running, or its network thread did not answer"};
   const MemberStatusBody& s = g->status;
@@ -285,6 +286,9 @@ Probe NodeImpl::readiness() {
 Probe NodeImpl::clusterSafe() {
   const std::optional<Gauges> g = gauges();
   if (!g) return {false, "the node is not running, or its network thread did not answer"};
+  if (g->status.memberId == 0 || g->status.rejoining) {
+    return {false, "this node is not a member (joining or rejoining): it cannot tell"};
+  }
   if (g->migrationsPending > 0) {
     return {false, std::to_string(g->migrationsPending) + " partitions are migrating"};
   }

@@ -45,11 +45,25 @@ Result<std::uint16_t> ProbeServer::start(const std::string& address) {
                  "cannot listen for metrics on " + address + " (address in use, or not local)");
   }
   thread_ = std::thread([this] { server_->listen_after_bind(); });
+  // stop() is a no-op until the server runs (cpp-httplib 0.11): wait for that, bounded.
+  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!server_->is_running()) {
+    stop();
+    return Error(Errc::invalid_configuration,
+                 "the metrics server on " + address + " did not start");
+  }
   return static_cast<std::uint16_t>(port);
 }
 
 void ProbeServer::stop() {
   if (!thread_.joinable()) return;
+  // Until the listen loop has ended: a stop() that came before it ran is repeated (bounded).
+  for (int i = 0; i < 5000 && server_->is_running() == false && thread_.joinable(); ++i) {
+    server_->stop();
+    if (!server_->is_running()) break;
+  }
   server_->stop();
   thread_.join();
 }

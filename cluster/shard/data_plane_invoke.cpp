@@ -40,11 +40,15 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
                         const RequestId& id, std::chrono::steady_clock::time_point deadline,
                         RawCompletion done) {
   const auto steadyNow = std::chrono::steady_clock::now();
-  // Counted as it is answered here (a refusal, or a run that needs no replication).
+  // Counted as it is answered here (a refusal, or a run that needs no replication); a redirect
+  // (not_owner) is not: the request is counted where it is served.
   const auto answer = [&](Result<std::string> r, ProcessorVerdict verdict = {}) {
-    countRequest(p, processor,
-                 r.ok() ? RequestMetrics::outcomeOf(verdict) : RequestMetrics::outcomeOf(r.error()),
-                 r.ok() && verdict.nearLimit, steadyNow);
+    if (r.ok() || r.error() != Errc::not_owner) {
+      countRequest(
+          p, processor,
+          r.ok() ? RequestMetrics::outcomeOf(verdict) : RequestMetrics::outcomeOf(r.error()),
+          r.ok() && verdict.nearLimit, steadyNow);
+    }
     done(std::move(r));
   };
   Replica& rep = replicas_[p];

@@ -9,6 +9,7 @@
 // called by the owning Node only.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -143,8 +144,9 @@ class PartitionWorkers {
   std::vector<PartitionStore> stores_;
   std::vector<std::unique_ptr<Worker>> workers_;
   bool shared_ = false;
-  bool started_ = false;
-  bool stopped_ = false;
+  // Atomic: census() reads them from a scrape's thread while stop() may run.
+  std::atomic<bool> started_{false};
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace ingrid

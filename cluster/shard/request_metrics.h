@@ -39,7 +39,10 @@ struct RequestMetrics {
                                                        : kAnswered;
   }
   static std::size_t outcomeOf(const Error& e) noexcept {
-    return e.code().category() == errorCategory() ? static_cast<std::size_t>(e.code().value()) : 0;
+    const int v = e.code().value();  // a processor may throw any code: only Errc's are named
+    return e.code().category() == errorCategory() && v >= 1 && v <= kErrcMax
+               ? static_cast<std::size_t>(v)
+               : 0;
   }
 
   explicit RequestMetrics(std::size_t processorCount)
