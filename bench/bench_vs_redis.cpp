@@ -1,4 +1,4 @@
-// bench_vs_redis: ingrid against Redis + Lua in one run, on one machine, pinned alike (issue 8).
+// bench_vs_redis: ingrid against Redis + Lua in one run, on one machine, pinned alike.
 //
 // Every server (redis-server, ingrid-node, the bare echo server of the floor) runs pinned to
 // --server-cpu; this process, the load generator, pins itself to --client-cpu before it starts a

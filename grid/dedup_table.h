@@ -1,5 +1,5 @@
 // DedupTable: what one partition remembers of the requests that changed it, so that a request sent
-// again with the same id gets its original answer instead of running twice (issue 9; the
+// again with the same id gets its original answer instead of running twice (the
 // completion records of RIFL, "Implementing Linearizability at Large Scale and Low Latency").
 //
 // Ids: a client (a thin Client, or a node's router) draws a random 64-bit id when it starts and
@@ -57,7 +57,7 @@ struct RequestId {
 //
 // kInherited marks a record that came from a former primary (with a replicated update or a
 // snapshot): this member holds it, but nothing says every other owner of the partition does. A
-// primary answers it only after a barrier through its backups (issue 9): answering at once could
+// primary answers it only after a barrier through its backups: answering at once could
 // hand out a grant that a second failover, to an owner that lacks the update, loses.
 //
 // A copy that arrives while the outcome is pending is parked on it (park()) and answered when the

@@ -8,7 +8,7 @@
 // key from the slot. Erasing moves the last slot into the hole, so the array stays dense and a
 // sweep for expired entries walks memory in order.
 //
-// Thread safety: NOT thread-safe. A store belongs to its partition's executor (DESIGN invariant
+// Thread safety: NOT thread-safe. A store belongs to its partition's executor (invariant
 // 1); bindOwner() records that thread and every accessor asserts it in debug builds. Other
 // threads post work to the owner instead of touching the store.
 #pragma once

@@ -1,4 +1,4 @@
-// ControlPlane: the cluster's membership and topology, decided by consensus (DESIGN invariant 12).
+// ControlPlane: the cluster's membership and topology, decided by consensus (invariant 12).
 //
 // Every member runs one. It is a Raft server (Canonical's raft, on RaftIo: our transport and
 // Asio timers, the log in memory) whose replicated state machine is the committed Topology.

@@ -1,5 +1,5 @@
 // Coordinator: the control plane leader's planner. Admits and removes members, and moves
-// partitions without loss (DESIGN invariants 5, 7 and 12). It exists on the member that leads the
+// partitions without loss (invariants 5, 7 and 12). It exists on the member that leads the
 // control plane (Raft) and only while it does; every topology it plans is committed through the
 // Raft log (CoordinatorHost::proposeTopology), so a deposed or paused leader can install nothing.
 //
@@ -106,7 +106,7 @@ class Coordinator {
   void requestLeave(MemberId id);
   // Removes a member that stopped answering, without its help (it may be dead). Idempotent. Its
   // lease is revoked at once (no more grants), and the removal (promoting its backups) waits
-  // until its last lease has surely expired (DESIGN invariant 13).
+  // until its last lease has surely expired (invariant 13).
   void memberFailed(MemberId id);
   // A member asks for its primary lease, having installed topology `version`. Granted (reply
   // true) once a barrier committed after the request proves this member still leads, if the asker

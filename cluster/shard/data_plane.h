@@ -254,7 +254,7 @@ class DataPlane {
   // The header of p's next replicated update (p's worker): advance(), as an update to send.
   ReplicateUpdateView nextUpdate(PartitionId p, const Topology& topo);
   // A request this primary learnt from a former one (DedupTable::Lookup::kInherited): answers it
-  // once a barrier through the backups confirms that each holds its update (issue 9).
+  // once a barrier through the backups confirms that each holds its update.
   void confirmInherited(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
                         const RequestId& id, std::string answer,
                         std::chrono::steady_clock::time_point deadline, RawCompletion done);

@@ -1,4 +1,4 @@
-// PartitionWorkers: the threads that own partitions (DESIGN invariant 1).
+// PartitionWorkers: the threads that own partitions (invariant 1).
 //
 // Partition p belongs to worker p % threads for the pool's whole life. Each worker is one thread
 // running its own asio::io_context; a partition's store is touched only by code posted to that

@@ -1,5 +1,5 @@
-// How a backup judges one replicated update against the replica it holds (DESIGN invariant 12,
-// issue 7 "terms on the data path"). A pure function, so the rule is tested on its own.
+// How a backup judges one replicated update against the replica it holds (invariants 12 and 13:
+// terms on the data path). A pure function, so the rule is tested on its own.
 //
 // Every update names the epoch of the primary that made it (Topology::epoch: the topology version
 // that appointed that primary; one primary per epoch) and the epoch of the update before it on that

@@ -5,7 +5,7 @@
 // Retried: redirects, and answers that say the request did not run (partition moving, member
 // stopping, no connection made) — with a short backoff, at most kMaxAttempts times and within
 // the call's deadline.
-// Exactly-once retries (issue 9): a call sent to a member carries a request id (this router's
+// Exactly-once retries: a call sent to a member carries a request id (this router's
 // random client id and a number of its own, kept across its retries) and `doneBelow`, the lowest
 // number still awaiting an answer here. So a request whose attempt went unanswered (the member
 // froze, the link dropped, or the attempt timeout passed) is sent again with the same id until the

@@ -49,7 +49,7 @@ std::uint64_t readLe(const unsigned char* in, std::size_t bytes) {
 }
 
 // An ErrorBody from the wire. Its string length is checked against the bytes that are there
-// before Cereal allocates anything (DESIGN invariant 11).
+// before Cereal allocates anything (invariant 11).
 Error decodeErrorReply(const std::string& bytes, const std::string& remote) {
   // Cereal portable binary: u8 little-endian flag, u16 code, u64 length, bytes.
   constexpr std::size_t kFixed = 1 + 2 + 8;
@@ -496,7 +496,7 @@ void Connection::dispatch(Frame frame) {
   try {
     handler_.onRequest(shared_from_this(), std::move(frame));
   } catch (const std::exception& e) {
-    // A body the handler could not decode must not take the node down (DESIGN invariant 11).
+    // A body the handler could not decode must not take the node down (invariant 11).
     if (!closed_) {
       sendError(request,
                 Error(Errc::malformed_message, std::string(messageTypeName(request.type)) +

@@ -3,7 +3,7 @@
 // docs/wire-format.md is the specification; this is its code. A frame is a 32-byte little-endian
 // header followed by `bodyLength` bytes of body (the Cereal portable-binary encoding of the
 // message named by `type`). Nothing trusts a length before checking it against the maximum
-// (DESIGN invariant 11).
+// (invariant 11).
 // Thread safety: pure functions and value types.
 #pragma once
 

@@ -1,5 +1,5 @@
 // FrameFaults: a lossy, slow, duplicating, reordering network between in-process members, for
-// fault tests (issue 7). Shared by the members of a test through ConnectionOptions::faults (from
+// fault tests. Shared by the members of a test through ConnectionOptions::faults (from
 // NodeOptions::frameFaults): every frame a connection is about to write is judged by the rules
 // whose `from` matches the connection's local IP and whose `to` matches its remote IP ("*" for
 // any). Members of such a test listen on distinct loopback addresses (127.0.0.2, 127.0.0.3, ...)

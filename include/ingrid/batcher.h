@@ -1,4 +1,5 @@
-// Batcher: client-side batching of entry processors on hot keys (DESIGN "Client-side batching").
+// Batcher: client-side batching of entry processors on hot keys (docs/ARCHITECTURE.md, "The thin
+// client and batching").
 //
 // Per key, a request issued while nothing is in flight goes to the invoker at once, as a single
 // P, so at low load nothing waits (there is no timer). While it is in flight, later requests for

@@ -1,4 +1,4 @@
-// Clocks: where a node reads "now" (DESIGN invariant 8).
+// Clocks: where a node reads "now" (invariant 8).
 //
 // Time is wall-clock nanoseconds since the Unix epoch, as a signed 64-bit count, because bucket
 // timestamps travel between nodes. Code that consumes it tolerates a clock that steps backwards.

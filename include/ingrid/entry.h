@@ -2,7 +2,7 @@
 //
 // An Entry is a value (opaque bytes: the processor's serialized state) and an absolute expiry.
 // A MutableEntry stages a processor's changes: nothing reaches the store unless the processor
-// returns normally, which is what makes a failing processor change nothing (DESIGN invariant 4).
+// returns normally, which is what makes a failing processor change nothing (invariant 4).
 // Thread safety: not thread-safe; a MutableEntry lives on one partition's executor for the span
 // of one process() call, and no pointer into it may be kept afterwards.
 #pragma once

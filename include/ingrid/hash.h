@@ -1,4 +1,4 @@
-// The stable key hash and the key -> partition mapping (DESIGN invariant 5).
+// The stable key hash and the key -> partition mapping (invariant 5).
 //
 // keyHash is XXH64 with seed 0 over the key's bytes: the same value on every platform, compiler
 // and build. Changing it re-homes every key of a running cluster, so tests pin it with vectors.

@@ -1,5 +1,5 @@
 // checkRemaining: a count read from untrusted input is checked against the bytes that remain in
-// that input before it sizes an allocation (DESIGN invariant 11).
+// that input before it sizes an allocation (invariant 11).
 //
 // The decoder (include/ingrid/processors/codec.h, decode()) registers its input for the current
 // thread with an InputBoundsScope; loaders anywhere below it (a topology, a partition table,

@@ -2,7 +2,7 @@
 //
 // A Node is created with NodeOptions and a ProcessorRegistry, started once, used, and stopped
 // once. invokeAsync() sends an entry processor to the key's partition, runs it there (one task
-// after another per partition, DESIGN invariant 1) and completes with Result<P::Result>.
+// after another per partition, invariant 1) and completes with Result<P::Result>.
 //
 // Completions never run on a partition worker (invariant 9): a handler runs on its associated
 // executor (Asio's rule) or, if it has none, on the node's completion threads.
@@ -139,7 +139,7 @@ class Node {
   // Processors executed on this node so far (as primary).
   std::uint64_t TEST_executed() const noexcept;
   // Answers this node, as a promoted primary, confirmed by a barrier through its backups before
-  // giving them (requests that ran on a former primary; issue 9).
+  // giving them (requests that ran on a former primary).
   std::uint64_t TEST_barriers() const noexcept;
   // Copies of a request that arrived while its update was replicating, answered when it resolved.
   std::uint64_t TEST_parkedCopies() const noexcept;

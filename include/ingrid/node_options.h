@@ -57,7 +57,7 @@ struct NodeOptions {
   // the system (they are advertised in the topology). Default: 0.
   std::uint16_t shardPortBase = 0;
   // Threads that run completions (callbacks, futures) whose handler has no associated executor.
-  // Completions never run on a partition worker (DESIGN invariant 9). Default: 1.
+  // Completions never run on a partition worker (invariant 9). Default: 1.
   unsigned completionThreads = 1;
   // The clock processors read "now" from. Default (nullptr): the system wall clock.
   std::shared_ptr<const Clock> clock = nullptr;

@@ -1,5 +1,5 @@
-// PartitionTable: which members own each partition, primary first then backups (DESIGN
-// invariant 5), computed by rendezvous (highest-random-weight) hashing.
+// PartitionTable: which members own each partition, primary first then backups (invariant 5),
+// computed by rendezvous (highest-random-weight) hashing.
 //
 // Every node and client must compute the same table from the same member list, so the weight is
 // a stable hash (XXH64 over fixed little-endian bytes) and tests pin it with vectors; changing it

@@ -167,7 +167,7 @@ auto initiateAcquire(Target& target, std::shared_ptr<LimiterPolicy> limiterPolic
           std::move(handler)(policy->apply(asAcquire(std::move(r))));
         };
         if constexpr (hasOwnExecutor<decltype(handler)>) {
-          // Bound to the handler's executor: the target runs it there (DESIGN invariant 9).
+          // Bound to the handler's executor: the target runs it there (invariant 9).
           to->invokeAsync(std::move(key), request, asio::bind_executor(ex, std::move(complete)));
         } else {
           // The target's own default, with no hop of the limiter's: a Client's I/O thread, a
@@ -288,7 +288,7 @@ class RateLimiter {
   // the reservation's delay has passed (at once for a refusal, an error, or in dry-run). The
   // delay is waited on an asio::steady_timer on the handler's associated executor when that is an
   // I/O executor (else the system executor's), never on a partition's thread, and the handler
-  // runs on its executor (DESIGN invariant 9). The delay counts from when the answer arrived: at
+  // runs on its executor (invariant 9). The delay counts from when the answer arrived: at
   // least the node's delay.
   template <class CompletionToken>
   auto acquireAsync(std::int64_t tokens, std::chrono::nanoseconds maxWait,

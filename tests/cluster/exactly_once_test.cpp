@@ -1,4 +1,4 @@
-// Exactly-once retries (issue 9): a request that went unanswered is sent again with the same id,
+// Exactly-once retries: a request that went unanswered is sent again with the same id,
 // and the partition's dedup table (grid/dedup_table.h) answers the copy with the original result.
 // Faults come from FrameFaults (cluster/transport/frame_faults.h) between in-process members on
 // 127.0.0.2-4.

@@ -1,4 +1,4 @@
-// No heap allocation per request in the steady state (issue 8): the allocations of a closed loop
+// No heap allocation per request in the steady state: the allocations of a closed loop
 // of acquires through a thin client or on an embedded node, counted over the whole process by a
 // replacement operator new (alloc_counter.h, so this file is its executable's only test source),
 // after a warm-up.

@@ -48,7 +48,7 @@ bool withinTolerance(std::uint32_t count, double share) {
 }  // namespace
 
 // These vectors pin the weight and the ranking. If one fails, every partition of a running
-// cluster would move to other members: that is a breaking change (DESIGN invariant 5).
+// cluster would move to other members: that is a breaking change (invariant 5).
 TEST_CASE("rendezvousWeight is XXH64 over little-endian (p, m)", "[grid][partition_table]") {
   CHECK(rendezvousWeight(0, 1) == 0xF96A9DD0802AA462ULL);
   CHECK(rendezvousWeight(7, 42) == 0xB6827CF56A9D2E89ULL);

@@ -10,7 +10,7 @@
 // reports malformed input by throwing std::exception; callers at the boundary (the registry, the
 // wire) turn that into an Error.
 //
-// Untrusted lengths (DESIGN invariant 11): while decode() runs, every string or list length read
+// Untrusted lengths (invariant 11): while decode() runs, every string or list length read
 // from the input is checked against the bytes that remain before anything is allocated (each
 // element takes at least one byte, a character or number its full size), so a short input that
 // claims a 100 GiB key is refused with std::length_error, having allocated nothing. This holds
@@ -173,7 +173,7 @@ T decode(std::string_view bytes) {
 }
 
 // Reads a container size written by Cereal and checks it against `max` before anything is
-// allocated: a count from the wire is never trusted (DESIGN invariant 11).
+// allocated: a count from the wire is never trusted (invariant 11).
 template <class Archive>
 std::size_t loadBoundedSize(Archive& archive, std::size_t max, const char* what) {
   cereal::size_type size = 0;

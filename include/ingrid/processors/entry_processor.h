@@ -1,8 +1,8 @@
 // The entry-processor contract.
 //
 // An entry processor is a small value type that carries its own arguments and is sent, serialized,
-// to the primary of a key, which runs it atomically on that key's entry (DESIGN "processor
-// contract"). A type P is an entry processor when it has:
+// to the primary of a key, which runs it atomically on that key's entry (the processor contract
+// below). A type P is an entry processor when it has:
 //   static constexpr std::string_view kName   a stable, cluster-wide name ("ingrid.Increment");
 //   using Result = ...;                        the answer type, default-constructible;
 //   Result process(MutableEntry&, Nanos now) const;
@@ -12,7 +12,7 @@
 // and no pointer kept into the entry after it returns (it may run on another node next time, and
 // backups never re-run it). To fail, it throws ProcessorError (or any std::exception): the entry's
 // staged changes are then discarded and the caller gets an Error naming the processor and the
-// reason (DESIGN invariant 4). A rate-limit denial is not a failure; it is a Result.
+// reason (invariant 4). A rate-limit denial is not a failure; it is a Result.
 #pragma once
 
 #include <concepts>

@@ -1,4 +1,4 @@
-// In-process faults (issue 7): frames between embedded members dropped, duplicated, delayed and
+// In-process faults: frames between embedded members dropped, duplicated, delayed and
 // reordered by FrameFaults (cluster/transport/frame_faults.h), one way or both. The injector itself
 // first; then three members on 127.0.0.2-4 under the grant audit: no token granted twice, every
 // acknowledged grant in the final state, no caller past its deadline, and once the faults are

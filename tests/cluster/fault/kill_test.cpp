@@ -1,4 +1,4 @@
-// kill -9 in the middle of a change (issue 7): a member, or the control plane's leader, killed
+// kill -9 in the middle of a change: a member, or the control plane's leader, killed
 // while a joiner's snapshots are under way; and, with 2 backups, a second member killed while the
 // first one's partitions resync from their new primaries. Under load on buckets that never refill:
 // no token granted twice, every acknowledged grant in the final state, no caller past its
@@ -87,7 +87,7 @@ void runKillScenario(const char* scenario, FaultClusterOptions o,
   CHECK(r.summary.overDeadline == 0);
   CHECK(converged.converged);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-  // Exactly-once retries (issue 9): a call whose primary was killed is sent again, with its id,
+  // Exactly-once retries: a call whose primary was killed is sent again, with its id,
   // to the successor within its deadline (6 s, above the failover), so every call ends granted,
   // denied or refused; none with an unknown outcome. (Sanitizer builds run too slowly for that
   // budget: there the count is only reported.)

@@ -1,4 +1,4 @@
-// Network partitions (issue 7): three ingrid-node processes in a network namespace of their own,
+// Network partitions: three ingrid-node processes in a network namespace of their own,
 // on its loopback (member i at 127.0.0.<i+2>, see support/netns.h), with links cut by nft rules
 // for longer than the failure timeout, then healed: 2/1 (a member, or the leader, cut off), 1/1/1,
 // an asymmetric cut (one member cannot send to another; both reach the leader) and a bridge (the

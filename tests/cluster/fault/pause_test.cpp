@@ -1,4 +1,4 @@
-// A member paused with SIGSTOP past the failure timeout, then resumed (issue 7): the three
+// A member paused with SIGSTOP past the failure timeout, then resumed: the three
 // failures measured on 69b6a80 (doubled grants, a crashed member, keys fenced forever), as
 // scenarios. They failed on that code and pass on the Raft control plane. Run them alone with
 // `fault_tests "[pause]"`. Each prints one summary line per run for the issue note's table.

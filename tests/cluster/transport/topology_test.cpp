@@ -1,5 +1,5 @@
 // Topology validation: every decoded topology is checked before a node or client uses it, and a
-// replacement must be able to follow the installed one (issue 10, checked decoding).
+// replacement must be able to follow the installed one (checked decoding).
 #include <catch2/catch.hpp>
 
 #include <atomic>
