@@ -341,6 +341,39 @@ void Coordinator::run(Change change) {
       after.push_back(
           MemberInfo{change.id, change.address, change.incarnation, std::move(change.shardPorts)});
       if (change.reply) change.reply(change.id);
+      // The joins queued behind it come in with it: one change, one migration, for a fleet that
+      // starts at once (one change each took longer than a joiner waits).
+      for (std::size_t batched = 1;
+           batched < kMaxJoinsPerChange && !queue_.empty() && queue_.front().kind == Kind::kJoin;
+           ++batched) {
+        Change next = std::move(queue_.front());
+        queue_.pop_front();
+        const auto same = [&](const MemberInfo& m) {
+          return m.address == next.address && m.incarnation == next.incarnation &&
+                 failed_.count(m.id) == 0;
+        };
+        if (const auto it = std::find_if(after.begin(), after.end(), same); it != after.end()) {
+          if (next.reply) next.reply(it->id);  // sent twice: the id it already has
+          continue;
+        }
+        const auto sameAddress = [&](const MemberInfo& m) {
+          return m.address == next.address && failed_.count(m.id) == 0;
+        };
+        if (const auto it = std::find_if(after.begin(), after.end(), sameAddress);
+            it != after.end()) {
+          // Another process claims the address of a member this change admits: it asks again,
+          // and is judged then against that member's lease (requestJoin).
+          if (next.reply) {
+            next.reply(Error(Errc::unavailable, "address " + next.address + " is member " +
+                                                    std::to_string(it->id) + "'s, admitted now"));
+          }
+          continue;
+        }
+        next.id = nextId++;
+        after.push_back(
+            MemberInfo{next.id, next.address, next.incarnation, std::move(next.shardPorts)});
+        if (next.reply) next.reply(next.id);
+      }
       break;
     }
     case Kind::kLeave:

@@ -130,6 +130,8 @@ class Coordinator {
 
  private:
   enum class Kind { kJoin, kLeave, kFail, kReplan };
+  // Joins admitted together in one change, at most.
+  static constexpr std::size_t kMaxJoinsPerChange = 64;
   struct Change {
     Kind kind = Kind::kJoin;
     MemberId id = 0;

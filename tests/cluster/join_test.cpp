@@ -73,3 +73,25 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
       },
       20s));
 }
+
+TEST_CASE("A fleet started at once through one seed forms, its joins admitted together",
+          "[cluster][join]") {
+  constexpr int kJoiners = 16;
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.joinTimeout = 60s;  // far above what a loaded sanitizer build needs
+  TestCluster cluster(o);
+  REQUIRE(cluster.start(1));
+  const std::uint64_t before = cluster.at(0).topology()->version;
+  const auto results = cluster.addAtOnce(kJoiners);
+  for (const auto& r : results) {
+    INFO((r.ok() ? std::string("started") : r.error().message()));
+    CHECK(r.ok());
+  }
+  REQUIRE(eventually([&] { return cluster.settled(); }, 60s));
+  const TopologyPtr t = cluster.at(0).topology();
+  CHECK(t->members.size() == kJoiners + 1);
+  // One change (two topologies: T1 with the newcomers syncing, then T2) per batch of joins, not
+  // per joiner: a change each took 2 x 16 versions.
+  INFO("topology v" << before << " -> v" << t->version);
+  CHECK(t->version - before < 2 * kJoiners / 2);
+}

@@ -55,6 +55,32 @@ class TestCluster {
     nodes_.push_back(std::move(node));
     return *nodes_.back();
   }
+  // Starts `n` more nodes at once (each start() on a thread of its own), all joining through the
+  // first live node, as a fleet whose processes start together. Returns each one's start().
+  std::vector<Result<bool>> addAtOnce(int n) {
+    std::string seed;
+    for (auto& node : nodes_) {
+      if (node && node->running()) {
+        seed = node->listenAddress();
+        break;
+      }
+    }
+    std::vector<std::unique_ptr<Node>> fresh;
+    for (int i = 0; i < n; ++i) {
+      NodeOptions o = base_;
+      o.listenAddress = "127.0.0.1:0";
+      if (!seed.empty()) o.seeds = {seed};
+      fresh.push_back(std::make_unique<Node>(o));
+    }
+    std::vector<Result<bool>> results(static_cast<std::size_t>(n), Result<bool>(false));
+    std::vector<std::thread> starters;
+    for (int i = 0; i < n; ++i) {
+      starters.emplace_back([&, i] { results[i] = fresh[i]->start(); });
+    }
+    for (auto& t : starters) t.join();
+    for (auto& node : fresh) nodes_.push_back(std::move(node));
+    return results;
+  }
   const Result<bool>& lastStart() const { return lastStart_; }
   // Nodes added from now on listen on distinct loopback addresses (see add()).
   void useDistinctAddresses() { distinct_ = true; }
