@@ -72,6 +72,7 @@ Commands:
                          exit status 1 if it was not
 
 Common options:
+  --version              print the version and exit
   --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
   --timeout-ms N         deadline of each request. Default: 5000
   --client-secret-file PATH
@@ -879,6 +880,10 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg == "--version") {
+      std::printf("ingrid-cli %s (commit %s)\n", INGRID_VERSION, INGRID_COMMIT);
       return 0;
     }
     if (arg == "--json") {  // the one flag that takes no value

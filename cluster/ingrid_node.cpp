@@ -75,6 +75,7 @@ Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster graceful
                        Default: none (plain TCP)
   --tls-cert PATH      PEM file: this member's certificate, then any intermediates
   --tls-key PATH       PEM file: that certificate's private key (unencrypted)
+  --version            print the version and exit
   --metrics HOST:PORT  serve /metrics (Prometheus), /livez, /readyz and /cluster-safe over
                        HTTP there (docs/operations.md); port 0 picks a free port (printed
                        on start). Default: none
@@ -139,6 +140,9 @@ int main(int argc, char** argv) {
     unsigned long n = 0;
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
+      return 0;
+    } else if (arg == "--version") {
+      std::printf("ingrid-node %s (commit %s)\n", INGRID_VERSION, INGRID_COMMIT);
       return 0;
     } else if (arg == "--listen") {
       options.listenAddress = value("--listen");

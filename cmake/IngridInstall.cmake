@@ -23,3 +23,31 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/ingridConfig.cmake ${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
         DESTINATION ${INGRID_CMAKE_DIR})
+
+# The service: a systemd unit (its flags in INGRID_ARGS of /etc/default/ingrid-node), and the
+# operator's docs.
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/ingrid-node.service
+        DESTINATION lib/systemd/system)
+# (The defaults file is an example: copy it to /etc/default/ingrid-node.)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/ingrid-node.default
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+              ${PROJECT_SOURCE_DIR}/docs/operations.md ${PROJECT_SOURCE_DIR}/docs/wire-format.md
+        DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+# A Debian package of all of it (`cpack -G DEB` in a build folder): the programs, the libraries,
+# headers and CMake package for find_package(ingrid), the unit. It depends on the Debian packages
+# the headers and libraries need.
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME ingrid)
+set(CPACK_PACKAGE_VENDOR ingrid)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+    "embeddable in-memory data grid for distributed rate limiting")
+set(CPACK_PACKAGE_CONTACT "ingrid developers <ingrid@localhost>")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS
+    "libasio-dev, libcereal-dev, libxxhash-dev, libraft-dev, libabsl-dev, libssl-dev, prometheus-cpp-dev, libcpp-httplib-dev")
+include(CPack)

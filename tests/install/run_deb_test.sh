@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The Debian package as a user gets it: `cpack -G DEB` in this build folder, then the package's
+# contents extracted (dpkg-deb -x) into a scratch root: its ingrid-node answers --version, its
+# unit is there, and the consumer (tests/install/consumer) builds against the extracted
+# /usr with find_package(ingrid) and runs.
+#
+# Usage: run_deb_test.sh BUILD_DIR CONSUMER_SOURCE WORK_DIR
+set -euo pipefail
+BUILD=${1:?usage: $0 BUILD_DIR CONSUMER_SOURCE WORK_DIR}
+CONSUMER=${2:?}
+WORK=${3:?}
+rm -rf "$WORK"
+mkdir -p "$WORK"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+command -v dpkg-deb >/dev/null || fail "dpkg-deb is not installed"
+
+(cd "$BUILD" && cpack -G DEB -B "$WORK/package" >"$WORK/cpack.log" 2>&1) ||
+  fail "cpack failed: $(tail -n 20 "$WORK/cpack.log")"
+DEB=$(ls "$WORK"/package/*.deb 2>/dev/null | head -n 1)
+[[ -n "$DEB" ]] || fail "cpack made no .deb: $(tail -n 20 "$WORK/cpack.log")"
+dpkg-deb --info "$DEB" >"$WORK/info.txt" || fail "dpkg-deb cannot read $DEB"
+grep -q "Package: ingrid" "$WORK/info.txt" || fail "not the ingrid package: $(cat "$WORK/info.txt")"
+grep -q "Depends:.*libraft-dev" "$WORK/info.txt" || fail "no dependencies listed"
+
+ROOT="$WORK/root"
+dpkg-deb -x "$DEB" "$ROOT" || fail "dpkg-deb -x failed"
+for f in usr/bin/ingrid-node usr/bin/ingrid-cli usr/lib/systemd/system/ingrid-node.service \
+         usr/include/ingrid/node.h; do
+  [[ -e "$ROOT/$f" ]] || fail "the package lacks /$f"
+done
+ls "$ROOT"/usr/lib*/*/cmake/ingrid/ingridConfig.cmake "$ROOT"/usr/lib/cmake/ingrid/ingridConfig.cmake \
+  >/dev/null 2>&1 || true
+"$ROOT/usr/bin/ingrid-node" --version | grep -q "^ingrid-node " || fail "ingrid-node --version"
+"$ROOT/usr/bin/ingrid-cli" --version | grep -q "^ingrid-cli " || fail "ingrid-cli --version"
+
+cmake -S "$CONSUMER" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$ROOT/usr" >"$WORK/consumer.log" 2>&1 ||
+  fail "the consumer does not configure against the package: $(tail -n 20 "$WORK/consumer.log")"
+cmake --build "$WORK/consumer" -j 2 >>"$WORK/consumer.log" 2>&1 ||
+  fail "the consumer does not build against the package: $(tail -n 20 "$WORK/consumer.log")"
+"$WORK/consumer/consumer" | grep -q "consumer: granted" || fail "the consumer did not run"
+echo "[package] $(basename "$DEB"): $(dpkg-deb -c "$DEB" | wc -l) entries; consumer built and ran"
