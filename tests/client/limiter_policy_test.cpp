@@ -19,6 +19,7 @@
 
 #include <ingrid/batcher.h>
 #include <ingrid/clock.h>
+#include <ingrid/limiter_metrics.h>
 #include <ingrid/node.h>
 #include <ingrid/rate_limiter.h>
 
@@ -26,6 +27,21 @@ namespace ingrid {
 namespace {
 
 using namespace std::chrono_literals;
+
+TEST_CASE("Limiter decisions as Prometheus text: one series per decision, labelled by limiter",
+          "[client][limiter_policy][metrics]") {
+  const std::string text = limiterMetricsText("login", LimiterCounts{5, 2, 1, 3, 4, 6});
+  CHECK_THAT(text, Catch::Contains("# TYPE ingrid_limiter_decisions_total counter"));
+  for (const char* line :
+       {"ingrid_limiter_decisions_total{decision=\"granted\",limiter=\"login\"} 5",
+        "ingrid_limiter_decisions_total{decision=\"denied\",limiter=\"login\"} 2",
+        "ingrid_limiter_decisions_total{decision=\"shadow_denied\",limiter=\"login\"} 1",
+        "ingrid_limiter_decisions_total{decision=\"failed_open\",limiter=\"login\"} 3",
+        "ingrid_limiter_decisions_total{decision=\"failed_closed\",limiter=\"login\"} 4",
+        "ingrid_limiter_decisions_total{decision=\"error\",limiter=\"login\"} 6"}) {
+    CHECK_THAT(text, Catch::Contains(line));
+  }
+}
 
 TEST_CASE("LimiterPolicy: each outcome as the options say, each counted once",
           "[client][limiter_policy]") {
