@@ -45,12 +45,22 @@ ClientMetric labelled(std::vector<ClientMetric::Label> labels) {
   return m;
 }
 
-void gauge(std::vector<MetricFamily>& out, std::string name, std::string help, double value) {
-  MetricFamily f = family(std::move(name), std::move(help), MetricType::Gauge);
+// One unlabelled sample of `type` named `name`.
+void single(std::vector<MetricFamily>& out, std::string name, std::string help, MetricType type,
+            double value) {
+  MetricFamily f = family(std::move(name), std::move(help), type);
   ClientMetric m;
-  m.gauge.value = value;
+  (type == MetricType::Counter ? m.counter.value : m.gauge.value) = value;
   f.metric.push_back(std::move(m));
   out.push_back(std::move(f));
+}
+
+void gauge(std::vector<MetricFamily>& out, std::string name, std::string help, double value) {
+  single(out, std::move(name), std::move(help), MetricType::Gauge, value);
+}
+
+void counter(std::vector<MetricFamily>& out, std::string name, std::string help, double value) {
+  single(out, std::move(name), std::move(help), MetricType::Counter, value);
 }
 
 template <class Total>
@@ -160,20 +170,14 @@ std::string NodeImpl::metricsText() {
   batch.metric.push_back(histogram(requests.updatesPerBatch, 1.0, {}));
   out.push_back(std::move(batch));
 
-  MetricFamily resyncs = family("ingrid_resyncs_total",
-                                "Times a replica here missed an update and waited for a snapshot",
-                                MetricType::Counter);
-  resyncs.metric.push_back(ClientMetric{});
-  resyncs.metric.back().counter.value = static_cast<double>(data_ ? data_->resyncs() : 0);
-  out.push_back(std::move(resyncs));
+  counter(out, "ingrid_resyncs_total",
+          "Times a replica here missed an update and waited for a snapshot",
+          static_cast<double>(data_ ? data_->resyncs() : 0));
 
-  MetricFamily late = family("ingrid_late_requests_total",
-                             "Requests that arrived after their deadline (plus the clock skew "
-                             "allowed): refused, not run (copies delayed in transit)",
-                             MetricType::Counter);
-  late.metric.push_back(ClientMetric{});
-  late.metric.back().counter.value = static_cast<double>(data_ ? data_->lateRequests() : 0);
-  out.push_back(std::move(late));
+  counter(out, "ingrid_late_requests_total",
+          "Requests that arrived after their deadline (plus the clock skew "
+          "allowed): refused, not run (copies delayed in transit)",
+          static_cast<double>(data_ ? data_->lateRequests() : 0));
 
   MetricFamily refusals = family("ingrid_refusals_total", "Frames refused at admission, by reason",
                                  MetricType::Counter);
@@ -184,13 +188,10 @@ std::string NodeImpl::metricsText() {
   }
   out.push_back(std::move(refusals));
 
-  MetricFamily degraded = family("ingrid_degraded_writes_total",
-                                 "Writes acknowledged with fewer copies than the cluster could "
-                                 "hold (after a failure, until the re-sync)",
-                                 MetricType::Counter);
-  degraded.metric.push_back(ClientMetric{});
-  degraded.metric.back().counter.value = static_cast<double>(degradedWrites());
-  out.push_back(std::move(degraded));
+  counter(out, "ingrid_degraded_writes_total",
+          "Writes acknowledged with fewer copies than the cluster could "
+          "hold (after a failure, until the re-sync)",
+          static_cast<double>(degradedWrites()));
 
   if (const std::optional<Gauges> g = gauges()) {
     gauge(out, "ingrid_members", "Members in the topology this member routes by",

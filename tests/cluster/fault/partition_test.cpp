@@ -41,19 +41,33 @@ constexpr auto kCut = 5s;  // longer than the 2 s failure timeout
 constexpr auto kServeLimit = 10s;
 constexpr auto kConvergeLimit = 15s;
 
+// Whether `lab` can be used. As root (CI runs as root), a namespace that cannot be made is a
+// failure, not a skip: a green run must have cut links.
+bool labUsable(const NetLab& lab) {
+  if (lab.error().empty()) return true;
+  if (NetLab::required())
+    FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
+  WARN("skipped: " << lab.error());
+  return false;
+}
+
+// Each member's --metrics address, from its "metrics on" line.
+std::vector<std::string> probeAddresses(FaultCluster& cluster) {
+  std::vector<std::string> probes;
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    const auto line = cluster[i].waitForLine("metrics on", 10s);
+    REQUIRE(line);
+    probes.push_back(line->substr(line->rfind(' ') + 1));
+  }
+  return probes;
+}
+
 // Starts the cluster in `lab`, runs the load, applies `cut(lab, leader)`, waits kCut, heals,
 // and checks every invariant.
 void runPartitionScenario(const char* scenario,
                           const std::function<bool(NetLab&, int leader)>& cut) {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
-  if (!lab.error().empty()) {
-    // As root (CI runs as root), a namespace that cannot be made is a failure, not a skip: a
-    // green run must have cut links.
-    if (NetLab::required())
-      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
-    WARN("skipped: " << lab.error());
-    return;
-  }
+  if (!labUsable(lab)) return;
   NetLab::Enter inLab(lab);
   REQUIRE(inLab.entered());
   FaultClusterOptions o;
@@ -130,12 +144,7 @@ int httpStatus(const std::string& hostPort, const std::string& path) {
 TEST_CASE("Probes: /readyz answers 503 on a member cut off, and 200 after the heal",
           "[fault][partition][probes]") {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
-  if (!lab.error().empty()) {
-    if (NetLab::required())
-      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
-    WARN("skipped: " << lab.error());
-    return;
-  }
+  if (!labUsable(lab)) return;
   NetLab::Enter inLab(lab);
   REQUIRE(inLab.entered());
   FaultClusterOptions o;
@@ -149,12 +158,7 @@ TEST_CASE("Probes: /readyz answers 503 on a member cut off, and 200 after the he
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
-  std::vector<std::string> probes;
-  for (int i = 0; i < kMembers; ++i) {
-    const auto line = cluster[i].waitForLine("metrics on", 10s);
-    REQUIRE(line);
-    probes.push_back(line->substr(line->rfind(' ') + 1));
-  }
+  const std::vector<std::string> probes = probeAddresses(cluster);
   const int leader = cluster.leaderIndex();
   REQUIRE(leader >= 0);
   const int victim = followers(leader).back();
@@ -208,12 +212,7 @@ TEST_CASE(
     "the copies TCP delivers late are refused, not run",
     "[fault][partition][window]") {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
-  if (!lab.error().empty()) {
-    if (NetLab::required())
-      FAIL("cannot make a network namespace (required as root or with CI set): " << lab.error());
-    WARN("skipped: " << lab.error());
-    return;
-  }
+  if (!labUsable(lab)) return;
   NetLab::Enter inLab(lab);
   REQUIRE(inLab.entered());
   FaultClusterOptions o;
@@ -227,12 +226,7 @@ TEST_CASE(
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
-  std::vector<std::string> probes;
-  for (int i = 0; i < kMembers; ++i) {
-    const auto line = cluster[i].waitForLine("metrics on", 10s);
-    REQUIRE(line);
-    probes.push_back(line->substr(line->rfind(' ') + 1));
-  }
+  const std::vector<std::string> probes = probeAddresses(cluster);
   AuditOptions a;
   a.prefix = "blackholed-client";
   a.fixedBuckets = 1024;

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -34,9 +35,9 @@ namespace {
 
 // Longer than the failure timeout (2 s): the paused member is declared failed meanwhile.
 constexpr auto kPause = 5s;
-// The load runs this long before the fault and after it.
-constexpr auto kLoadBefore = 1s;
-constexpr auto kLoadAfter = 3s;
+// Grants the audit must see before the fault and after it (each wait bounded).
+constexpr std::uint64_t kGrantsBefore = 100;
+constexpr std::uint64_t kGrantsAfter = 20;
 // Bounds on healing.
 constexpr auto kConvergeLimit = 10s;
 constexpr auto kServeLimit = 10s;
@@ -74,12 +75,12 @@ TEST_CASE("Pause: a paused member of two grants no token twice and both converge
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(kLoadBefore);
+  REQUIRE(audit.waitForGrants(kGrantsBefore, 10s));  // load that really ran before the fault
   cluster.pauseFor(1, kPause);
   // A host that starts now and knows only the resumed member: the clients that started before
   // the pause follow the survivor's topology, this one the resumed member's.
   REQUIRE(audit.addCallers({cluster[1].address}, 8).empty());
-  std::this_thread::sleep_for(kLoadAfter);
+  CHECK(audit.waitForGrants(kGrantsAfter, 20s));  // load that really ran after it
   const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
   const AuditResult r = audit.finish();
   const auto crashes = cluster.crashes();
@@ -108,7 +109,8 @@ TEST_CASE("Pause: a non-first member of three paused and resumed, round after ro
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(kLoadBefore);
+  // No fresh buckets here: 64 tokens in all, half of them granted before the first pause.
+  REQUIRE(audit.waitForGrants(32, 10s));
   constexpr int kRounds = 3;
   Convergence converged;
   std::vector<std::string> crashes;
@@ -153,10 +155,10 @@ TEST_CASE(
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(kLoadBefore);
+  REQUIRE(audit.waitForGrants(kGrantsBefore, 10s));  // load that really ran before the fault
   cluster.pauseFor(2, kPause);
   const auto resumed = FaultClock::now();
-  std::this_thread::sleep_for(kLoadAfter);
+  CHECK(audit.waitForGrants(kGrantsAfter, 20s));  // load that really ran after it
   const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
   const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
   const AuditResult r = audit.finish(5s);
@@ -205,9 +207,9 @@ TEST_CASE("Pause: the control plane's leader paused past the failure timeout, th
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
 
-  std::this_thread::sleep_for(kLoadBefore);
+  REQUIRE(audit.waitForGrants(kGrantsBefore, 10s));  // load that really ran before the fault
   cluster.pauseFor(static_cast<std::size_t>(leader), kPause);
-  std::this_thread::sleep_for(kLoadAfter);
+  CHECK(audit.waitForGrants(kGrantsAfter, 20s));  // load that really ran after it
   const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
   const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
   const AuditResult r = audit.finish(5s);
