@@ -22,6 +22,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cassert>
 #include <chrono>
 #include <concepts>
@@ -93,7 +94,17 @@ struct BatcherStats {
   std::uint64_t batchedRequests = 0;  // requests that went in a P::Batch
   std::uint64_t rejected = 0;         // requests refused with Errc::overloaded
   std::uint64_t expired = 0;          // requests that timed out in the queue, never sent
+  // Sends by their number of requests: sendSizes[i] counts sends of at most kSendSizeBounds[i]
+  // requests and more than the bound before it; the last counts those above every bound.
+  static constexpr std::array<std::size_t, 11> kSendSizeBounds = {1,  2,   4,   8,   16,  32,
+                                                                  64, 128, 256, 512, 1024};
+  std::array<std::uint64_t, kSendSizeBounds.size() + 1> sendSizes{};
 
+  void countSend(std::size_t n) noexcept {
+    std::size_t i = 0;
+    while (i < kSendSizeBounds.size() && n > kSendSizeBounds[i]) ++i;
+    ++sendSizes[i];
+  }
   BatcherStats& operator+=(const BatcherStats& o) noexcept {
     requests += o.requests;
     sends += o.sends;
@@ -101,6 +112,7 @@ struct BatcherStats {
     batchedRequests += o.batchedRequests;
     rejected += o.rejected;
     expired += o.expired;
+    for (std::size_t i = 0; i < sendSizes.size(); ++i) sendSizes[i] += o.sendSizes[i];
     return *this;
   }
   friend bool operator==(const BatcherStats&, const BatcherStats&) = default;
@@ -275,6 +287,7 @@ class Batcher {
         return;
       }
       ++stats_.sends;
+      stats_.countSend(1);
       ++active_;
     }
     sendSingle(std::move(key), std::move(p), std::move(done));
@@ -389,6 +402,7 @@ class Batcher {
         queue.pop_front();
       }
       ++stats_.sends;
+      stats_.countSend(n);
       ++active_;
       if (n > 1) {
         ++stats_.batches;

@@ -14,12 +14,14 @@
 #include <latch>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <ingrid/clock.h>
+#include <ingrid/limiter_metrics.h>
 #include <ingrid/node.h>
 #include <ingrid/processors/token_bucket.h>
 #include <ingrid/processors/warmup.h>
@@ -421,6 +423,23 @@ TEST_CASE("batches never exceed maxBatch nor the batch processor's limit", "[cli
     for (auto& f : fs) CHECK(await(f).ok());
     CHECK(batcher.stats().batches == 3);
     CHECK(batcher.stats().batchedRequests == 10);
+    // Sends of 1, 4, 4 and 2 requests, by size bucket (1, 2, 4, ...) and as Prometheus text.
+    const auto sizes = batcher.stats().sendSizes;
+    CHECK(sizes[0] == 1);
+    CHECK(sizes[1] == 1);
+    CHECK(sizes[2] == 2);
+    CHECK(std::accumulate(sizes.begin(), sizes.end(), std::uint64_t{0}) == 4);
+    const std::string text = batcherMetricsText("hot", batcher.stats());
+    CHECK_THAT(text, Catch::Contains("# TYPE ingrid_client_batch_size histogram"));
+    CHECK_THAT(text,
+               Catch::Contains("ingrid_client_batch_size_bucket{batcher=\"hot\",le=\"1\"} 1"));
+    CHECK_THAT(text,
+               Catch::Contains("ingrid_client_batch_size_bucket{batcher=\"hot\",le=\"4\"} 4"));
+    CHECK_THAT(text,
+               Catch::Contains("ingrid_client_batch_size_bucket{batcher=\"hot\",le=\"+Inf\"} 4"));
+    CHECK_THAT(text, Catch::Contains("ingrid_client_batch_size_count{batcher=\"hot\"} 4"));
+    CHECK_THAT(text, Catch::Contains("ingrid_client_batch_size_sum{batcher=\"hot\"} 11"));
+    CHECK_THAT(text, Catch::Contains("ingrid_client_batcher_rejected_total{batcher=\"hot\"} 0"));
   }
   SECTION("P::Batch::kMaxWants caps a larger maxBatch") {
     FakeInvoker fake;
