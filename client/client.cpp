@@ -507,7 +507,8 @@ Result<MemberStatus> ClientImpl::statusOf(const std::string& address) {
                         std::max<std::int64_t>(s.leaseLeftMs, 0),
                         std::move(s.fenced),
                         s.rejoining,
-                        std::move(s.incomplete)};
+                        std::move(s.incomplete),
+                        std::move(s.behind)};
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
   }

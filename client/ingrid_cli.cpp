@@ -517,6 +517,11 @@ ClusterView gather(ingrid::Client& client) {
       v.problems.push_back("member " + std::to_string(m.id) + " reports " +
                            std::to_string(s.incomplete.size()) + " incomplete replica(s)");
     }
+    if (!s.behind.empty()) {
+      v.problems.push_back(
+          "member " + std::to_string(m.id) + " leads " + std::to_string(s.behind.size()) +
+          " partition(s) with a backup that lacks an update (replication failing)");
+    }
     if (s.leader == 0) v.problems.push_back("member " + std::to_string(m.id) + " knows no leader");
   }
   if (v.migrating) v.problems.push_back("a migration is in progress");
@@ -580,6 +585,7 @@ void printJson(const ClusterView& v) {
            ",\"isLeader\":" + (s.isLeader ? "true" : "false") +
            ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
            ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
+           ",\"behind\":" + jsonArray(s.behind) +
            ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
   }
   out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";

@@ -112,6 +112,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);
+    if (t->table.primary(p) == s.memberId && data_->backupBehind(p)) s.behind.push_back(p);
     if (s.memberId != 0 && t->table.isOwner(p, s.memberId) && !data_->complete(p)) {
       s.incomplete.push_back(p);
     }

@@ -297,6 +297,12 @@ Probe NodeImpl::clusterSafe() {
     return {false, "member " + std::to_string(g->status.memberId) + " reports " +
                        std::to_string(g->status.incomplete.size()) + " incomplete replicas"};
   }
+  if (!g->status.behind.empty()) {
+    return {false, "member " + std::to_string(g->status.memberId) + " leads " +
+                       std::to_string(g->status.behind.size()) +
+                       " partitions with a backup that lacks an update (first: " +
+                       std::to_string(g->status.behind.front()) + "): replication is failing"};
+  }
   if (!transport_) return {true, "one member, nothing migrating"};
   // Every other member's own report: the topology says a replica is complete once it synced,
   // but a replica that missed an update since is resyncing, which only its member knows.
@@ -331,6 +337,11 @@ Probe NodeImpl::clusterSafe() {
               if (!s.incomplete.empty()) {
                 gather->verdict = "member " + std::to_string(id) + " reports " +
                                   std::to_string(s.incomplete.size()) + " incomplete replicas";
+              } else if (!s.behind.empty()) {
+                gather->verdict = "member " + std::to_string(id) + " leads " +
+                                  std::to_string(s.behind.size()) +
+                                  " partitions with a backup that lacks an update: replication "
+                                  "is failing";
               }
             } catch (const std::exception& e) {
               gather->verdict =

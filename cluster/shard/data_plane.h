@@ -159,6 +159,13 @@ class DataPlane {
 
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
   bool fenced(PartitionId p) const noexcept { return replicas_[p].fenced.load(); }
+  // (Primary side) Whether a backup of p lacks an update made here: an attempt to send one
+  // failed, and no later update has been acknowledged by every backup since (a backup applies in
+  // order, so one that acknowledges a later update holds the earlier ones). Any thread.
+  bool backupBehind(PartitionId p) const noexcept {
+    return replicas_[p].failedSeq.load(std::memory_order_relaxed) >
+           replicas_[p].ackedSeq.load(std::memory_order_relaxed);
+  }
   bool complete(PartitionId p) const noexcept {
     return replicas_[p].mode.load() == ReplicaMode::kReady;
   }
@@ -225,7 +232,17 @@ class DataPlane {
     std::atomic<bool> fenced{false};
     std::uint64_t fencedFor = 0;      // the topology version the fence was set for
     std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
+    // (primary side) The newest update an attempt to a backup failed for, and the newest every
+    // backup acknowledged (backupBehind). Raised with noteSeq from whichever thread answers.
+    std::atomic<std::uint64_t> failedSeq{0};
+    std::atomic<std::uint64_t> ackedSeq{0};
   };
+  // Raises `to` to `seq` if it is lower.
+  static void noteSeq(std::atomic<std::uint64_t>& to, std::uint64_t seq) noexcept {
+    std::uint64_t was = to.load(std::memory_order_relaxed);
+    while (was < seq && !to.compare_exchange_weak(was, seq, std::memory_order_relaxed)) {
+    }
+  }
 
   // --- the primary's side (data_plane_invoke.cpp) ---
   // An Invoke request, checked: its fields in the body, the processor, its partition and deadline.

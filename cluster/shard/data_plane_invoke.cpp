@@ -389,6 +389,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       }
     }
     if (!r) {
+      noteSeq(replicas_[p].failedSeq, repl->seq);
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
@@ -449,6 +450,9 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         repl->outcome->resolve(ReplicationOutcome::kFailed, {},
                                Error(Errc::unavailable, replicationFailure(*repl)));
       }
+    }
+    if (repl->failures.empty()) {  // every owner holds it, or is syncing (reported so)
+      noteSeq(replicas_[p].ackedSeq, repl->seq);
     }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (!repl->done) return;

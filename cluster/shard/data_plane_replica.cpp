@@ -308,6 +308,9 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     rep.syncedEpoch = s.epoch;
     rep.ignoredSeq = 0;
     rep.ignoredEpoch = 0;
+    // What this member knew as a primary is no guide to the replicas of its next tenure.
+    rep.failedSeq.store(0, std::memory_order_relaxed);
+    rep.ackedSeq.store(0, std::memory_order_relaxed);
     rep.mode = ReplicaMode::kReady;
   }
   conn->reply(header, MessageType::kSnapshot, topology()->version, {});
@@ -370,7 +373,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   for (const auto& chunk : chunks) {
     requestFrom(
         w, key, peer, MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
-        [this, p, to, version, progress, w](Result<Frame> r) {
+        [this, p, to, version, progress, w, seq = rep.seq](Result<Frame> r) {
           if (!r) progress->failed = true;
           if (--progress->pending != 0) return;
           Replica& sender = replicas_[p];
@@ -390,6 +393,8 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
             return;
           }
           if (!progress->failed) {
+            // With one backup, it now holds every update up to the snapshot's.
+            if (topology()->table.owners(p).size() == 2) noteSeq(sender.ackedSeq, seq);
             onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });
             return;
           }

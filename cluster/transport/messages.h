@@ -466,10 +466,13 @@ struct MemberStatusBody {
   // Partitions it owns whose replica here is not complete (never synced, or resyncing after a
   // missed update): with every owner so, a partition has no complete replica.
   std::vector<std::uint32_t> incomplete;
+  // Partitions it is primary of with a backup that lacks an update made there (an attempt to
+  // replicate it failed, and no later one reached every backup): not safe to lose this member.
+  std::vector<std::uint32_t> behind;
   template <class A>
   void save(A& ar) const {
     ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
-       rejoining, incomplete);
+       rejoining, incomplete, behind);
   }
   template <class A>
   void load(A& ar) {
@@ -484,6 +487,8 @@ struct MemberStatusBody {
     ar(rejoining);
     incomplete.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.incomplete"));
     for (auto& p : incomplete) ar(p);
+    behind.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.behind"));
+    for (auto& p : behind) ar(p);
   }
 };
 

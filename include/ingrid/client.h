@@ -83,6 +83,9 @@ struct MemberStatus {
   // Partitions it owns whose replica there is not complete (never synced, or resyncing after a
   // missed update): a partition whose every owner is so has no complete replica.
   std::vector<PartitionId> incomplete;
+  // Partitions it leads with a backup that lacks an update made there: a replication attempt
+  // failed, and none since reached every backup (a link to a backup is down).
+  std::vector<PartitionId> behind;
 };
 class ClientImpl;
 

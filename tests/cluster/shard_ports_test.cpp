@@ -227,6 +227,7 @@ TEST_CASE(
     CHECK(acquire(client, "replicated-0", 2) == 1);
   }
   SECTION("shard ports closed: the update waits for its path and fails, not acknowledged") {
+    REQUIRE(testing::eventually([&] { return cluster.at(0).clusterSafe().ok; }));
     for (Node* n : cluster.live()) n->TEST_closeShardPorts();
     const BucketParams bucket = BucketParams::perPeriod(3, std::chrono::nanoseconds(1h).count());
     auto r = client.invoke("cut-0", TokenBucketAcquire{bucket, 1});
@@ -235,6 +236,14 @@ TEST_CASE(
     CHECK((r.error() == Errc::indeterminate || r.error() == Errc::timeout));
     const auto after = batchesOf(cluster);
     CHECK(after.second == before.second);  // no batch came by a member port
+    // The backup lacks that update: no member calls the cluster safe to lose a member, and each
+    // says why (its own primary's report, or another member's).
+    for (Node* n : cluster.live()) {
+      const Probe safe = n->clusterSafe();
+      INFO("member " << n->memberId() << ": " << safe.reason);
+      CHECK_FALSE(safe.ok);
+      CHECK_THAT(safe.reason, Catch::Contains("lacks an update"));
+    }
     cluster.crashAll();  // a leave would hand partitions over on the closed shard ports
   }
 }
