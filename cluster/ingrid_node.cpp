@@ -1,19 +1,27 @@
 // ingrid-node: a standalone ingrid member, for a separate tier and for multi-process tests.
 //
 // Prints "ingrid-node: member ID listening on HOST:PORT" once started, one line per topology
-// change, and leaves the cluster gracefully on SIGINT or SIGTERM.
+// change, and leaves the cluster gracefully on SIGINT or SIGTERM. Options are parsed by CLI11;
+// each can also come from the environment variable INGRID_<OPTION_IN_UPPER_SNAKE> (for
+// containers), and the command line wins over the environment. A refused option exits with 2.
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <iostream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include <ingrid/node.h>
 
@@ -21,85 +29,72 @@
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: ingrid-node [options]
-
-Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster gracefully.
-
-  --listen HOST:PORT   address to listen on for members and clients; port 0 picks a free
-                       port (printed on start). Default: 127.0.0.1:0
-  --advertise HOST:PORT
-                       address the others reach this member at (needed with a wildcard
-                       --listen such as 0.0.0.0:7400); port 0 = the port listened on.
-                       Default: the --listen address
-  --seed HOST:PORT     a member to join through; repeat for several. None: start a new cluster.
-  --partitions N       partitions of the key space; must match the cluster. Default: 1024
-  --backups N          backups per partition (the first member's value wins). Default: 1
-  --workers N          partition worker threads; 0 = one per core. Default: 0
-  --single-thread      run the partitions on the network thread (no worker threads): one
-                       thread reads, runs, replicates and answers. Best on one core.
-  --shard-port-base N  worker i takes clients' invocations on port N + i (its shard port);
-                       0 = free ports, listed in the topology. Default: 0
-  --no-shard-ports     workers open no ports of their own: clients send everything to
-                       the --listen port
-  --heartbeat-ms N     how often a heartbeat goes to every other member. Default: 500
-  --failure-timeout-ms N
-                       a member silent this long is declared failed and removed; its
-                       backups take over its partitions. Default: 3000
-  --lease-ms N         primary lease: a member cut off from the leader stops writing within
-                       N ms, and a failed member's partitions move only after its lease
-                       expired (N * 1.1 + 10 ms). Must be below the failure timeout.
-                       Default: failure timeout / 2
-  --dedup-window-ms N  how long a request's exactly-once record outlives it: a retry within
-                       it is answered, never run twice; clients cap their deadlines to half
-                       of it. Every member needs the same one. At least 1000. Default: 60000
-  --request-timeout-ms N
-                       deadline of this member's own calls (at most half the dedup window).
-                       Default: 5000, or half the dedup window if that is shorter
-  --min-members N      refuse writes while this member sees fewer than N members
-                       (split-brain protection; use a majority). Default: 0 (off)
-  --min-insync N       copies (primary and complete backups) that must hold a write for it
-                       to be acknowledged; fewer: refused, nothing changed. From 1 to
-                       backups + 1. Default: 1
-  --cluster-secret-file PATH
-                       the cluster secret, read from PATH (one line; a trailing newline is
-                       dropped): members prove it to each other before any control or
-                       replication message, and a joining node in its Join. Every member
-                       needs the same one. Default: none (members not authenticated)
-  --client-secret-file PATH
-                       the client secret, read from PATH as the cluster secret is: clients
-                       must prove it before their first request (ingrid-cli
-                       --client-secret-file). Needs --cluster-secret-file. Default: none
-  --tls-ca PATH        PEM file of the CA that members' certificates chain to: turns TLS on for
-                       every connection (members and clients); needs --tls-cert and --tls-key.
-                       Members verify each other's certificates against it (mutual TLS).
-                       Default: none (plain TCP)
-  --tls-cert PATH      PEM file: this member's certificate, then any intermediates
-  --tls-key PATH       PEM file: that certificate's private key (unencrypted)
-  --version            print the version and exit
-  --metrics HOST:PORT  serve /metrics (Prometheus), /livez, /readyz and /cluster-safe over
-                       HTTP there (docs/operations.md); port 0 picks a free port (printed
-                       on start). Default: none
-  --max-connections N  connections accepted at once; one more is refused with an error
-                       naming the limit. Default: 4096
-  --max-buffered-bytes N
-                       bytes that clients' connections may hold at once in partly received
-                       frames; a frame past it is refused (overloaded) and its connection
-                       closed. 0 = no limit. Default: 67108864 (64 MiB)
-  --idle-timeout-ms N  close a client's connection after N ms without a request (members'
-                       links are exempt; the client redials). 0 = never. Default: 600000
-  --log-level LEVEL    error, warn, info or debug. Default: info
-  --help               this text
-)";
-
 enum Level { kError, kWarn, kInfo, kDebug };
 
-bool parseUnsigned(const char* text, unsigned long max, unsigned long& out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || v > max) return false;
-  out = v;
-  return true;
+// A whole number in [min, max] in decimal digits: "3x", "", "0x10" and numbers past the range
+// are refused, naming the range. The text is rewritten in canonical form, so that CLI11's own
+// conversion (which would read a leading 0 as octal) sees the number checked here.
+CLI::Validator wholeIn(long long min, long long max) {
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        long long v = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v, 10);
+        if (text.empty() || at != end ||
+            (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+          return "'" + text + "' is not a whole number in " + range;
+        }
+        if (ec == std::errc::result_out_of_range || v < min || v > max) {
+          return text + " is not in " + range;
+        }
+        text = std::to_string(v);
+        return {};
+      },
+      range);
+}
+
+// One of `names`, exactly.
+CLI::Validator oneOf(std::vector<std::string> names) {
+  std::string list, choices;
+  for (const auto& n : names) {
+    list += (list.empty() ? "" : ", ") + n;
+    choices += (choices.empty() ? "" : "|") + n;
+  }
+  return CLI::Validator(
+      [names, list](std::string& text) -> std::string {
+        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
+        return "'" + text + "' is not one of " + list;
+      },
+      choices);
+}
+
+// The secret in the file at `path` (one line; a trailing newline is dropped), or "" if it cannot
+// be read.
+std::string readSecret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (!in.good() && !in.eof()) secret.clear();
+  return secret;
+}
+
+// "--failure-timeout-ms" -> "INGRID_FAILURE_TIMEOUT_MS".
+std::string envNameOf(const std::string& option) {
+  std::string env = "INGRID_";
+  for (const char c : option.substr(option.find_first_not_of('-'))) {
+    env += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return env;
+}
+
+// Whether `option` appears on the command line (as "--name" or "--name=VALUE").
+bool onCommandLine(const std::string& option, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == option || arg.rfind(option + "=", 0) == 0) return true;
+  }
+  return false;
 }
 
 void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
@@ -120,118 +115,209 @@ void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
   std::fflush(stdout);
 }
 
+// Every option of ingrid-node on `app`, writing `o`, `level` and `metrics`; each also read from
+// its INGRID_* environment variable.
+void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::string& metrics) {
+  auto ms = [](std::chrono::milliseconds& d) {
+    return [&d](const long long& n) { d = std::chrono::milliseconds(n); };
+  };
+  app.add_option("--listen", o.listenAddress,
+                 "address to listen on for members and clients; port 0 picks a free\n"
+                 "port (printed on start). Default: 127.0.0.1:0")
+      ->type_name("HOST:PORT");
+  app.add_option("--advertise", o.advertiseAddress,
+                 "address the others reach this member at (needed with a wildcard\n"
+                 "--listen such as 0.0.0.0:7400); port 0 = the port listened on.\n"
+                 "Default: the --listen address")
+      ->type_name("HOST:PORT");
+  app.add_option("--seed", o.seeds,
+                 "a member to join through; repeat for several (in the environment:\n"
+                 "comma-separated). None: start a new cluster")
+      ->type_name("HOST:PORT")
+      ->delimiter(',');
+  app.add_option("--partitions", o.partitions,
+                 "partitions of the key space; must match the cluster. Default: 1024")
+      ->type_name("N")
+      ->check(wholeIn(1, 1 << 20));
+  app.add_option("--backups", o.backups,
+                 "backups per partition (the first member's value wins). Default: 1")
+      ->type_name("N")
+      ->check(wholeIn(0, 8));
+  app.add_option("--workers", o.workerThreads,
+                 "partition worker threads; 0 = one per core. Default: 0")
+      ->type_name("N")
+      ->check(wholeIn(0, 256));
+  app.add_flag("--single-thread", o.partitionsOnNetworkThread,
+               "run the partitions on the network thread (no worker threads): one\n"
+               "thread reads, runs, replicates and answers. Best on one core");
+  app.add_option("--shard-port-base", o.shardPortBase,
+                 "worker i takes clients' invocations on port N + i (its shard port);\n"
+                 "0 = free ports, listed in the topology. Default: 0")
+      ->type_name("N")
+      ->check(wholeIn(0, 65535));
+  app.add_flag_callback(
+      "--no-shard-ports", [&o] { o.shardPorts = false; },
+      "workers open no ports of their own: clients send everything to\nthe --listen port");
+  app.add_option_function<long long>("--heartbeat-ms", ms(o.heartbeatInterval),
+                                     "how often a heartbeat goes to every other member. "
+                                     "Default: 500")
+      ->type_name("N")
+      ->check(wholeIn(1, 3'600'000));
+  app.add_option_function<long long>(
+         "--failure-timeout-ms", ms(o.failureTimeout),
+         "a member silent this long is declared failed and removed; its\n"
+         "backups take over its partitions. Default: 3000")
+      ->type_name("N")
+      ->check(wholeIn(1, 3'600'000));
+  app.add_option_function<long long>(
+         "--lease-ms", ms(o.leaseDuration),
+         "primary lease: a member cut off from the leader stops writing within\n"
+         "N ms, and a failed member's partitions move only after its lease\n"
+         "expired (N * 1.1 + 10 ms). Must be below the failure timeout.\n"
+         "Default: failure timeout / 2")
+      ->type_name("N")
+      ->check(wholeIn(1, 3'600'000));
+  app.add_option_function<long long>(
+         "--dedup-window-ms", ms(o.dedupWindow),
+         "how long a request's exactly-once record outlives it: a retry within\n"
+         "it is answered, never run twice; clients cap their deadlines to half\n"
+         "of it. Every member needs the same one. At least 1000. Default: 60000")
+      ->type_name("N")
+      ->check(wholeIn(1, 86'400'000));
+  app.add_option_function<long long>(
+         "--request-timeout-ms", ms(o.requestTimeout),
+         "deadline of this member's own calls (at most half the dedup window).\n"
+         "Default: 5000, or half the dedup window if that is shorter")
+      ->type_name("N")
+      ->check(wholeIn(1, 3'600'000));
+  app.add_option("--min-members", o.minMembers,
+                 "refuse writes while this member sees fewer than N members\n"
+                 "(split-brain protection; use a majority). Default: 0 (off)")
+      ->type_name("N")
+      ->check(wholeIn(0, 1024));
+  app.add_option("--min-insync", o.minInSyncReplicas,
+                 "copies (primary and complete backups) that must hold a write for it\n"
+                 "to be acknowledged; fewer: refused, nothing changed. From 1 to\n"
+                 "backups + 1. Default: 1")
+      ->type_name("N")
+      ->check(wholeIn(1, 9));
+  // A secret file is read as it is parsed: one that cannot be read is refused like a bad number.
+  auto secret = [](const char* name, std::string& out) {
+    return [name, &out](const std::string& path) {
+      out = readSecret(path);
+      if (out.empty()) throw CLI::ValidationError(name, path + ": cannot read it, or it is empty");
+    };
+  };
+  app.add_option_function<std::string>(
+         "--cluster-secret-file", secret("--cluster-secret-file", o.clusterSecret),
+         "the cluster secret, read from PATH (one line; a trailing newline is\n"
+         "dropped): members prove it to each other before any control or\n"
+         "replication message, and a joining node in its Join. Every member\n"
+         "needs the same one. Default: none (members not authenticated)")
+      ->type_name("PATH");
+  app.add_option_function<std::string>(
+         "--client-secret-file", secret("--client-secret-file", o.clientSecret),
+         "the client secret, read from PATH as the cluster secret is: clients\n"
+         "must prove it before their first request (ingrid-cli\n"
+         "--client-secret-file). Needs --cluster-secret-file. Default: none")
+      ->type_name("PATH");
+  app.add_option("--tls-ca", o.tls.caFile,
+                 "PEM file of the CA that members' certificates chain to: turns TLS on for\n"
+                 "every connection (members and clients); needs --tls-cert and --tls-key.\n"
+                 "Members verify each other's certificates against it (mutual TLS).\n"
+                 "Default: none (plain TCP)")
+      ->type_name("PATH");
+  app.add_option("--tls-cert", o.tls.certificateChainFile,
+                 "PEM file: this member's certificate, then any intermediates")
+      ->type_name("PATH");
+  app.add_option("--tls-key", o.tls.privateKeyFile,
+                 "PEM file: that certificate's private key (unencrypted)")
+      ->type_name("PATH");
+  app.add_option("--metrics", metrics,
+                 "serve /metrics (Prometheus), /livez, /readyz and /cluster-safe over\n"
+                 "HTTP there (docs/operations.md); port 0 picks a free port (printed\n"
+                 "on start). Default: none")
+      ->type_name("HOST:PORT");
+  app.add_option("--max-connections", o.maxConnections,
+                 "connections accepted at once; one more is refused with an error\n"
+                 "naming the limit. Default: 4096")
+      ->type_name("N")
+      ->check(wholeIn(1, 1'000'000));
+  app.add_option("--max-buffered-bytes", o.maxBufferedBytes,
+                 "bytes that clients' connections may hold at once in partly received\n"
+                 "frames; a frame past it is refused (overloaded) and its connection\n"
+                 "closed. 0 = no limit. Default: 67108864 (64 MiB)")
+      ->type_name("N")
+      ->check(wholeIn(0, 1LL << 40));
+  app.add_option_function<long long>(
+         "--idle-timeout-ms", ms(o.idleTimeout),
+         "close a client's connection after N ms without a request (members'\n"
+         "links are exempt; the client redials). 0 = never. Default: 600000")
+      ->type_name("N")
+      ->check(wholeIn(0, 86'400'000));
+  app.add_option("--log-level", level, "what to log: error, warn, info or debug. Default: info")
+      ->type_name("LEVEL")
+      ->check(oneOf({"error", "warn", "info", "debug"}));
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt != app.get_help_ptr() && opt != app.get_version_ptr()) {
+      opt->envname(envNameOf(opt->get_name()));
+    }
+  }
+}
+
+// Parses the command line and the environment into `o`, `level` and `metrics`. Returns nothing
+// to go on, or the exit status: 0 after --help or --version, 2 after a refusal (printed to
+// stderr, naming the option and what it takes).
+std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::string& level,
+                         std::string& metrics) {
+  CLI::App app(
+      "Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster "
+      "gracefully.",
+      "ingrid-node");
+  app.get_formatter()->column_width(30);
+  app.set_version_flag(
+      "--version", std::string("ingrid-node ") + INGRID_VERSION + " (commit " + INGRID_COMMIT + ")",
+      "print the version and exit");
+  app.footer(
+      "Every option can also come from the environment: --NAME-OF-IT from INGRID_NAME_OF_IT\n"
+      "(for example --failure-timeout-ms from INGRID_FAILURE_TIMEOUT_MS, a flag from =1 or =0,\n"
+      "seeds comma-separated); an option on the command line wins over the environment.");
+  addOptions(app, o, level, metrics);
+  // A refusal names the option, what it takes, and where the value came from when that was not
+  // the command line.
+  app.failure_message([argc, argv](const CLI::App* a, const CLI::Error& e) {
+    std::string message = e.what();
+    for (const CLI::Option* opt : a->get_options()) {
+      const std::string& env = opt->get_envname();
+      if (!env.empty() && message.rfind(opt->get_name() + ":", 0) == 0 &&
+          std::getenv(env.c_str()) != nullptr && !onCommandLine(opt->get_name(), argc, argv)) {
+        message += " (from " + env + ")";
+      }
+    }
+    return "ingrid-node: " + message + "\nRun with --help for the options.\n";
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (app.get_option("--request-timeout-ms")->count() == 0) {
+    o.requestTimeout = std::min(o.requestTimeout, o.dedupWindow / 2);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   ingrid::NodeOptions options;
   options.listenAddress = "127.0.0.1:0";
-  Level level = kInfo;
+  std::string levelName = "info";
   std::string metricsAddress;
-  bool requestTimeoutSet = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const char* name) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "ingrid-node: %s needs a value\n%s", name, kUsage);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    unsigned long n = 0;
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (arg == "--version") {
-      std::printf("ingrid-node %s (commit %s)\n", INGRID_VERSION, INGRID_COMMIT);
-      return 0;
-    } else if (arg == "--listen") {
-      options.listenAddress = value("--listen");
-    } else if (arg == "--metrics") {
-      metricsAddress = value("--metrics");
-    } else if (arg == "--advertise") {
-      options.advertiseAddress = value("--advertise");
-    } else if (arg == "--seed") {
-      options.seeds.emplace_back(value("--seed"));
-    } else if (arg == "--partitions" && parseUnsigned(value("--partitions"), 1u << 20, n) &&
-               n > 0) {
-      options.partitions = static_cast<std::uint32_t>(n);
-    } else if (arg == "--backups" && parseUnsigned(value("--backups"), 8, n)) {
-      options.backups = static_cast<std::uint32_t>(n);
-    } else if (arg == "--workers" && parseUnsigned(value("--workers"), 256, n)) {
-      options.workerThreads = static_cast<unsigned>(n);
-    } else if (arg == "--single-thread") {
-      options.partitionsOnNetworkThread = true;
-    } else if (arg == "--shard-port-base" && parseUnsigned(value("--shard-port-base"), 65535, n)) {
-      options.shardPortBase = static_cast<std::uint16_t>(n);
-    } else if (arg == "--no-shard-ports") {
-      options.shardPorts = false;
-    } else if (arg == "--heartbeat-ms" && parseUnsigned(value("--heartbeat-ms"), 3600000, n) &&
-               n > 0) {
-      options.heartbeatInterval = std::chrono::milliseconds(n);
-    } else if (arg == "--failure-timeout-ms" &&
-               parseUnsigned(value("--failure-timeout-ms"), 3600000, n) && n > 0) {
-      options.failureTimeout = std::chrono::milliseconds(n);
-    } else if (arg == "--dedup-window-ms" &&
-               parseUnsigned(value("--dedup-window-ms"), 86400000, n) && n > 0) {
-      options.dedupWindow = std::chrono::milliseconds(n);
-    } else if (arg == "--request-timeout-ms" &&
-               parseUnsigned(value("--request-timeout-ms"), 3600000, n) && n > 0) {
-      options.requestTimeout = std::chrono::milliseconds(n);
-      requestTimeoutSet = true;
-    } else if (arg == "--lease-ms" && parseUnsigned(value("--lease-ms"), 3600000, n) && n > 0) {
-      options.leaseDuration = std::chrono::milliseconds(n);
-    } else if (arg == "--min-members" && parseUnsigned(value("--min-members"), 1024, n)) {
-      options.minMembers = static_cast<std::uint32_t>(n);
-    } else if (arg == "--min-insync" && parseUnsigned(value("--min-insync"), 9, n) && n > 0) {
-      options.minInSyncReplicas = static_cast<std::uint32_t>(n);
-    } else if (arg == "--cluster-secret-file" || arg == "--client-secret-file") {
-      const char* path = value(arg.c_str());
-      std::ifstream in(path, std::ios::binary);
-      std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) {
-        secret.pop_back();
-      }
-      if (!in.good() && !in.eof()) secret.clear();
-      if (secret.empty()) {
-        std::fprintf(stderr, "ingrid-node: %s %s: cannot read it, or it is empty\n", arg.c_str(),
-                     path);
-        return 2;
-      }
-      (arg == "--cluster-secret-file" ? options.clusterSecret : options.clientSecret) =
-          std::move(secret);
-    } else if (arg == "--tls-ca") {
-      options.tls.caFile = value("--tls-ca");
-    } else if (arg == "--tls-cert") {
-      options.tls.certificateChainFile = value("--tls-cert");
-    } else if (arg == "--tls-key") {
-      options.tls.privateKeyFile = value("--tls-key");
-    } else if (arg == "--max-connections" &&
-               parseUnsigned(value("--max-connections"), 1000000, n) && n > 0) {
-      options.maxConnections = n;
-    } else if (arg == "--max-buffered-bytes" &&
-               parseUnsigned(value("--max-buffered-bytes"), std::size_t{1} << 40, n)) {
-      options.maxBufferedBytes = n;
-    } else if (arg == "--idle-timeout-ms" &&
-               parseUnsigned(value("--idle-timeout-ms"), 86400000, n)) {
-      options.idleTimeout = std::chrono::milliseconds(n);
-    } else if (arg == "--log-level") {
-      const std::string l = value("--log-level");
-      const std::map<std::string, Level> levels{
-          {"error", kError}, {"warn", kWarn}, {"info", kInfo}, {"debug", kDebug}};
-      if (!levels.count(l)) {
-        std::fprintf(stderr, "ingrid-node: unknown log level '%s'\n%s", l.c_str(), kUsage);
-        return 2;
-      }
-      level = levels.at(l);
-    } else {
-      std::fprintf(stderr, "ingrid-node: bad or unknown argument '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-  }
-
-  if (!requestTimeoutSet) {
-    options.requestTimeout = std::min(options.requestTimeout, options.dedupWindow / 2);
-  }
+  if (auto exitStatus = parse(argc, argv, options, levelName, metricsAddress)) return *exitStatus;
+  const std::map<std::string, Level> levels{
+      {"error", kError}, {"warn", kWarn}, {"info", kInfo}, {"debug", kDebug}};
+  const Level level = levels.at(levelName);
   ingrid::Node* self = nullptr;
   options.onTopology = [&self, level](const ingrid::Topology& t) {
     if (level >= kInfo) describe(t, self ? self->memberId() : 0, level);

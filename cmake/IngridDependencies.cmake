@@ -66,6 +66,14 @@ if(NOT INGRID_HTTPLIB_FOUND)
                       "(or run scripts/install-deps.sh).")
 endif()
 
+# CLI11 (libcli11-dev 2.1, header-only): the option parsing of ingrid-node and ingrid-cli only;
+# the libraries do not use it.
+find_package(CLI11 QUIET CONFIG)
+if(NOT CLI11_FOUND)
+  message(FATAL_ERROR "ingrid: CLI11 not found. "
+                      "Install the Debian package libcli11-dev (or run scripts/install-deps.sh).")
+endif()
+
 # The commit a build reports (ingrid_build_info); "unknown" outside a git checkout.
 if(NOT DEFINED INGRID_COMMIT)
   execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}

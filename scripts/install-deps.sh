@@ -13,11 +13,12 @@ set -euo pipefail
 # and libssl (TLS for member and client connections, through Asio's asio/ssl).
 # prometheus-cpp-dev: the metric families and text format of a member's /metrics.
 # libcpp-httplib-dev: the HTTP server of `ingrid-node --metrics` (/metrics and the probes).
+# libcli11-dev: the option parsing of ingrid-node and ingrid-cli (header-only).
 # prometheus, curl and tmux (tests only): a real Prometheus scrapes a test cluster; curl asks
 # probes; tmux runs `ingrid-cli top` in a terminal.
 packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2 prometheus-cpp-dev
-          libcpp-httplib-dev pkg-config prometheus curl tmux)
+          libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux)
 for arg in "$@"; do
   case "$arg" in
     # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
