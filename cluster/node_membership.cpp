@@ -133,6 +133,13 @@ Result<bool> NodeImpl::start() {
                      ") must be at least 1000 ms and at least twice requestTimeout (" +
                      ms(options_.requestTimeout) + "): a retry must find its request's record");
   }
+  if (options_.voters != 1 && options_.voters != 3 && options_.voters != 5 &&
+      options_.voters != 7) {
+    return Error(Errc::invalid_configuration, "NodeOptions.voters (" +
+                                                  std::to_string(options_.voters) +
+                                                  ") must be 1, 3, 5 or 7: a majority of an even "
+                                                  "count survives no more losses than one fewer");
+  }
   if (options_.migrationStallTimeout.count() <= 0) {
     return Error(Errc::invalid_configuration, "NodeOptions.migrationStallTimeout (" +
                                                   ms(options_.migrationStallTimeout) +

@@ -419,7 +419,8 @@ void ControlPlane::reconcile() {
   //    never drops below what is wanted on the way.
   std::vector<MemberId> ids = t.memberIds();
   std::sort(ids.begin(), ids.end());
-  const std::size_t wanted = std::min<std::size_t>(options_.voters, ids.size());
+  std::size_t wanted = std::min<std::size_t>(options_.voters, ids.size());
+  if (wanted > 3 && wanted % 2 == 0) --wanted;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     const raft_server* s = inConf(ids[i]);
     const int role = i < wanted ? RAFT_VOTER : RAFT_STANDBY;

@@ -55,7 +55,8 @@ struct ControlPlaneOptions {
   std::chrono::milliseconds electionTimeout{1000};
   // How often the leader sends heartbeats (empty AppendEntries). Default: 100 ms.
   std::chrono::milliseconds heartbeatInterval{100};
-  // How many members vote (the ones with the smallest ids); 3 or 5 is usual. Default: 3.
+  // How many members vote at most (the ones with the smallest ids; an even count from 4 up is
+  // rounded down to odd, which survives as many losses with a smaller quorum). Default: 3.
   unsigned voters = 3;
 };
 

@@ -143,10 +143,14 @@ struct NodeOptions {
   // declares members failed that are only slow (a starved VM, a stopped process). Keep it below
   // requestTimeout so that callers ride through a failover instead of timing out. Default: 3 s.
   std::chrono::milliseconds failureTimeout{3000};
-  // Members that vote in the control plane (Raft): the ones with the smallest ids; the others
-  // follow the log as standbys. Topology changes need a majority of the voters, so 3 voters
-  // survive the loss of 1 and 5 the loss of 2; a 2-member cluster survives none. Default: 3.
-  std::uint32_t voters = 3;
+  // Members that vote in the control plane (Raft), at most: the ones with the smallest ids; the
+  // others follow the log as standbys. Topology changes need a majority of the voters, so 3
+  // voters survive the loss of 1, 5 the loss of 2 and 7 the loss of 3. With fewer members than
+  // this, every member votes, rounded down to an odd number from 3 up (4 members: 3 voters; a
+  // 2-member cluster has 2 and survives no loss). A voter that fails or leaves is removed from
+  // the configuration before the next member is promoted. 1, 3, 5 or 7; give all members the
+  // same. Default: 5 (as etcd and Consul recommend for production).
+  std::uint32_t voters = 5;
   // The control plane's election timeout: a leader silent this long (randomized up to twice
   // it) is replaced. Keep it below failureTimeout. Default: 1 s.
   std::chrono::milliseconds electionTimeout{1000};

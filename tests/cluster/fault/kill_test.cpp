@@ -144,3 +144,33 @@ TEST_CASE("Kill -9: with 2 backups, a second member killed while the first one's
     return underWay;
   });
 }
+
+TEST_CASE("Kill -9: two of five voters at once, the control plane's leader among them",
+          "[fault][kill]") {
+  // Five members, five voters (the default): the three left are a majority, elect a leader,
+  // remove the two dead and promote their partitions' backups. Two backups, so that every
+  // partition keeps a copy (with one, the partitions both victims held restart full).
+  FaultClusterOptions o;
+  o.members = 5;
+  o.args = {"--partitions",         "64",  "--workers", "1", "--backups", "2",
+            "--failure-timeout-ms", "2000"};
+  runKillScenario("kill-two-of-five-voters", o, [](FaultCluster& cluster) {
+    auto voters = [&] {
+      ingrid::ClientOptions c;
+      c.seeds = {cluster[2].address};
+      ingrid::Client probe(c);
+      auto s = probe.start() ? probe.statusOf(cluster[2].address)
+                             : ingrid::Result<ingrid::MemberStatus>(ingrid::Error(
+                                   ingrid::Errc::not_running, "probe client did not start"));
+      return s ? s->voters.size() : 0;
+    };
+    // The configuration reaches five voters once every member has joined (bounded wait).
+    REQUIRE(ingrid::testing::eventually([&] { return voters() == 5; }, 10s));
+    int leader = cluster.leaderIndex();
+    REQUIRE(leader >= 0);
+    const int other = leader == 0 ? 1 : 0;
+    cluster[static_cast<std::size_t>(leader)].kill9();
+    cluster[static_cast<std::size_t>(other)].kill9();
+    return false;
+  });
+}
