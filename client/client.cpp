@@ -508,7 +508,8 @@ Result<MemberStatus> ClientImpl::statusOf(const std::string& address) {
                         std::move(s.fenced),
                         s.rejoining,
                         std::move(s.incomplete),
-                        std::move(s.behind)};
+                        std::move(s.behind),
+                        s.leaseLapses};
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
   }

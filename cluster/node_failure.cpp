@@ -10,7 +10,20 @@ namespace ingrid {
 
 using SteadyClock = std::chrono::steady_clock;
 
-void NodeImpl::startHeartbeats() { heartbeatTick(); }
+void NodeImpl::startHeartbeats() {
+  heartbeatTick();
+  leaseTick();
+}
+
+void NodeImpl::leaseTick() {
+  if (heartbeatsStopped_) return;
+  const MemberId self = memberId();
+  if (self != 0 && topology()->hasMember(self)) renewLease();
+  leaseTimer_.expires_after(renewInterval());
+  leaseTimer_.async_wait([this](std::error_code ec) {
+    if (!ec) leaseTick();  // (a tick due when stop() cancelled it ends on the flag)
+  });
+}
 
 void NodeImpl::heartbeatTick() {
   if (heartbeatsStopped_) return;
@@ -34,7 +47,6 @@ void NodeImpl::heartbeatTick() {
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
   }
-  if (self != 0 && t->hasMember(self)) renewLease();
   if (coordinator_ && self != 0) {
     std::vector<MemberId> silent;
     for (const auto& [id, heard] : lastHeard_) {
@@ -63,6 +75,10 @@ void NodeImpl::renewLease() {
     std::int64_t cur = leaseUntil_.load(std::memory_order_acquire);
     while (cur < until && !leaseUntil_.compare_exchange_weak(cur, until)) {
     }
+    // A lease held before that had run out by this renewal: writes were refused meanwhile.
+    if (cur != 0 && cur < until && cur < SteadyClock::now().time_since_epoch().count()) {
+      leaseLapses_.fetch_add(1, std::memory_order_relaxed);
+    }
   };
   const TopologyPtr t = topology();
   if (coordinator_) {  // this member leads: grant itself through the same barrier
@@ -83,7 +99,9 @@ void NodeImpl::renewLease() {
   for (const auto& [id, heard] : lastHeard_) {
     if (now - heard > unreachableAfter) ask.unreachable.push_back(id);
   }
-  peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
+  // Unanswered within a renewal interval, it is as good as lost: the next tick asks again (a late
+  // grant still extends the lease from this request's sending).
+  peer->request(MessageType::kLease, t->version, encode(ask), renewInterval(),
                 [extend](Result<Frame> r) {
                   if (!r) return;
                   try {
@@ -110,6 +128,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
   const std::int64_t left =
       leaseUntil_.load(std::memory_order_acquire) - SteadyClock::now().time_since_epoch().count();
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
+  s.leaseLapses = leaseLapses_.load(std::memory_order_relaxed);
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);
     if (t->table.primary(p) == s.memberId && data_->backupBehind(p)) s.behind.push_back(p);

@@ -223,12 +223,27 @@ class NodeImpl final : public ConnectionHandler,
   void catchUp(MemberId from, const std::string& address) override;
   // Asks the control plane's leader to renew this member's primary lease (network thread).
   void renewLease();
+  // Renews the lease every renewInterval() (network thread) until the node stops.
+  void leaseTick();
   void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
   // kStatus: this member's own view (network thread).
   MemberStatusBody ownStatus() const;
   std::chrono::milliseconds leaseDuration() const noexcept override {
     return options_.leaseDuration.count() > 0 ? options_.leaseDuration
                                               : options_.failureTimeout / 2;
+  }
+  // The control plane's election timeout: NodeOptions::electionTimeout, or by default a fifth of
+  // the lease (at least 50 ms), so that a leader's successor is elected, at twice the timeout,
+  // while the leases the old one granted still run.
+  std::chrono::milliseconds electionTimeout() const noexcept {
+    return options_.electionTimeout.count() > 0
+               ? options_.electionTimeout
+               : std::max(std::chrono::milliseconds(50), leaseDuration() / 5);
+  }
+  // How often this member asks for its lease: every heartbeatInterval, and at least four times
+  // per lease, so that a renewal lost to a leader's death leaves most of the lease to run.
+  std::chrono::milliseconds renewInterval() const noexcept {
+    return std::min(options_.heartbeatInterval, leaseDuration() / 4);
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.
@@ -264,6 +279,7 @@ class NodeImpl final : public ConnectionHandler,
   void sendControl(MemberId to, const std::string& address, std::string bytes) override;
   void topologyCommitted(TopologyPtr topology) override;
   void leadershipChanged(bool leader, std::uint64_t term) override;
+  void leaderLearnt(MemberId leader, std::uint64_t term) override;
 
   NodeOptions options_;
   ProcessorRegistry registry_;
@@ -274,6 +290,8 @@ class NodeImpl final : public ConnectionHandler,
   std::atomic<std::int64_t> inflight_{0};
   // Until when (steady clock, its ticks) this member holds its primary lease.
   std::atomic<std::int64_t> leaseUntil_{0};
+  // Renewals that found the lease held before already run out (writes were refused between).
+  std::atomic<std::uint64_t> leaseLapses_{0};
   std::atomic<MemberId> selfId_{0};
   std::string selfAddress_;                // constant after start()
   std::vector<std::uint16_t> shardPorts_;  // constant after start(); worker i's at i
@@ -322,6 +340,7 @@ class NodeImpl final : public ConnectionHandler,
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).
   asio::steady_timer heartbeatTimer_{netIo_};
+  asio::steady_timer leaseTimer_{netIo_};
   bool heartbeatsStopped_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
   bool catchingUp_ = false;

@@ -307,8 +307,8 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
   o.self = self;
   o.address = selfAddress_;
   o.voters = options_.voters;
-  o.electionTimeout = options_.electionTimeout;
-  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), options_.electionTimeout / 10);
+  o.electionTimeout = electionTimeout();
+  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 5);
   control_ = std::make_unique<ControlPlane>(static_cast<ControlHost&>(*this), o);
   Result<bool> started = control_->start(bootstrap);
   if (!started) control_.reset();
@@ -463,7 +463,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     } else if (!notLeading) {
       notLeading = true;
       notLeadingSince = SteadyClock::now();
-    } else if (SteadyClock::now() - notLeadingSince > 3 * options_.electionTimeout) {
+    } else if (SteadyClock::now() - notLeadingSince > 3 * electionTimeout()) {
       break;
     }
     std::unique_lock lock(topoMu_);  // a bounded poll; stop() notifies
@@ -544,7 +544,7 @@ void NodeImpl::leave() {
   }
   // A leader that left hands the control plane to another voter (ControlPlane::reconcile); wait
   // a little for that, so that the others need not wait for an election.
-  const auto handOver = SteadyClock::now() + 2 * options_.electionTimeout;
+  const auto handOver = SteadyClock::now() + 2 * electionTimeout();
   while (SteadyClock::now() < handOver) {
     std::promise<bool> leading;
     asio::post(netIo_, [this, &leading] { leading.set_value(control_ && control_->isLeader()); });
@@ -591,6 +591,7 @@ void NodeImpl::stop() {
       coordinator_.reset();
       heartbeatsStopped_ = true;
       heartbeatTimer_.cancel();
+      leaseTimer_.cancel();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
       if (shardLinks_) shardLinks_->closeAll();
@@ -1178,7 +1179,7 @@ void NodeImpl::sendControl(MemberId to, const std::string& address, std::string 
     std::shared_ptr<Peer> peer = peerFor(to, address);
     if (!peer) return;  // no link yet (the other side dials): raft sends again
     peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
-                  std::max(options_.electionTimeout, std::chrono::milliseconds(100)),
+                  std::max(electionTimeout(), std::chrono::milliseconds(100)),
                   [](Result<Frame>) {});
   });
 }
@@ -1197,6 +1198,17 @@ void NodeImpl::leadershipChanged(bool leader, std::uint64_t term) {
     if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
     coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
     coordinator_->start();
+    // Its own lease at once: the old leader's grant may be about to run out.
+    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
+  });
+}
+
+void NodeImpl::leaderLearnt(MemberId leader, std::uint64_t /*term*/) {
+  asio::post(netIo_, [this, leader] {
+    if (heartbeatsStopped_ || leader == memberId()) return;
+    // A new leader: ask it for the lease now rather than at the next tick, before the grant of
+    // the old one runs out.
+    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
   });
 }
 

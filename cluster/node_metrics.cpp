@@ -188,6 +188,11 @@ std::string NodeImpl::metricsText() {
   }
   out.push_back(std::move(refusals));
 
+  counter(out, "ingrid_lease_lapses_total",
+          "Times this member's primary lease ran out before a renewal came: its partitions "
+          "refused writes until then",
+          static_cast<double>(leaseLapses_.load(std::memory_order_relaxed)));
+
   counter(out, "ingrid_degraded_writes_total",
           "Writes acknowledged with fewer copies than the cluster could "
           "hold (after a failure, until the re-sync)",

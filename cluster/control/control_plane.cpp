@@ -352,6 +352,11 @@ void ControlPlane::poll() {
     isLeader_.store(leader, std::memory_order_release);
     if (leader) host_.leadershipChanged(true, term);
   }
+  if (leaderId != 0 && (leaderId != learntLeader_ || term != learntTerm_)) {
+    learntLeader_ = leaderId;
+    learntTerm_ = term;
+    host_.leaderLearnt(leaderId, term);
+  }
   if (leader) reconcile();
   pollTimer_.expires_after(std::chrono::milliseconds(20));
   pollTimer_.async_wait([this](std::error_code ec) {

@@ -69,6 +69,8 @@ class ControlHost {
   virtual void topologyCommitted(TopologyPtr topology) = 0;
   // This member became the leader of `term`, or stopped being the leader.
   virtual void leadershipChanged(bool leader, std::uint64_t term) = 0;
+  // This member learnt of `leader` (not 0) as the leader of `term`: once per (leader, term).
+  virtual void leaderLearnt(MemberId leader, std::uint64_t term) = 0;
 
  protected:
   ~ControlHost() = default;
@@ -149,6 +151,8 @@ class ControlPlane final : private RaftNetwork {
   bool transferring_ = false;     // a leadership transfer is in flight (control thread)
   bool wasLeader_ = false;        // control thread
   std::uint64_t leaderTerm_ = 0;  // the term wasLeader_ is about (control thread)
+  MemberId learntLeader_ = 0;     // the last leader reported by leaderLearnt (control thread)
+  std::uint64_t learntTerm_ = 0;  // and its term
   TopologyPtr committed_;         // control thread
   std::atomic<bool> isLeader_{false};
   std::atomic<std::uint64_t> term_{0};

@@ -469,10 +469,12 @@ struct MemberStatusBody {
   // Partitions it is primary of with a backup that lacks an update made there (an attempt to
   // replicate it failed, and no later one reached every backup): not safe to lose this member.
   std::vector<std::uint32_t> behind;
+  // Times its primary lease ran out before a renewal came (it refused writes meanwhile).
+  std::uint64_t leaseLapses = 0;
   template <class A>
   void save(A& ar) const {
     ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
-       rejoining, incomplete, behind);
+       rejoining, incomplete, behind, leaseLapses);
   }
   template <class A>
   void load(A& ar) {
@@ -489,6 +491,7 @@ struct MemberStatusBody {
     for (auto& p : incomplete) ar(p);
     behind.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.behind"));
     for (auto& p : behind) ar(p);
+    ar(leaseLapses);
   }
 };
 

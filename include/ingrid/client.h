@@ -86,6 +86,9 @@ struct MemberStatus {
   // Partitions it leads with a backup that lacks an update made there: a replication attempt
   // failed, and none since reached every backup (a link to a backup is down).
   std::vector<PartitionId> behind;
+  // Times its primary lease ran out before a renewal came: it refused writes in between (a
+  // control plane without a leader for longer than the lease, or a member cut off from it).
+  std::uint64_t leaseLapses = 0;
 };
 class ClientImpl;
 

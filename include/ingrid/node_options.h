@@ -152,8 +152,12 @@ struct NodeOptions {
   // same. Default: 5 (as etcd and Consul recommend for production).
   std::uint32_t voters = 5;
   // The control plane's election timeout: a leader silent this long (randomized up to twice
-  // it) is replaced. Keep it below failureTimeout. Default: 1 s.
-  std::chrono::milliseconds electionTimeout{1000};
+  // it) is replaced. 0 means leaseDuration / 5 (at least 50 ms): a successor is elected while
+  // the leases the dead leader granted still run, and the members renew theirs with it at once,
+  // so that keys whose owners live see no refusal across a leader's crash. A longer timeout
+  // rides out longer stalls of a leader (a paused VM) but lets leases lapse when it dies. Keep
+  // it below leaseDuration / 2. Default: 0.
+  std::chrono::milliseconds electionTimeout{0};
   // Primary lease: a member serves writes only while its lease, renewed through the control
   // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted
   // only once its lease has surely expired (leaseDuration * 1.1 + 10 ms after the last grant:

@@ -37,6 +37,7 @@ class Switchboard {
       std::lock_guard lock(mu_);
       if (leader) leaderTerms_.push_back(term);
     }
+    void leaderLearnt(MemberId, std::uint64_t) override {}
     TopologyPtr last() const {
       std::lock_guard lock(mu_);
       return committed_.empty() ? nullptr : committed_.back();
