@@ -133,6 +133,13 @@ Result<bool> NodeImpl::start() {
                      ") must be at least 1000 ms and at least twice requestTimeout (" +
                      ms(options_.requestTimeout) + "): a retry must find its request's record");
   }
+  if (options_.zone.size() > MemberInfo::kMaxZoneBytes ||
+      std::any_of(options_.zone.begin(), options_.zone.end(),
+                  [](char c) { return c <= ' ' || c > '~'; })) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.zone '" + options_.zone + "' must be at most " +
+                     std::to_string(MemberInfo::kMaxZoneBytes) + " printable bytes with no space");
+  }
   if (options_.voters != 1 && options_.voters != 3 && options_.voters != 5 &&
       options_.voters != 7) {
     return Error(Errc::invalid_configuration, "NodeOptions.voters (" +
@@ -292,9 +299,9 @@ Result<bool> NodeImpl::bootstrap() {
 std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   auto t = std::make_shared<Topology>();
   t->version = 1;
-  t->members.push_back(MemberInfo{1, selfAddress_, incarnation_.load(), shardPorts_});
-  const std::vector<MemberId> ids{1};
-  t->table = PartitionTable::balanced(options_.partitions, ids, options_.backups);
+  t->members.push_back(
+      MemberInfo{1, selfAddress_, incarnation_.load(), shardPorts_, options_.zone});
+  t->table = Topology::balancedFor(options_.partitions, t->members, options_.backups);
   t->backups = options_.backups;
   t->dedupWindowMs = static_cast<std::uint32_t>(options_.dedupWindow.count());
   t->nextMemberId = 2;
@@ -326,7 +333,8 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
                       shardPorts_,
                       static_cast<std::uint32_t>(leaseDuration().count()),
                       static_cast<std::uint32_t>(options_.failureTimeout.count()),
-                      static_cast<std::uint32_t>(options_.dedupWindow.count())};
+                      static_cast<std::uint32_t>(options_.dedupWindow.count()),
+                      options_.zone};
   std::deque<std::string> targets(seeds.begin(), seeds.end());
   std::string tried;
   std::string lastError = "no seed answered";
@@ -1079,7 +1087,7 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                                              "] and has extra [" + describeNames(extra) + "]"));
     return;
   }
-  coordinator_->requestJoin(req.address, req.incarnation, req.shardPorts,
+  coordinator_->requestJoin(req.address, req.incarnation, req.shardPorts, req.zone,
                             [this, conn, header = frame.header, refuseJoin](Result<MemberId> id) {
                               if (!id) {
                                 refuseJoin(id.error());

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 // Header-only use of libxxhash-dev, as in hash.cpp.
 #define XXH_INLINE_ALL
@@ -21,20 +22,45 @@ std::uint64_t rendezvousWeight(PartitionId p, MemberId m) noexcept {
 }
 
 std::vector<MemberId> ownersOf(PartitionId p, std::span<const MemberId> members,
-                               std::uint32_t backups) {
-  std::vector<std::pair<std::uint64_t, MemberId>> ranked;  // (weight, id)
+                               std::uint32_t backups, std::span<const std::string> zones) {
+  assert(zones.empty() || zones.size() == members.size());
+  struct Ranked {
+    std::uint64_t weight;
+    MemberId id;
+    std::size_t at;  // index in members (and zones)
+  };
+  std::vector<Ranked> ranked;
   ranked.reserve(members.size());
-  for (MemberId m : members) ranked.emplace_back(rendezvousWeight(p, m), m);
-  std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    ranked.push_back(Ranked{rendezvousWeight(p, members[i]), members[i], i});
+  }
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    return a.weight != b.weight ? a.weight > b.weight : a.id < b.id;
   });
   // A repeated id has the same weight, so its copies are adjacent.
-  ranked.erase(std::unique(ranked.begin(), ranked.end()), ranked.end());
+  ranked.erase(std::unique(ranked.begin(), ranked.end(),
+                           [](const Ranked& a, const Ranked& b) { return a.id == b.id; }),
+               ranked.end());
 
   const std::size_t keep = std::min(static_cast<std::size_t>(backups) + 1, ranked.size());
   std::vector<MemberId> owners;
   owners.reserve(keep);
-  for (std::size_t i = 0; i < keep; ++i) owners.push_back(ranked[i].second);
+  if (zones.empty()) {
+    for (std::size_t i = 0; i < keep; ++i) owners.push_back(ranked[i].id);
+    return owners;
+  }
+  std::vector<bool> taken(ranked.size(), false);
+  std::vector<std::string_view> used;
+  for (std::size_t i = 0; i < ranked.size() && owners.size() < keep; ++i) {
+    const std::string_view zone = zones[ranked[i].at];
+    if (std::find(used.begin(), used.end(), zone) != used.end()) continue;
+    used.push_back(zone);
+    taken[i] = true;
+    owners.push_back(ranked[i].id);
+  }
+  for (std::size_t i = 0; i < ranked.size() && owners.size() < keep; ++i) {
+    if (!taken[i]) owners.push_back(ranked[i].id);
+  }
   return owners;
 }
 
@@ -55,10 +81,13 @@ void PartitionTable::indexPrimaries() {
 }
 
 PartitionTable PartitionTable::balanced(std::uint32_t partitionCount,
-                                        std::span<const MemberId> members, std::uint32_t backups) {
+                                        std::span<const MemberId> members, std::uint32_t backups,
+                                        std::span<const std::string> zones) {
   std::vector<std::vector<MemberId>> owners;
   owners.reserve(partitionCount);
-  for (PartitionId p = 0; p < partitionCount; ++p) owners.push_back(ownersOf(p, members, backups));
+  for (PartitionId p = 0; p < partitionCount; ++p) {
+    owners.push_back(ownersOf(p, members, backups, zones));
+  }
   return PartitionTable(partitionCount, std::move(owners));
 }
 

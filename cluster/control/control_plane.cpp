@@ -9,6 +9,8 @@ extern "C" {
 #include <cstring>
 #include <future>
 #include <iostream>
+#include <iterator>
+#include <string_view>
 
 #include <asio/post.hpp>
 
@@ -420,29 +422,59 @@ void ControlPlane::reconcile() {
       return;
     }
   }
-  // 3. The members with the smallest ids vote; promote before demoting, so the number of voters
+  // 3. The chosen members vote (votersOf); promote before demoting, so the number of voters
   //    never drops below what is wanted on the way.
+  const std::vector<MemberId> voters = votersOf(t.members, options_.voters);
+  auto votes = [&](MemberId id) {
+    return std::find(voters.begin(), voters.end(), id) != voters.end();
+  };
   std::vector<MemberId> ids = t.memberIds();
   std::sort(ids.begin(), ids.end());
-  std::size_t wanted = std::min<std::size_t>(options_.voters, ids.size());
-  if (wanted > 3 && wanted % 2 == 0) --wanted;
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    const raft_server* s = inConf(ids[i]);
-    const int role = i < wanted ? RAFT_VOTER : RAFT_STANDBY;
+  for (MemberId id : ids) {
+    const raft_server* s = inConf(id);
+    const int role = votes(id) ? RAFT_VOTER : RAFT_STANDBY;
     if (s != nullptr && s->role != role && (role == RAFT_VOTER || s->role == RAFT_SPARE)) {
       changing_ = true;
-      change(raft_assign(r, changeReq_.get(), ids[i], role, &ControlPlane::onChange));
+      change(raft_assign(r, changeReq_.get(), id, role, &ControlPlane::onChange));
       return;
     }
   }
-  for (std::size_t i = wanted; i < ids.size(); ++i) {
-    const raft_server* s = inConf(ids[i]);
-    if (s != nullptr && s->role == RAFT_VOTER && ids[i] != options_.self) {
+  for (MemberId id : ids) {
+    const raft_server* s = inConf(id);
+    if (s != nullptr && s->role == RAFT_VOTER && !votes(id) && id != options_.self) {
       changing_ = true;
-      change(raft_assign(r, changeReq_.get(), ids[i], RAFT_STANDBY, &ControlPlane::onChange));
+      change(raft_assign(r, changeReq_.get(), id, RAFT_STANDBY, &ControlPlane::onChange));
       return;
     }
   }
+}
+
+std::vector<MemberId> votersOf(const std::vector<MemberInfo>& members, unsigned most) {
+  std::size_t wanted = std::min<std::size_t>(most, members.size());
+  if (wanted > 3 && wanted % 2 == 0) --wanted;
+  // Each zone's members by id; the zones in the order of their smallest id.
+  std::vector<const MemberInfo*> sorted;
+  for (const MemberInfo& m : members) sorted.push_back(&m);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const MemberInfo* a, const MemberInfo* b) { return a->id < b->id; });
+  std::vector<std::pair<std::string_view, std::vector<MemberId>>> zones;
+  for (const MemberInfo* m : sorted) {
+    auto it =
+        std::find_if(zones.begin(), zones.end(), [&](const auto& z) { return z.first == m->zone; });
+    if (it == zones.end()) {
+      zones.emplace_back(m->zone, std::vector<MemberId>{});
+      it = std::prev(zones.end());
+    }
+    it->second.push_back(m->id);
+  }
+  std::vector<MemberId> out;
+  for (std::size_t round = 0; out.size() < wanted; ++round) {
+    for (const auto& [zone, ids] : zones) {
+      if (round < ids.size() && out.size() < wanted) out.push_back(ids[round]);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void ControlPlane::onChange(raft_change* req, int status) {

@@ -9,8 +9,9 @@
 // reaches the data path.
 //
 // The Raft configuration follows the committed topology: on the leader, members missing from it
-// are added, servers no longer members are removed, and the first `voters` members (by id) vote
-// while the others follow as standbys (they receive the log but are not counted for a quorum).
+// are added, servers no longer members are removed (a dead voter before any promotion), and up to
+// `voters` members vote, spread over the zones (votersOf), while the others follow as standbys
+// (they receive the log but are not counted for a quorum).
 // A member's raft id is its member id; ids are never reused, so a restarted process (a new
 // member, empty) never votes twice in a term under an old identity even though the log is kept
 // in memory only.
@@ -86,6 +87,11 @@ struct ControlStatus {
   std::vector<MemberId> voters;    // the Raft configuration as this member knows it
   std::vector<MemberId> standbys;  // (spares are listed with the standbys)
 };
+
+// The members that vote, of `members`, at most `most`: with fewer members every one, an even
+// count from 4 up rounded down to odd; chosen round robin over the zones (taken in the order of
+// their smallest id), each zone's by smallest id first. With no zones: the smallest ids.
+std::vector<MemberId> votersOf(const std::vector<MemberInfo>& members, unsigned most);
 
 class ControlPlane final : private RaftNetwork {
  public:

@@ -33,9 +33,8 @@ void Coordinator::start() {
     busy_ = false;
     replan_ = false;  // failures reported meanwhile are queued as their own changes
     const TopologyPtr now = host_.currentTopology();
-    std::vector<MemberId> ids = now->memberIds();
     const PartitionTable ideal =
-        PartitionTable::balanced(now->table.partitionCount(), ids, now->backups);
+        Topology::balancedFor(now->table.partitionCount(), now->members, now->backups);
     if (!now->syncing.empty() || !(now->table == ideal)) {
       // The previous leader left a change unfinished: aim for the members committed now.
       queue_.push_front(Change{Kind::kReplan, 0, {}, 0, {}, now->members, {}});
@@ -45,7 +44,7 @@ void Coordinator::start() {
 }
 
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
-                              std::vector<std::uint16_t> shardPorts,
+                              std::vector<std::uint16_t> shardPorts, std::string zone,
                               UniqueFunction<void(Result<MemberId>)> reply) {
   // A join sent again (its reply was lost, or came after the joiner gave up on that connection)
   // is answered at once with the id already given: queued, it would wait behind the change that
@@ -97,7 +96,8 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                           incarnation,
                           std::move(reply),
                           {},
-                          std::move(shardPorts)});
+                          std::move(shardPorts),
+                          std::move(zone)});
   pump();
 }
 
@@ -338,8 +338,8 @@ void Coordinator::run(Change change) {
       }
       after = cur->members;
       change.id = nextId++;
-      after.push_back(
-          MemberInfo{change.id, change.address, change.incarnation, std::move(change.shardPorts)});
+      after.push_back(MemberInfo{change.id, change.address, change.incarnation,
+                                 std::move(change.shardPorts), std::move(change.zone)});
       if (change.reply) change.reply(change.id);
       // The joins queued behind it come in with it: one change, one migration, for a fleet that
       // starts at once (one change each took longer than a joiner waits).
@@ -370,8 +370,8 @@ void Coordinator::run(Change change) {
           continue;
         }
         next.id = nextId++;
-        after.push_back(
-            MemberInfo{next.id, next.address, next.incarnation, std::move(next.shardPorts)});
+        after.push_back(MemberInfo{next.id, next.address, next.incarnation,
+                                   std::move(next.shardPorts), std::move(next.zone)});
         if (next.reply) next.reply(next.id);
       }
       break;
@@ -399,9 +399,7 @@ void Coordinator::run(Change change) {
 void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   const TopologyPtr cur = host_.currentTopology();
   const std::uint32_t partitions = cur->table.partitionCount();
-  std::vector<MemberId> ids;
-  for (const auto& m : after) ids.push_back(m.id);
-  const PartitionTable ideal = PartitionTable::balanced(partitions, ids, cur->backups);
+  const PartitionTable ideal = Topology::balancedFor(partitions, after, cur->backups);
   auto failed = [this](MemberId m) { return failed_.count(m) != 0; };
   auto contains = [](const std::vector<MemberId>& v, MemberId m) {
     return std::find(v.begin(), v.end(), m) != v.end();

@@ -98,9 +98,9 @@ class Coordinator {
   // with the same id if the committed topology or the change under way lists it, else queued
   // (and then answered with the same id); with another incarnation it is that member restarted:
   // the old member is removed as failed and the node admitted afresh.
-  // `shardPorts` go into its topology entry (MemberInfo::shardPorts).
+  // `shardPorts` and `zone` go into its topology entry (MemberInfo).
   void requestJoin(std::string address, std::uint64_t incarnation,
-                   std::vector<std::uint16_t> shardPorts,
+                   std::vector<std::uint16_t> shardPorts, std::string zone,
                    UniqueFunction<void(Result<MemberId>)> reply);
   // Queues the graceful removal of a member.
   void requestLeave(MemberId id);
@@ -140,6 +140,7 @@ class Coordinator {
     UniqueFunction<void(Result<MemberId>)> reply;
     std::vector<MemberInfo> members;  // kReplan: the member list the interrupted change aimed at
     std::vector<std::uint16_t> shardPorts;  // kJoin: the joiner's
+    std::string zone = {};                  // kJoin: the joiner's
   };
 
   using SteadyTime = std::chrono::steady_clock::time_point;

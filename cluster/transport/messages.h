@@ -67,11 +67,13 @@ struct JoinRequest {
   std::uint32_t leaseDurationMs = 0;
   std::uint32_t failureTimeoutMs = 0;
   std::uint32_t dedupWindowMs = 0;
+  // The joiner's zone (MemberInfo::zone), listed in its topology entry; may be empty.
+  std::string zone = {};
   static constexpr std::size_t kMaxProcessors = 4096;
   template <class A>
   void save(A& ar) const {
     ar(address, partitions, backups, processors, incarnation, proof, shardPorts, leaseDurationMs,
-       failureTimeoutMs, dedupWindowMs);
+       failureTimeoutMs, dedupWindowMs, zone);
   }
   template <class A>
   void load(A& ar) {
@@ -81,7 +83,11 @@ struct JoinRequest {
     ar(incarnation, proof);
     shardPorts.resize(loadBoundedSize(ar, MemberInfo::kMaxShardPorts, "JoinRequest.shardPorts"));
     for (auto& port : shardPorts) ar(port);
-    ar(leaseDurationMs, failureTimeoutMs, dedupWindowMs);
+    ar(leaseDurationMs, failureTimeoutMs, dedupWindowMs, zone);
+    if (zone.size() > MemberInfo::kMaxZoneBytes) {
+      throw std::length_error("JoinRequest.zone is " + std::to_string(zone.size()) +
+                              " bytes, more than " + std::to_string(MemberInfo::kMaxZoneBytes));
+    }
   }
 };
 

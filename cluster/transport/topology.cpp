@@ -20,6 +20,20 @@ std::vector<MemberId> Topology::memberIds() const {
   return ids;
 }
 
+PartitionTable Topology::balancedFor(std::uint32_t partitions,
+                                     const std::vector<MemberInfo>& members,
+                                     std::uint32_t backups) {
+  std::vector<MemberId> ids;
+  std::vector<std::string> zones;
+  ids.reserve(members.size());
+  zones.reserve(members.size());
+  for (const MemberInfo& m : members) {
+    ids.push_back(m.id);
+    zones.push_back(m.zone);
+  }
+  return PartitionTable::balanced(partitions, ids, backups, zones);
+}
+
 const SyncingReplica* Topology::syncingReplica(PartitionId p, MemberId m) const noexcept {
   for (const auto& r : syncing) {
     if (r.partition == p && r.member == m) return &r;

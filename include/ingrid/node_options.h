@@ -151,6 +151,12 @@ struct NodeOptions {
   // the configuration before the next member is promoted. 1, 3, 5 or 7; give all members the
   // same. Default: 5 (as etcd and Consul recommend for production).
   std::uint32_t voters = 5;
+  // This member's failure domain: a rack, an availability zone, a host (up to 64 printable
+  // bytes). A partition's backups go in zones other than its primary's, and the voters are
+  // spread over the zones (round robin, smallest ids first), wherever the members allow: so a
+  // zone lost whole loses no partition and, with three zones or more, leaves a majority of the
+  // voters. Empty: none (all members count as one zone). Default: empty.
+  std::string zone = {};
   // The control plane's election timeout: a leader silent this long (randomized up to twice
   // it) is replaced. 0 means leaseDuration / 5 (at least 50 ms): a successor is elected while
   // the leases the dead leader granted still run, and the members renew theirs with it at once,

@@ -11,6 +11,7 @@
 #include <cassert>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,8 +36,14 @@ std::uint64_t rendezvousWeight(PartitionId p, MemberId m) noexcept;
 // The first is the primary, the rest are backups in order. Empty `members` -> empty result.
 // Input order does not matter. Adding a member only ever inserts it into lists; removing one
 // only ever takes it out, so only about 1/N of partitions move.
+//
+// With `zones` (zones[i] is members[i]'s; empty: none), the backups go in distinct zones wherever
+// possible: after the primary, each next owner is the highest-ranked member of a zone no owner
+// is in yet; once every zone holds one, the rest follow by rank. With one zone (or none) the
+// owners are exactly the ranking's first. A member joining a new zone may then also displace a
+// backup of another zone, so more than 1/N of the partitions can move.
 std::vector<MemberId> ownersOf(PartitionId p, std::span<const MemberId> members,
-                               std::uint32_t backups);
+                               std::uint32_t backups, std::span<const std::string> zones = {});
 
 class PartitionTable {
  public:
@@ -46,9 +53,9 @@ class PartitionTable {
   // first then backups.
   PartitionTable(std::uint32_t partitionCount, std::vector<std::vector<MemberId>> owners);
 
-  // ownersOf(p, members, backups) for every p in [0, partitionCount).
+  // ownersOf(p, members, backups, zones) for every p in [0, partitionCount).
   static PartitionTable balanced(std::uint32_t partitionCount, std::span<const MemberId> members,
-                                 std::uint32_t backups);
+                                 std::uint32_t backups, std::span<const std::string> zones = {});
 
   std::uint32_t partitionCount() const noexcept {
     return static_cast<std::uint32_t>(owners_.size());

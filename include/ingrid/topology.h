@@ -39,16 +39,24 @@ struct MemberInfo {
   // them off); everything goes to `address`.
   std::vector<std::uint16_t> shardPorts = {};
   static constexpr std::size_t kMaxShardPorts = 1024;
+  // Its failure domain (NodeOptions::zone; empty: none given): a partition's owners, and the
+  // voters, are spread over distinct zones wherever possible.
+  std::string zone = {};
+  static constexpr std::size_t kMaxZoneBytes = 64;
   template <class Archive>
   void save(Archive& ar) const {
-    ar(id, address, incarnation, shardPorts);
+    ar(id, address, incarnation, shardPorts, zone);
   }
   template <class Archive>
   void load(Archive& ar) {
-    ar(id, address, incarnation, shardPorts);
+    ar(id, address, incarnation, shardPorts, zone);
     if (shardPorts.size() > kMaxShardPorts) {
       throw std::length_error("MemberInfo.shardPorts lists " + std::to_string(shardPorts.size()) +
                               " ports, more than " + std::to_string(kMaxShardPorts));
+    }
+    if (zone.size() > kMaxZoneBytes) {
+      throw std::length_error("MemberInfo.zone is " + std::to_string(zone.size()) +
+                              " bytes, more than " + std::to_string(kMaxZoneBytes));
     }
   }
   friend bool operator==(const MemberInfo&, const MemberInfo&) = default;
@@ -101,6 +109,9 @@ struct Topology {
   const MemberInfo* member(MemberId id) const noexcept;
   bool hasMember(MemberId id) const noexcept { return member(id) != nullptr; }
   std::vector<MemberId> memberIds() const;
+  // PartitionTable::balanced over `members`, with their zones.
+  static PartitionTable balancedFor(std::uint32_t partitions,
+                                    const std::vector<MemberInfo>& members, std::uint32_t backups);
   // The entry for (p, m) in `syncing`, or nullptr if m holds a complete replica of p (or none).
   const SyncingReplica* syncingReplica(PartitionId p, MemberId m) const noexcept;
   // The epoch of p's primary; 0 if not stamped.

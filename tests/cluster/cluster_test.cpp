@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <future>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <ingrid/client.h>
 #include <ingrid/processors/counter.h>
 #include <ingrid/processors/token_bucket.h>
 
@@ -271,6 +273,69 @@ TEST_CASE("A member crashes under load: its backups take over, nothing acknowled
   REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));  // serving again
   load.finish();
   WARN(load.describe());
+  Node& any = *cluster.live().front();
+  for (int c = 0; c < Load::kCounters; ++c) {
+    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "
+                    << load.uncertain[c]);
+    const std::int64_t value = readCounter(any, c);
+    CHECK(value >= load.acked[c]);                      // nothing acknowledged is lost
+    CHECK(value <= load.acked[c] + load.uncertain[c]);  // nothing applied twice
+  }
+  checkReplicasIdentical(cluster);
+}
+
+TEST_CASE("Three zones of three: owners and voters spread, a zone lost whole loses nothing",
+          "[cluster][multinode][failure][zones]") {
+  using namespace std::chrono_literals;
+  auto clock = std::make_shared<ManualClock>(1'000'000'000);
+  NodeOptions options = clusterOptions(clock);
+  options.heartbeatInterval = 100ms;
+  options.failureTimeout = 2000ms;
+  TestCluster cluster(options);
+  const char* zones[] = {"a", "b", "c"};
+  cluster.customize([&](NodeOptions& o, std::size_t i) { o.zone = zones[i / 3]; });
+  REQUIRE(cluster.start(9));
+  const TopologyPtr t = cluster.at(0).topology();
+  std::map<MemberId, std::string> zoneOf;
+  for (const MemberInfo& m : t->members) zoneOf[m.id] = m.zone;
+  for (PartitionId p = 0; p < t->table.partitionCount(); ++p) {
+    const std::vector<MemberId>& owners = t->table.owners(p);
+    REQUIRE(owners.size() == 2);
+    CHECK(zoneOf[owners[0]] != zoneOf[owners[1]]);
+  }
+  // Five voters, at most two in a zone (the configuration follows the topology: bounded wait).
+  ClientOptions co;
+  co.seeds = {cluster.at(3).listenAddress()};
+  Client probe(co);
+  REQUIRE(probe.start().ok());
+  auto votersPerZone = [&] {
+    std::map<std::string, int> n;
+    auto s = probe.statusOf(cluster.at(3).listenAddress());
+    if (s) {
+      for (MemberId v : s->voters) ++n[zoneOf[v]];
+    }
+    return n;
+  };
+  REQUIRE(eventually([&] {
+    const auto n = votersPerZone();
+    int total = 0, most = 0;
+    for (const auto& [zone, count] : n) {
+      total += count;
+      most = std::max(most, count);
+    }
+    return total == 5 && most <= 2;
+  }));
+
+  Load load;
+  load.start({&cluster.at(3), &cluster.at(5), &cluster.at(7)}, 2);
+  REQUIRE(eventually([&] { return load.acked[0] > 50; }));
+  for (std::size_t i = 0; i < 3; ++i) cluster.crash(i);  // zone a, the first leader among them
+  REQUIRE(eventually([&] { return cluster.settled() && cluster.live().size() == 6; }, 30s));
+  const std::int64_t before = load.acked[2];
+  INFO(load.describe());
+  REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));  // serving again
+  load.finish();
+  probe.stop();
   Node& any = *cluster.live().front();
   for (int c = 0; c < Load::kCounters; ++c) {
     INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "

@@ -222,3 +222,37 @@ TEST_CASE("load refuses oversize counts and bad owner lists", "[grid][partition_
   // A count larger than the bytes that follow fails without allocating for it.
   CHECK_THROWS(decode<PartitionTable>(encode(RawInts{{ingrid::kMaxPartitionCount}, {}})));
 }
+
+TEST_CASE("with zones, each partition's owners are in distinct zones while zones remain",
+          "[grid][partition_table]") {
+  // Nine members in three zones of three: with one backup, the two owners are never in one
+  // zone; with two backups, the three owners are one per zone.
+  std::vector<MemberId> members;
+  std::vector<std::string> zones;
+  for (MemberId m = 1; m <= 9; ++m) {
+    members.push_back(m);
+    zones.push_back("zone-" + std::to_string((m - 1) / 3));
+  }
+  auto zoneOf = [&](MemberId m) { return zones[m - 1]; };
+  for (std::uint32_t backups : {1u, 2u}) {
+    const PartitionTable t = PartitionTable::balanced(256, members, backups, zones);
+    for (PartitionId p = 0; p < 256; ++p) {
+      const std::vector<MemberId>& owners = t.owners(p);
+      REQUIRE(owners.size() == backups + 1);
+      std::set<std::string> distinct;
+      for (MemberId m : owners) distinct.insert(zoneOf(m));
+      CHECK(distinct.size() == owners.size());
+      // The primary is the ranking's first, as without zones.
+      CHECK(owners.front() == ownersOf(p, members, 0).front());
+    }
+  }
+  // Three backups over three zones: one zone holds two owners, and every member is distinct.
+  const PartitionTable four = PartitionTable::balanced(64, members, 3, zones);
+  for (PartitionId p = 0; p < 64; ++p) {
+    std::set<MemberId> distinct(four.owners(p).begin(), four.owners(p).end());
+    CHECK(distinct.size() == 4);
+  }
+  // One zone for all (or none given): exactly the table without zones.
+  const std::vector<std::string> same(9, "one");
+  CHECK(PartitionTable::balanced(64, members, 2, same) == PartitionTable::balanced(64, members, 2));
+}

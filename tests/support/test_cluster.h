@@ -41,6 +41,7 @@ class TestCluster {
   // Starts one more node, joining through the first live node (or bootstrapping the cluster).
   Node& add(ProcessorRegistry registry = ProcessorRegistry::withBuiltins()) {
     NodeOptions o = base_;
+    if (customize_) customize_(o, nodes_.size());
     // Distinct: node i listens (and dials) on 127.0.0.<i+2>, so an IP names a node (FrameFaults).
     o.listenAddress = distinct_ ? "127.0.0." + std::to_string(nodes_.size() + 2) + ":0"
                                 : std::string("127.0.0.1:0");
@@ -82,6 +83,8 @@ class TestCluster {
     return results;
   }
   const Result<bool>& lastStart() const { return lastStart_; }
+  // add() hands node i's options (the base's) to `f` before starting it: a zone per node, say.
+  void customize(std::function<void(NodeOptions&, std::size_t)> f) { customize_ = std::move(f); }
   // Nodes added from now on listen on distinct loopback addresses (see add()).
   void useDistinctAddresses() { distinct_ = true; }
 
@@ -132,7 +135,7 @@ class TestCluster {
     std::sort(ids.begin(), ids.end());
     if (first->memberIds() != ids) return false;
     const PartitionTable ideal =
-        PartitionTable::balanced(first->table.partitionCount(), ids, first->backups);
+        Topology::balancedFor(first->table.partitionCount(), first->members, first->backups);
     // The balanced table alone is not enough: after a crash, T1 already is the balanced table
     // while replicas still receive their snapshots.
     if (!(first->table == ideal) || !first->syncing.empty()) return false;
@@ -151,6 +154,7 @@ class TestCluster {
 
  private:
   NodeOptions base_;
+  std::function<void(NodeOptions&, std::size_t)> customize_;
   bool distinct_ = false;
   std::vector<std::unique_ptr<Node>> nodes_;
   Result<bool> lastStart_ = true;

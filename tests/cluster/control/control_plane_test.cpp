@@ -247,3 +247,30 @@ TEST_CASE("A member added after the log was compacted catches up from a snapshot
   }
   REQUIRE(eventually([&] { return first.status().voters.size() == 3; }, 10s));
 }
+
+TEST_CASE("Voters: up to the count asked, odd, spread round robin over the zones", "[control]") {
+  auto members = [](std::vector<std::string> zones) {
+    std::vector<MemberInfo> out;
+    for (std::size_t i = 0; i < zones.size(); ++i) {
+      MemberInfo m;
+      m.id = i + 1;
+      m.zone = zones[i];
+      out.push_back(m);
+    }
+    return out;
+  };
+  // No zones: the smallest ids; an even count from 4 up rounded down to odd.
+  CHECK(votersOf(members({"", "", ""}), 5) == std::vector<MemberId>{1, 2, 3});
+  CHECK(votersOf(members({"", "", "", ""}), 5) == std::vector<MemberId>{1, 2, 3});
+  CHECK(votersOf(members({"", ""}), 5) == std::vector<MemberId>{1, 2});
+  CHECK(votersOf(members({"", "", "", "", "", ""}), 5) == std::vector<MemberId>{1, 2, 3, 4, 5});
+  CHECK(votersOf(members({"", "", "", "", "", "", "", ""}), 7).size() == 7);
+  // Three zones of three, the smallest ids all in zone a: two voters at most in any zone, so a
+  // zone lost whole leaves three of five.
+  const std::vector<MemberId> spread =
+      votersOf(members({"a", "a", "a", "b", "b", "b", "c", "c", "c"}), 5);
+  CHECK(spread == std::vector<MemberId>{1, 2, 4, 5, 7});
+  // Two zones: 3 + 2 (a majority can only survive in the larger one).
+  CHECK(votersOf(members({"a", "b", "a", "b", "a", "b"}), 5) ==
+        std::vector<MemberId>{1, 2, 3, 4, 5});
+}
