@@ -1,670 +1,428 @@
-// ingrid-cli: look at and exercise an ingrid cluster through the thin client.
+// ingrid-cli: look at and exercise an ingrid cluster through the thin client. This file wires the
+// command line (CLI11: one subcommand per command, each refusal naming the option and what it
+// takes, exit status 2) to the commands; the status printer is cli_status.cpp, the load
+// generator cli_load.cpp, the reading of answers and states cli_answers.cpp, top cli_top.cpp.
 //
-//   ingrid-cli status  --seed HOST:PORT
-//   ingrid-cli acquire --seed HOST:PORT KEY N [limiter options]
-//   ingrid-cli inspect --seed HOST:PORT KEY [--limiter NAME]   (alias: get)
-//   ingrid-cli release --seed HOST:PORT KEY LEASE
-//   ingrid-cli extend  --seed HOST:PORT KEY LEASE [--period-ms TTL]
-//   ingrid-cli load    --seed HOST:PORT [load options]
-#include <asio/post.hpp>
+//   ingrid-cli status  --seed HOST:PORT [--json]
+//   ingrid-cli wait cluster-safe --seed HOST:PORT [--timeout-ms N]
+//   ingrid-cli top --metrics HOST:PORT ... [--iterations N]
+//   ingrid-cli acquire KEY N --seed HOST:PORT [limiter options]
+//   ingrid-cli inspect KEY --seed HOST:PORT [--limiter NAME]   (alias: get)
+//   ingrid-cli release KEY LEASE --seed HOST:PORT
+//   ingrid-cli extend  KEY LEASE --seed HOST:PORT [--period-ms TTL]
+//   ingrid-cli load --seed HOST:PORT [load options]
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
+#include <exception>
 #include <fstream>
-#include <functional>
 #include <iterator>
-#include <map>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
-#include <ingrid/batcher.h>
 #include <ingrid/client.h>
-#include <ingrid/processors/composite_bucket.h>
-#include <ingrid/processors/concurrency.h>
-#include <ingrid/processors/fixed_window.h>
-#include <ingrid/processors/gcra.h>
+#include <ingrid/processors/codec.h>
 #include <ingrid/processors/get_entry.h>
-#include <ingrid/processors/leaky_bucket.h>
-#include <ingrid/processors/sliding_log.h>
-#include <ingrid/processors/sliding_window.h>
-#include <ingrid/processors/token_bucket.h>
-#include <ingrid/processors/warmup.h>
 
-#include "cluster/transport/messages.h"
-
+#include "client/cli_answers.h"
+#include "client/cli_load.h"
+#include "client/cli_status.h"
 #include "client/cli_top.h"
-#include "closed_loop.h"
-#include "report.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: ingrid-cli COMMAND --seed HOST:PORT [options]
+using ingrid::cli::kLimiterNames;
+using ingrid::cli::Limiter;
 
-Commands:
-  status                 members, topology, each member's view (term, leader, lease, fenced
-                         partitions), replica health; exit status 3 if the cluster is degraded.
-                         --json prints it as one JSON object (docs/operations.md)
-  acquire KEY N          take N units from the limiter KEY; prints granted yes|no, then the
-                         answer's fields; exit status 1 if refused. With --limiter
-                         concurrency the answer names a lease, held for --period-ms
-  inspect KEY            the entry's state and the members that hold it (alias: get); with
-                         --limiter, the state is read as that limiter's
-  release KEY LEASE      release a concurrency lease; exit status 1 if it was not live
-  extend KEY LEASE       extend a live concurrency lease to --period-ms from now (never
-                         shortens it); exit status 1 if it was not live
-  load                   a bounded load test; prints ops/s and latency percentiles
-  top --metrics HOST:PORT [--metrics HOST:PORT ...]
-                         a view of the cluster refreshed every second, read from each
-                         member's metrics (ingrid-node --metrics): requests/s, denials/s,
-                         p50 and p99, partitions, leader, lease. --iterations N stops after
-                         N refreshes (default: until interrupted)
-  wait cluster-safe      wait until status is healthy (every member reachable and leased,
-                         every replica complete, nothing migrating), within --timeout-ms
-                         (default 60000; each status request then waits at most 2 s);
-                         exit status 1 if it was not
-
-Common options:
-  --version              print the version and exit
-  --seed HOST:PORT       a member to reach the cluster through (repeat for several; required)
-  --timeout-ms N         deadline of each request. Default: 5000
-  --client-secret-file PATH
-                         the client secret, read from PATH (one line; a trailing newline is
-                         dropped), for members that require clients to prove it
-  --tls-ca PATH          PEM file of the cluster's CA: talk TLS to the members and verify
-                         their certificates against it (for members started with --tls-ca)
-  --tls-cert PATH, --tls-key PATH
-                         a client certificate and its key (optional; members do not ask)
-
-Limiter options (acquire, load):
-  --limiter NAME         token-bucket, gcra, fixed-window, sliding-log, sliding-window,
-                         leaky-meter, leaky-shaper, concurrency or composite.
-                         Default: token-bucket
-  --capacity N           the limit: bucket capacity (token-bucket, leaky-meter), burst (gcra),
-                         units per window (fixed-window, sliding-log: at most 4096,
-                         sliding-window), queue size (leaky-shaper), units held at once
-                         (concurrency: at most 4096). Default: 100
-  --period-ms N          the period in milliseconds: of the refill, leak or drain, or the
-                         window; a lease's time to live (concurrency). Default: 1000
-  --refill N             units refilled, leaked or drained per period (token-bucket, gcra,
-                         leaky-meter, leaky-shaper). Default: capacity
-  --initial N            tokens of a new bucket (token-bucket only). Default: capacity
-  --max-wait-ms N        reserve instead (token-bucket only; docs/token-bucket.md
-                         "Reservations"): take the units now if they exist within N ms,
-                         and print the delay before they are the caller's
-  --warmup-ms N          warm-up (token-bucket only; docs/warm-up.md, Guava's
-                         SmoothWarmingUp): pace the units at --refill per --period-ms, up
-                         to --cold-factor times slower after an idle period, coming down
-                         to that rate over N ms of use. No burst: --capacity is unused.
-                         With --max-wait-ms, go if the turn comes within it
-  --cold-factor N        how much slower a cold permit is, 1 to 1000 (with --warmup-ms).
-                         Default: 3
-  --band CAPACITY/PERIOD_MS
-                         a bandwidth of the composite bucket (--limiter composite;
-                         docs/composite-bucket.md): CAPACITY units refilled over PERIOD_MS.
-                         Repeat for up to 8; a request takes from all or none. Default:
-                         one band, --capacity per --period-ms
-  --config-version N     the composite bucket's configuration version: a higher one
-                         replaces the stored configuration. Default: 0
-  --replacement RULE     as-is, proportional or reset: what a newer configuration does
-                         with the tokens already there (composite). Default: proportional
-
-Load options:
-  --keys N               distinct bucket keys, each request picks one uniformly at
-                         random (1 = one hot key). Default: 1
-  --concurrency N        requests in flight. Default: 16
-  --seconds S            duration, at most 600. Default: 5
-  --batching on|off      client-side batching of hot keys. Default: off
-
-Run 'ingrid-cli COMMAND --help' for this text.
-)";
-
-struct Args {
-  std::string command;
-  std::vector<std::string> positional;
-  std::map<std::string, std::vector<std::string>> options;
-
-  std::string get(const std::string& name, const std::string& fallback) const {
-    auto it = options.find(name);
-    return it == options.end() ? fallback : it->second.back();
-  }
-};
+constexpr long long kMaxMs = INT64_MAX / 1'000'000;  // milliseconds that fit in Nanos
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "ingrid-cli: %s\n", message.c_str());
   std::exit(2);
 }
 
-// `text` as a whole number in [min, max], all of it: "3x", "abc", "" and a number past the range
-// (even past int64) are refused, naming `what`.
-long long wholeNumber(const std::string& text, const std::string& what, long long min,
-                      long long max) {
-  long long v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, 10);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || v < min || v > max) {
-    fail(what + " must be a whole number from " + std::to_string(min) + " to " +
-         std::to_string(max) + ", got '" + text + "'");
+// A whole number in [min, max] in decimal digits: "3x", "", "0x10" and numbers past the range
+// (even past int64) are refused, naming the range. The text is rewritten in canonical form, so
+// that CLI11's own conversion (which would read a leading 0 as octal) sees the number checked.
+CLI::Validator wholeIn(long long min, long long max) {
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        long long v = 0;
+        const char* end = text.data() + text.size();
+        const auto [at, ec] = std::from_chars(text.data(), end, v, 10);
+        if (text.empty() || at != end ||
+            (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+          return "'" + text + "' is not a whole number in " + range;
+        }
+        if (ec == std::errc::result_out_of_range || v < min || v > max) {
+          return text + " is not in " + range;
+        }
+        text = std::to_string(v);
+        return {};
+      },
+      range);
+}
+
+// One of `names`, exactly.
+CLI::Validator oneOf(std::vector<std::string> names) {
+  std::string list, choices;
+  for (const auto& n : names) {
+    list += (list.empty() ? "" : ", ") + n;
+    choices += (choices.empty() ? "" : "|") + n;
   }
-  return v;
+  return CLI::Validator(
+      [names, list](std::string& text) -> std::string {
+        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
+        return "'" + text + "' is not one of " + list;
+      },
+      choices);
 }
 
-long long number(const Args& a, const std::string& name, long long fallback, long long min,
-                 long long max) {
-  if (!a.options.count(name)) return fallback;
-  return wholeNumber(a.get(name, ""), "--" + name, min, max);
+// CAPACITY/PERIOD_MS of a composite bucket's band, both whole numbers in their ranges.
+CLI::Validator band() {
+  const auto capacity = wholeIn(1, INT64_MAX);
+  const auto period = wholeIn(1, kMaxMs);
+  return CLI::Validator(
+      [capacity, period](std::string& text) -> std::string {
+        const auto slash = text.find('/');
+        if (slash == std::string::npos) return "'" + text + "' is not CAPACITY/PERIOD_MS";
+        std::string c = text.substr(0, slash), p = text.substr(slash + 1);
+        if (auto e = capacity(c); !e.empty()) return text + ": CAPACITY " + e;
+        if (auto e = period(p); !e.empty()) return text + ": PERIOD_MS " + e;
+        return {};
+      },
+      "");
 }
 
-// The limiters --limiter names, in its order.
-enum class Limiter {
-  kTokenBucket,
-  kGcra,
-  kFixedWindow,
-  kSlidingLog,
-  kSlidingWindow,
-  kLeakyMeter,
-  kLeakyShaper,
-  kConcurrency,
-  kComposite
+// What the command line says (CLI11 writes it), and which subcommand it chose.
+struct Flags {
+  const CLI::App* command = nullptr;  // the subcommand parsed
+  // Connection.
+  std::vector<std::string> seeds;
+  long long timeoutMs = 5000;  // wait cluster-safe: 60000 unless given
+  std::string clientSecret;    // read from --client-secret-file
+  std::string tlsCa, tlsCert, tlsKey;
+  // Positionals.
+  std::string key, condition;
+  long long units = 0, lease = 0;
+  // Limiter options.
+  std::string limiter = "token-bucket";
+  long long capacity = 100, periodMs = 1000, refill = 0, initial = 0, maxWaitMs = 0, warmupMs = 0,
+            coldFactor = 3, configVersion = 0;
+  std::vector<std::string> bands;
+  std::string replacement = "proportional";
+  // status, top, load.
+  bool json = false;
+  std::vector<std::string> metrics;
+  long long iterations = 0;
+  ingrid::cli::LoadOptions load;
+  std::string batching = "off";
+
+  // Whether --`name` was given to the command.
+  bool has(const std::string& name) const {
+    const CLI::Option* o = command ? command->get_option_no_throw("--" + name) : nullptr;
+    return o != nullptr && o->count() > 0;
+  }
+  Limiter limiterKind() const {
+    const auto* it = std::find(std::begin(kLimiterNames), std::end(kLimiterNames), limiter);
+    return static_cast<Limiter>(it - std::begin(kLimiterNames));
+  }
+  std::int64_t rate() const { return has("refill") ? refill : capacity; }
+  ingrid::Nanos period() const { return periodMs * 1'000'000; }
 };
-constexpr const char* kLimiterNames[] = {"token-bucket", "gcra",           "fixed-window",
-                                         "sliding-log",  "sliding-window", "leaky-meter",
-                                         "leaky-shaper", "concurrency",    "composite"};
 
-// --limiter, and the options that apply only to some limiters refused for the others.
-Limiter limiterOf(const Args& a) {
-  const std::string name = a.get("limiter", "token-bucket");
-  const auto* it = std::find(std::begin(kLimiterNames), std::end(kLimiterNames), name);
-  if (it == std::end(kLimiterNames)) {
-    std::string all;
-    for (const char* n : kLimiterNames) all += (all.empty() ? "" : ", ") + std::string(n);
-    fail("--limiter must be one of " + all + ", got '" + name + "'");
-  }
-  const auto limiter = static_cast<Limiter>(it - std::begin(kLimiterNames));
-  if (a.options.count("initial") && limiter != Limiter::kTokenBucket) {
-    fail("--initial applies only to --limiter token-bucket, not " + name);
-  }
-  if (a.options.count("max-wait-ms") && limiter != Limiter::kTokenBucket) {
-    fail("--max-wait-ms applies only to --limiter token-bucket, not " + name);
-  }
-  for (const char* option : {"warmup-ms", "cold-factor"}) {
-    if (a.options.count(option) && limiter != Limiter::kTokenBucket) {
-      fail("--" + std::string(option) + " applies only to --limiter token-bucket, not " + name);
+// --seed, --timeout-ms (default `timeoutMs`, at most `maxTimeoutMs`), the secret and TLS files.
+void addConnection(CLI::App* c, Flags& f, long long timeoutMs, long long maxTimeoutMs) {
+  c->add_option("--seed", f.seeds, "a member to reach the cluster through (repeat for several)")
+      ->type_name("HOST:PORT")
+      ->required();
+  c->add_option("--timeout-ms", f.timeoutMs,
+                "deadline of each request. Default: " + std::to_string(timeoutMs))
+      ->type_name("N")
+      ->check(wholeIn(1, maxTimeoutMs));
+  c->add_option_function<std::string>(
+       "--client-secret-file",
+       [&f](const std::string& path) {
+         std::ifstream in(path, std::ios::binary);
+         std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+         while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+         if (!in.good() && !in.eof()) s.clear();
+         if (s.empty()) {
+           throw CLI::ValidationError("--client-secret-file",
+                                      path + ": cannot read it, or it is empty");
+         }
+         f.clientSecret = std::move(s);
+       },
+       "the client secret, read from PATH (one line; a trailing newline is\n"
+       "dropped), for members that require clients to prove it")
+      ->type_name("PATH");
+  c->add_option("--tls-ca", f.tlsCa,
+                "PEM file of the cluster's CA: talk TLS to the members and verify\n"
+                "their certificates against it (for members started with --tls-ca)")
+      ->type_name("PATH");
+  c->add_option("--tls-cert", f.tlsCert, "a client certificate (optional; members do not ask)")
+      ->type_name("PATH");
+  c->add_option("--tls-key", f.tlsKey, "the client certificate's key")->type_name("PATH");
+}
+
+// --limiter and the options of the limiters (acquire, load).
+void addLimiterOptions(CLI::App* c, Flags& f) {
+  c->add_option("--limiter", f.limiter, "the limiter. Default: token-bucket")
+      ->type_name("NAME")
+      ->check(oneOf({std::begin(kLimiterNames), std::end(kLimiterNames)}));
+  auto* capacity =
+      c->add_option("--capacity", f.capacity,
+                    "the limit: bucket capacity (token-bucket, leaky-meter), burst (gcra),\n"
+                    "units per window (fixed-window, sliding-log: at most 4096,\n"
+                    "sliding-window), queue size (leaky-shaper), units held at once\n"
+                    "(concurrency: at most 4096). Default: 100")
+          ->type_name("N")
+          ->check(wholeIn(1, INT64_MAX));
+  auto* period = c->add_option("--period-ms", f.periodMs,
+                               "the period in milliseconds: of the refill, leak or drain, or the\n"
+                               "window; a lease's time to live (concurrency). Default: 1000")
+                     ->type_name("N")
+                     ->check(wholeIn(1, kMaxMs));
+  auto* refill = c->add_option("--refill", f.refill,
+                               "units refilled, leaked or drained per period (token-bucket, "
+                               "gcra,\nleaky-meter, leaky-shaper, composite). Default: capacity")
+                     ->type_name("N")
+                     ->check(wholeIn(1, INT64_MAX));
+  auto* warmup = c->add_option("--warmup-ms", f.warmupMs,
+                               "warm-up (token-bucket only; docs/warm-up.md, Guava's\n"
+                               "SmoothWarmingUp): pace the units at --refill per --period-ms, up\n"
+                               "to --cold-factor times slower after an idle period, coming down\n"
+                               "to that rate over N ms of use. No burst: --capacity is unused.\n"
+                               "With --max-wait-ms, go if the turn comes within it")
+                     ->type_name("N")
+                     ->check(wholeIn(1, kMaxMs));
+  c->add_option("--initial", f.initial,
+                "tokens of a new bucket, at most --capacity (token-bucket only).\n"
+                "Default: capacity")
+      ->type_name("N")
+      ->check(wholeIn(0, INT64_MAX))
+      ->excludes(warmup);
+  c->add_option("--max-wait-ms", f.maxWaitMs,
+                "reserve instead (token-bucket only; docs/token-bucket.md\n"
+                "\"Reservations\"): take the units now if they exist within N ms,\n"
+                "and print the delay before they are the caller's")
+      ->type_name("N")
+      ->check(wholeIn(0, kMaxMs));
+  c->add_option("--cold-factor", f.coldFactor,
+                "how much slower a cold permit is (with --warmup-ms). Default: 3")
+      ->type_name("N")
+      ->check(wholeIn(1, ingrid::WarmupParams::kMaxColdFactor))
+      ->needs(warmup);
+  c->add_option("--band", f.bands,
+                "a bandwidth of the composite bucket (--limiter composite;\n"
+                "docs/composite-bucket.md): CAPACITY units refilled over PERIOD_MS.\n"
+                "Repeat for up to 8; a request takes from all or none; each band\n"
+                "names its own capacity and period. Default: one band, --capacity\n"
+                "per --period-ms")
+      ->type_name("CAPACITY/PERIOD_MS")
+      ->check(band())
+      ->excludes(capacity)
+      ->excludes(period)
+      ->excludes(refill);
+  c->add_option("--config-version", f.configVersion,
+                "the composite bucket's configuration version: a higher one\n"
+                "replaces the stored configuration. Default: 0")
+      ->type_name("N")
+      ->check(wholeIn(0, INT64_MAX));
+  c->add_option("--replacement", f.replacement,
+                "what a newer configuration does with the tokens already there\n"
+                "(composite). Default: proportional")
+      ->type_name("RULE")
+      ->check(oneOf({"as-is", "proportional", "reset"}));
+}
+
+// Refuses the limiter options that do not apply to --limiter (or to each other).
+void checkLimiterOptions(const Flags& f) {
+  const Limiter limiter = f.limiterKind();
+  const std::string& name = f.limiter;
+  for (const char* option : {"initial", "max-wait-ms", "warmup-ms", "cold-factor"}) {
+    if (f.has(option) && limiter != Limiter::kTokenBucket) {
+      throw CLI::ValidationError("--" + std::string(option),
+                                 "applies only to --limiter token-bucket, not " + name);
     }
-  }
-  if (a.options.count("cold-factor") && !a.options.count("warmup-ms")) {
-    fail("--cold-factor applies only with --warmup-ms");
-  }
-  if (a.options.count("initial") && a.options.count("warmup-ms")) {
-    fail("--initial does not apply with --warmup-ms (a warm-up limiter has no burst)");
   }
   for (const char* option : {"band", "config-version", "replacement"}) {
-    if (a.options.count(option) && limiter != Limiter::kComposite) {
-      fail("--" + std::string(option) + " applies only to --limiter composite, not " + name);
-    }
-  }
-  if (a.options.count("band")) {
-    for (const char* option : {"capacity", "period-ms", "refill"}) {
-      if (a.options.count(option)) {
-        fail("--" + std::string(option) + " does not apply with --band (each band names its own)");
-      }
+    if (f.has(option) && limiter != Limiter::kComposite) {
+      throw CLI::ValidationError("--" + std::string(option),
+                                 "applies only to --limiter composite, not " + name);
     }
   }
   const bool hasRate = limiter == Limiter::kTokenBucket || limiter == Limiter::kGcra ||
                        limiter == Limiter::kLeakyMeter || limiter == Limiter::kLeakyShaper ||
                        limiter == Limiter::kComposite;
-  if (a.options.count("refill") && !hasRate) {
-    fail("--refill does not apply to --limiter " + name +
-         (limiter == Limiter::kConcurrency ? " (its lease time to live is --period-ms)"
-                                           : " (its window is --period-ms)"));
+  if (f.has("refill") && !hasRate) {
+    throw CLI::ValidationError("--refill", "does not apply to --limiter " + name +
+                                               (limiter == Limiter::kConcurrency
+                                                    ? " (its lease time to live is --period-ms)"
+                                                    : " (its window is --period-ms)"));
   }
-  return limiter;
+  if ((limiter == Limiter::kSlidingLog || limiter == Limiter::kConcurrency) &&
+      f.capacity > ingrid::SlidingLogParams::kMaxLimit) {
+    static_assert(ingrid::SlidingLogParams::kMaxLimit == ingrid::ConcurrencyParams::kMaxLimit);
+    throw CLI::ValidationError("--capacity",
+                               std::to_string(f.capacity) + " is not in [1, " +
+                                   std::to_string(ingrid::SlidingLogParams::kMaxLimit) +
+                                   "] (the most --limiter " + name + " holds)");
+  }
+  if (f.has("initial") && f.initial > f.capacity) {
+    throw CLI::ValidationError("--initial", std::to_string(f.initial) + " is not in [0, " +
+                                                std::to_string(f.capacity) + "] (the capacity)");
+  }
+  if (f.bands.size() > ingrid::CompositeParams::kMaxBandwidths) {
+    throw CLI::ValidationError(
+        "--band", "at most " + std::to_string(ingrid::CompositeParams::kMaxBandwidths) +
+                      " bands, got " + std::to_string(f.bands.size()));
+  }
 }
 
 // Parameters a processor would refuse are refused here, naming the reason: nothing is sent.
 template <class Params>
-Params checked(Params p) {
-  if (auto reason = p.invalidReason()) fail("the limiter's options are invalid: " + *reason);
+Params checked(Params p, const Flags& f) {
+  if (auto reason = p.invalidReason()) {
+    throw CLI::ValidationError("--limiter " + f.limiter, "the options are invalid: " + *reason);
+  }
   return p;
 }
 
-std::int64_t capacityOf(const Args& a) { return number(a, "capacity", 100, 1, INT64_MAX); }
-ingrid::Nanos periodOf(const Args& a) {
-  return number(a, "period-ms", 1000, 1, INT64_MAX / 1'000'000) * 1'000'000;
-}
-std::int64_t rateOf(const Args& a) { return number(a, "refill", capacityOf(a), 1, INT64_MAX); }
-
-ingrid::BucketParams bucketOf(const Args& a) {
+ingrid::BucketParams bucketOf(const Flags& f) {
   ingrid::BucketParams p;
-  p.capacity = capacityOf(a);
-  p.refillTokens = rateOf(a);
-  p.refillPeriod = periodOf(a);
-  if (a.options.count("initial")) p.initialTokens = number(a, "initial", 0, 0, p.capacity);
-  return checked(p);
+  p.capacity = f.capacity;
+  p.refillTokens = f.rate();
+  p.refillPeriod = f.period();
+  if (f.has("initial")) p.initialTokens = f.initial;
+  return checked(p, f);
 }
 
 // --warmup-ms and --cold-factor on the bucket's rate, with --max-wait-ms (default 0).
-ingrid::WarmupParams warmupOf(const Args& a) {
+ingrid::WarmupParams warmupOf(const Flags& f) {
   ingrid::WarmupParams p;
-  p.permits = rateOf(a);
-  p.period = periodOf(a);
-  p.warmup = number(a, "warmup-ms", 0, 1, INT64_MAX / 1'000'000) * 1'000'000;
-  p.coldFactor = number(a, "cold-factor", 3, 1, ingrid::WarmupParams::kMaxColdFactor);
-  p.maxWait = number(a, "max-wait-ms", 0, 0, INT64_MAX / 1'000'000) * 1'000'000;
-  return checked(p);
+  p.permits = f.rate();
+  p.period = f.period();
+  p.warmup = f.warmupMs * 1'000'000;
+  p.coldFactor = f.coldFactor;
+  p.maxWait = f.maxWaitMs * 1'000'000;
+  return checked(p, f);
 }
 
 // Every --band CAPACITY/PERIOD_MS (or --capacity per --period-ms, refilled by --refill), with
 // --config-version and --replacement.
-ingrid::CompositeParams compositeOf(const Args& a) {
+ingrid::CompositeParams compositeOf(const Flags& f) {
   ingrid::CompositeParams p;
-  auto it = a.options.find("band");
-  if (it == a.options.end()) {
-    p.bandwidths.push_back(ingrid::BucketParams{capacityOf(a), rateOf(a), periodOf(a), {}});
-  } else {
-    if (it->second.size() > ingrid::CompositeParams::kMaxBandwidths) {
-      fail("--band: at most " + std::to_string(ingrid::CompositeParams::kMaxBandwidths) +
-           " bands, got " + std::to_string(it->second.size()));
-    }
-    for (const std::string& band : it->second) {
-      const auto slash = band.find('/');
-      if (slash == std::string::npos) {
-        fail("--band takes CAPACITY/PERIOD_MS, got '" + band + "'");
-      }
-      const std::string what = "--band " + band + ": ";
-      const std::int64_t capacity =
-          wholeNumber(band.substr(0, slash), what + "CAPACITY", 1, INT64_MAX);
-      const ingrid::Nanos period =
-          wholeNumber(band.substr(slash + 1), what + "PERIOD_MS", 1, INT64_MAX / 1'000'000) *
-          1'000'000;
-      p.bandwidths.push_back(ingrid::BucketParams::perPeriod(capacity, period));
-    }
+  if (f.bands.empty()) {
+    p.bandwidths.push_back(ingrid::BucketParams{f.capacity, f.rate(), f.period(), {}});
   }
-  p.version = number(a, "config-version", 0, 0, INT64_MAX);
-  const std::string rule = a.get("replacement", "proportional");
-  if (rule == "as-is") {
-    p.replacement = ingrid::Replacement::kAsIs;
-  } else if (rule == "proportional") {
-    p.replacement = ingrid::Replacement::kProportional;
-  } else if (rule == "reset") {
-    p.replacement = ingrid::Replacement::kReset;
-  } else {
-    fail("--replacement takes as-is, proportional or reset, got '" + rule + "'");
+  for (const std::string& b : f.bands) {  // checked by band(): two whole numbers
+    const auto slash = b.find('/');
+    p.bandwidths.push_back(ingrid::BucketParams::perPeriod(
+        std::stoll(b.substr(0, slash)), std::stoll(b.substr(slash + 1)) * 1'000'000));
   }
-  return checked(p);
+  p.version = f.configVersion;
+  p.replacement = f.replacement == "as-is"   ? ingrid::Replacement::kAsIs
+                  : f.replacement == "reset" ? ingrid::Replacement::kReset
+                                             : ingrid::Replacement::kProportional;
+  return checked(p, f);
 }
 
-// Calls f with the request for `units` on the limiter --limiter names; returns what f returns.
+// Calls fn with the request for `units` on the limiter --limiter names; returns what fn returns.
+// Throws CLI::ValidationError if the limiter would refuse its parameters.
 template <class F>
-int withRequest(const Args& a, std::int64_t units, F&& f) {
-  const std::int64_t capacity = capacityOf(a);
-  const ingrid::Nanos period = periodOf(a);
-  switch (limiterOf(a)) {
+int withRequest(const Flags& f, std::int64_t units, F&& fn) {
+  const std::int64_t capacity = f.capacity;
+  const ingrid::Nanos period = f.period();
+  switch (f.limiterKind()) {
     case Limiter::kTokenBucket:
-      if (a.options.count("warmup-ms")) return f(ingrid::WarmupAcquire{warmupOf(a), units});
-      if (a.options.count("max-wait-ms")) {
-        const ingrid::Nanos maxWait =
-            number(a, "max-wait-ms", 0, 0, INT64_MAX / 1'000'000) * 1'000'000;
-        return f(ingrid::TokenBucketReserve{bucketOf(a), units, maxWait});
+      if (f.has("warmup-ms")) return fn(ingrid::WarmupAcquire{warmupOf(f), units});
+      if (f.has("max-wait-ms")) {
+        return fn(ingrid::TokenBucketReserve{bucketOf(f), units, f.maxWaitMs * 1'000'000});
       }
-      return f(ingrid::TokenBucketAcquire{bucketOf(a), units});
+      return fn(ingrid::TokenBucketAcquire{bucketOf(f), units});
     case Limiter::kGcra:
-      return f(ingrid::GcraThrottle{checked(ingrid::GcraParams{capacity - 1, rateOf(a), period}),
-                                    units});
+      return fn(ingrid::GcraThrottle{checked(ingrid::GcraParams{capacity - 1, f.rate(), period}, f),
+                                     units});
     case Limiter::kFixedWindow:
-      return f(ingrid::FixedWindowAcquire{checked(ingrid::WindowParams{capacity, period}), units});
+      return fn(
+          ingrid::FixedWindowAcquire{checked(ingrid::WindowParams{capacity, period}, f), units});
     case Limiter::kSlidingLog:
-      return f(
-          ingrid::SlidingLogAcquire{checked(ingrid::SlidingLogParams{capacity, period}), units});
+      return fn(
+          ingrid::SlidingLogAcquire{checked(ingrid::SlidingLogParams{capacity, period}, f), units});
     case Limiter::kSlidingWindow:
-      return f(
-          ingrid::SlidingWindowAcquire{checked(ingrid::WindowParams{capacity, period}), units});
+      return fn(
+          ingrid::SlidingWindowAcquire{checked(ingrid::WindowParams{capacity, period}, f), units});
     case Limiter::kLeakyMeter:
-      return f(ingrid::LeakyMeterAcquire{
-          checked(ingrid::LeakyMeterParams{capacity, rateOf(a), period}), units});
+      return fn(ingrid::LeakyMeterAcquire{
+          checked(ingrid::LeakyMeterParams{capacity, f.rate(), period}, f), units});
     case Limiter::kLeakyShaper:
-      return f(ingrid::LeakyShaperAcquire{
-          checked(ingrid::LeakyShaperParams{capacity, rateOf(a), period}), units});
+      return fn(ingrid::LeakyShaperAcquire{
+          checked(ingrid::LeakyShaperParams{capacity, f.rate(), period}, f), units});
     case Limiter::kConcurrency:
-      return f(
-          ingrid::ConcurrencyAcquire{checked(ingrid::ConcurrencyParams{capacity, period}), units});
+      return fn(ingrid::ConcurrencyAcquire{checked(ingrid::ConcurrencyParams{capacity, period}, f),
+                                           units});
     case Limiter::kComposite:
-      return f(ingrid::CompositeBucketAcquire{compositeOf(a), units});
+      return fn(ingrid::CompositeBucketAcquire{compositeOf(f), units});
   }
   fail("unknown limiter");
 }
 
-// "never", or whole microseconds.
-std::string duration(ingrid::Nanos ns) {
-  return ns == ingrid::kNever ? "never" : std::to_string(ns / 1000) + " us";
-}
-
-bool isGranted(const ingrid::AcquireAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::GcraAnswer& r) { return r.granted(); }
-bool isGranted(const ingrid::LimitAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::ShaperAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::LeaseAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::ReserveAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::WarmupAnswer& r) { return r.granted; }
-bool isGranted(const ingrid::CompositeAnswer& r) { return r.granted; }
-
-// The answer's fields, `granted yes|no` first.
-std::string describe(const ingrid::AcquireAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", remaining " +
-         std::to_string(r.remaining) + ", wait " +
-         (r.waitNanos == ingrid::kNever ? "never (more than the capacity)" : duration(r.waitNanos));
-}
-std::string describe(const ingrid::GcraAnswer& r) {
-  return "granted " + std::string(r.granted() ? "yes" : "no") + ", limited " +
-         (r.limited ? "yes" : "no") + ", limit " + std::to_string(r.limit) + ", remaining " +
-         std::to_string(r.remaining) + ", retry after " + duration(r.retryAfter) +
-         ", reset after " + duration(r.resetAfter);
-}
-std::string describe(const ingrid::LimitAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", limit " + std::to_string(r.limit) +
-         ", remaining " + std::to_string(r.remaining) + ", retry after " + duration(r.retryAfter) +
-         ", reset after " + duration(r.resetAfter);
-}
-std::string describe(const ingrid::ShaperAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
-         ", limit " + std::to_string(r.limit) + ", remaining " + std::to_string(r.remaining) +
-         ", retry after " + duration(r.retryAfter) + ", reset after " + duration(r.resetAfter);
-}
-
-std::string describe(const ingrid::ReserveAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
-         ", remaining " + std::to_string(r.remaining);
-}
-std::string describe(const ingrid::WarmupAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", delay " + duration(r.delay) +
-         ", cost " + duration(r.cost) + ", stored " + std::to_string(r.stored);
-}
-std::string describe(const ingrid::CompositeAnswer& r) {
-  return "granted " + std::string(r.granted ? "yes" : "no") + ", remaining " +
-         std::to_string(r.remaining) + ", wait " +
-         (r.waitNanos == ingrid::kNever ? "never (more than a capacity)" : duration(r.waitNanos)) +
-         ", version " + std::to_string(r.version);
-}
-std::string describe(const ingrid::LeaseAnswer& r) {
-  std::string text = "granted " + std::string(r.granted ? "yes" : "no") + ", lease " +
-                     std::to_string(r.lease) + ", expires after " + duration(r.expiresAfter);
-  if (r.limit > 0) {  // an acquire
-    text += ", limit " + std::to_string(r.limit) + ", held " + std::to_string(r.held) +
-            ", remaining " + std::to_string(r.remaining()) + ", retry after " +
-            duration(r.retryAfter);
-  } else {
-    text += ", held " + std::to_string(r.held);
-  }
-  return text;
-}
-
-// A started client for `a`'s seeds and options, or why it could not start.
-ingrid::Result<std::unique_ptr<ingrid::Client>> tryConnect(const Args& a) {
+// A started client for `f`'s seeds and options, or why it could not start.
+ingrid::Result<std::unique_ptr<ingrid::Client>> tryConnect(const Flags& f) {
   ingrid::ClientOptions o;
-  auto it = a.options.find("seed");
-  if (it == a.options.end()) fail("--seed HOST:PORT is required");
-  o.seeds = it->second;
-  o.requestTimeout = std::chrono::milliseconds(number(a, "timeout-ms", 5000, 1, 3'600'000));
+  o.seeds = f.seeds;
+  o.requestTimeout = std::chrono::milliseconds(f.timeoutMs);
   o.connectTimeout = o.requestTimeout;
-  if (a.options.count("client-secret-file")) {
-    const std::string path = a.get("client-secret-file", "");
-    std::ifstream in(path, std::ios::binary);
-    std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-    if (!in.good() && !in.eof()) secret.clear();
-    if (secret.empty()) fail("--client-secret-file " + path + ": cannot read it, or it is empty");
-    o.clientSecret = std::move(secret);
-  }
-  o.tls.caFile = a.get("tls-ca", "");
-  o.tls.certificateChainFile = a.get("tls-cert", "");
-  o.tls.privateKeyFile = a.get("tls-key", "");
+  o.clientSecret = f.clientSecret;
+  o.tls.caFile = f.tlsCa;
+  o.tls.certificateChainFile = f.tlsCert;
+  o.tls.privateKeyFile = f.tlsKey;
   auto client = std::make_unique<ingrid::Client>(o);
   if (auto started = client->start(); !started) return started.error();
   return client;
 }
 
-std::unique_ptr<ingrid::Client> connect(const Args& a) {
-  auto client = tryConnect(a);
+std::unique_ptr<ingrid::Client> connect(const Flags& f) {
+  auto client = tryConnect(f);
   if (!client) fail(client.error().message());
   return std::move(*client);
 }
 
-// What `status` reports: the topology a client learnt, each member's own view, and the problems
-// that make the cluster not healthy.
-struct ClusterView {
-  ingrid::TopologyPtr topology;
-  std::map<ingrid::MemberId, int> primaries, backups;
-  std::vector<std::pair<const ingrid::MemberInfo*, ingrid::Result<ingrid::MemberStatus>>> views;
-  int healthy = 0;             // partitions with all their replicas complete by the topology
-  bool migrating = false;      // replicas syncing, or a table other than the balanced one
-  std::size_t incomplete = 0;  // replicas the members report incomplete
-  std::vector<std::string> problems;
-};
-
-ClusterView gather(ingrid::Client& client) {
-  ClusterView v;
-  v.topology = client.topology();
-  const ingrid::Topology& t = *v.topology;
-  std::vector<int> syncing(t.table.partitionCount());
-  for (const auto& r : t.syncing) {
-    if (r.partition < syncing.size()) ++syncing[r.partition];
-  }
-  for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p) {
-    const auto& owners = t.table.owners(p);
-    for (std::size_t i = 0; i < owners.size(); ++i) ++(i == 0 ? v.primaries : v.backups)[owners[i]];
-    const std::size_t want = std::min<std::size_t>(t.backups + 1, t.members.size());
-    // Complete replicas: the owners that are not still receiving their snapshot.
-    if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++v.healthy;
-  }
-  v.migrating =
-      !t.syncing.empty() || !(t.table == ingrid::PartitionTable::balanced(
-                                             t.table.partitionCount(), t.memberIds(), t.backups));
-  // Each member's own view: what it has installed, the control plane as it sees it, its lease,
-  // the partitions it leads that refuse writes, and the replicas it owns that are not complete.
-  // The verdict comes from these reports: a cluster where any member reports an incomplete
-  // replica, or any partition is unavailable, is never "healthy".
-  std::map<std::pair<ingrid::PartitionId, ingrid::MemberId>, bool> incomplete;
-  for (const auto& r : t.syncing) incomplete[{r.partition, r.member}] = true;
-  for (const auto& m : t.members) {
-    v.views.emplace_back(&m, client.statusOf(m.address));
-    if (v.views.back().second) {
-      for (std::uint32_t p : v.views.back().second->incomplete) incomplete[{p, m.id}] = true;
-      v.incomplete += v.views.back().second->incomplete.size();
-    }
-  }
-  int noComplete = 0;
-  for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p) {
-    const auto& owners = t.table.owners(p);
-    if (std::all_of(owners.begin(), owners.end(), [&](ingrid::MemberId m) {
-          return incomplete.count({p, m}) != 0;
-        })) {
-      ++noComplete;
-    }
-  }
-  if (noComplete > 0) {
-    v.problems.push_back(std::to_string(noComplete) + " partition(s) without a complete replica");
-  }
-  for (auto& [member, st] : v.views) {
-    const auto& m = *member;
-    if (!st) {
-      v.problems.push_back("member " + std::to_string(m.id) + " unreachable");
-      continue;
-    }
-    const auto& s = *st;
-    if (s.topologyVersion != t.version) {
-      v.problems.push_back("member " + std::to_string(m.id) + " is at v" +
-                           std::to_string(s.topologyVersion));
-    }
-    if (s.memberId != m.id) {
-      v.problems.push_back("the process at " + m.address + " is member " +
-                           std::to_string(s.memberId) + ", not " + std::to_string(m.id));
-    }
-    if (s.leaseLeftMs <= 0 && v.primaries[m.id] > 0) {
-      v.problems.push_back("member " + std::to_string(m.id) + " holds no lease: its " +
-                           std::to_string(v.primaries[m.id]) + " partition(s) refuse writes");
-    }
-    if (!s.fenced.empty()) {
-      v.problems.push_back(std::to_string(s.fenced.size()) + " partition(s) fenced on member " +
-                           std::to_string(m.id));
-    }
-    if (!s.incomplete.empty()) {
-      v.problems.push_back("member " + std::to_string(m.id) + " reports " +
-                           std::to_string(s.incomplete.size()) + " incomplete replica(s)");
-    }
-    if (!s.behind.empty()) {
-      v.problems.push_back(
-          "member " + std::to_string(m.id) + " leads " + std::to_string(s.behind.size()) +
-          " partition(s) with a backup that lacks an update (replication failing)");
-    }
-    if (s.leader == 0) v.problems.push_back("member " + std::to_string(m.id) + " knows no leader");
-  }
-  if (v.migrating) v.problems.push_back("a migration is in progress");
-  return v;
-}
-
-// `s` as a JSON string literal.
-std::string jsonString(const std::string& s) {
-  std::string out = "\"";
-  for (const unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {  // control bytes, and bytes outside ASCII as Latin-1
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-template <class T>
-std::string jsonArray(const std::vector<T>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out += (i ? "," : "") + std::to_string(items[i]);
-  }
-  return out + "]";
-}
-
-// The schema is documented in docs/operations.md ("ingrid-cli status --json").
-void printJson(const ClusterView& v) {
-  const ingrid::Topology& t = *v.topology;
-  std::string out = "{\"topologyVersion\":" + std::to_string(t.version) +
-                    ",\"partitions\":" + std::to_string(t.table.partitionCount()) +
-                    ",\"backups\":" + std::to_string(t.backups) +
-                    ",\"leader\":" + std::to_string(t.leader) +
-                    ",\"term\":" + std::to_string(t.term) +
-                    ",\"healthyPartitions\":" + std::to_string(v.healthy) +
-                    ",\"syncingReplicas\":" + std::to_string(t.syncing.size()) +
-                    ",\"incompleteReplicas\":" + std::to_string(v.incomplete) +
-                    ",\"migrating\":" + (v.migrating ? "true" : "false") + ",\"members\":[";
-  for (std::size_t i = 0; i < v.views.size(); ++i) {
-    const auto& [member, st] = v.views[i];
-    const auto primaries = v.primaries.count(member->id) ? v.primaries.at(member->id) : 0;
-    const auto backups = v.backups.count(member->id) ? v.backups.at(member->id) : 0;
-    out += std::string(i ? "," : "") + "{\"id\":" + std::to_string(member->id) +
-           ",\"address\":" + jsonString(member->address) +
-           ",\"primaries\":" + std::to_string(primaries) +
-           ",\"backups\":" + std::to_string(backups) + ",\"reachable\":" + (st ? "true" : "false");
-    if (!st) {
-      out += ",\"error\":" + jsonString(st.error().message()) + "}";
-      continue;
-    }
-    const ingrid::MemberStatus& s = *st;
-    out += ",\"topologyVersion\":" + std::to_string(s.topologyVersion) +
-           ",\"term\":" + std::to_string(s.term) + ",\"leader\":" + std::to_string(s.leader) +
-           ",\"isLeader\":" + (s.isLeader ? "true" : "false") +
-           ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
-           ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
-           ",\"behind\":" + jsonArray(s.behind) +
-           ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
-  }
-  out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";
-  for (std::size_t i = 0; i < v.problems.size(); ++i) {
-    out += (i ? "," : "") + jsonString(v.problems[i]);
-  }
-  std::printf("%s]}\n", out.c_str());
-}
-
-void printText(const ClusterView& v) {
-  const ingrid::Topology& t = *v.topology;
-  std::printf(
-      "topology v%llu, %zu members, %u partitions, %u backup(s) each, control-plane leader %llu "
-      "(term %llu)\n",
-      static_cast<unsigned long long>(t.version), t.members.size(), t.table.partitionCount(),
-      t.backups, static_cast<unsigned long long>(t.leader),
-      static_cast<unsigned long long>(t.term));
-  for (const auto& [member, st] : v.views) {
-    const auto& m = *member;
-    std::string view;
-    if (!st) {
-      view = "unreachable: " + st.error().message();
-    } else {
-      const auto& s = *st;
-      view =
-          "sees v" + std::to_string(s.topologyVersion) + ", term " + std::to_string(s.term) +
-          ", leader " + std::to_string(s.leader) + (s.isLeader ? " (itself)" : "") +
-          (s.leaseLeftMs > 0 ? ", lease " + std::to_string(s.leaseLeftMs) + " ms" : ", NO LEASE") +
-          (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced") +
-          (s.incomplete.empty() ? "" : ", " + std::to_string(s.incomplete.size()) + " incomplete");
-    }
-    const auto primaries = v.primaries.count(m.id) ? v.primaries.at(m.id) : 0;
-    const auto backups = v.backups.count(m.id) ? v.backups.at(m.id) : 0;
-    std::printf("  member %llu  %-21s  primary %4d  backup %4d  %s\n",
-                static_cast<unsigned long long>(m.id), m.address.c_str(), primaries, backups,
-                view.c_str());
-  }
-  std::printf(
-      "replica health: %d of %u partitions have all their replicas, %zu replica(s) "
-      "syncing, %zu reported incomplete%s\n",
-      v.healthy, t.table.partitionCount(), t.syncing.size(), v.incomplete,
-      v.migrating ? " (a migration is in progress)" : "");
-  if (v.problems.empty()) {
-    std::printf("cluster: healthy\n");
-    return;
-  }
-  std::string all;
-  for (const auto& p : v.problems) all += (all.empty() ? "" : "; ") + p;
-  std::printf("cluster: DEGRADED: %s\n", all.c_str());
-}
-
-int status(const Args& a) {
-  auto client = connect(a);
-  const ClusterView v = gather(*client);
-  if (a.options.count("json")) {
-    printJson(v);
+int status(const Flags& f) {
+  auto client = connect(f);
+  const ingrid::cli::ClusterView v = ingrid::cli::gatherStatus(*client);
+  if (f.json) {
+    ingrid::cli::printStatusJson(v);
   } else {
-    printText(v);
+    ingrid::cli::printStatusText(v);
   }
   return v.problems.empty() ? 0 : 3;
 }
 
 // wait cluster-safe: polls the cluster's status (a fresh client each time, so a restarted seed or
 // a new topology is learnt) until it is healthy, within --timeout-ms.
-int waitFor(const Args& a) {
-  if (a.positional.size() != 1 || a.positional[0] != "cluster-safe") {
-    fail("wait takes one condition: cluster-safe");
-  }
-  const long long timeoutMs = number(a, "timeout-ms", 60000, 1, 86'400'000);
+int waitFor(const Flags& f) {
+  const long long timeoutMs = f.has("timeout-ms") ? f.timeoutMs : 60000;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
   std::string last = "no status yet";
-  Args once = a;
-  once.options["timeout-ms"] = {"2000"};  // each status request's deadline
+  Flags once = f;
+  once.timeoutMs = 2000;  // each status request's deadline
   for (int round = 0; std::chrono::steady_clock::now() < until && round < 1'000'000; ++round) {
     auto client = tryConnect(once);
     if (!client) {
       last = client.error().message();
     } else {
-      const ClusterView v = gather(**client);
+      const ingrid::cli::ClusterView v = ingrid::cli::gatherStatus(**client);
       if (v.problems.empty()) {
         std::printf("cluster-safe: topology v%llu, %zu members, every replica complete\n",
                     static_cast<unsigned long long>(v.topology->version),
@@ -680,132 +438,39 @@ int waitFor(const Args& a) {
   return 1;
 }
 
-int acquire(const Args& a) {
-  if (a.positional.size() != 2) fail("acquire takes KEY and N");
-  const long long n = wholeNumber(a.positional[1], "acquire's N (units to take)", 1, INT64_MAX);
-  limiterOf(a);  // refuse bad limiter options before connecting
-  return withRequest(a, n, [&](const auto& request) {
-    auto client = connect(a);
-    auto r = client->invoke(a.positional[0], request);
+int acquire(const Flags& f) {
+  return withRequest(f, f.units, [&](const auto& request) {
+    auto client = connect(f);
+    auto r = client->invoke(f.key, request);
     if (!r) fail(r.error().message());
-    std::printf("%s\n", describe(*r).c_str());
-    return isGranted(*r) ? 0 : 1;
+    std::printf("%s\n", ingrid::cli::describe(*r).c_str());
+    return ingrid::cli::isGranted(*r) ? 0 : 1;
   });
 }
 
 // release KEY LEASE, extend KEY LEASE: a concurrency lease's end or extension.
-int leaseCommand(const Args& a, bool isRelease) {
-  const std::string what = isRelease ? "release" : "extend";
-  if (a.positional.size() != 2) fail(what + " takes KEY and LEASE");
-  const long long lease = wholeNumber(a.positional[1], what + "'s LEASE", INT64_MIN, INT64_MAX);
-  if (a.options.count("limiter") && a.get("limiter", "") != "concurrency") {
-    fail(what + " applies only to --limiter concurrency");
-  }
-  const ingrid::Nanos ttl = periodOf(a);
-  if (isRelease && a.options.count("period-ms")) fail("release takes no --period-ms");
-  auto client = connect(a);
-  auto r = isRelease ? client->invoke(a.positional[0], ingrid::ConcurrencyRelease{lease})
-                     : client->invoke(a.positional[0], ingrid::ConcurrencyExtend{lease, ttl});
+int leaseCommand(const Flags& f, bool isRelease) {
+  auto client = connect(f);
+  auto r = isRelease ? client->invoke(f.key, ingrid::ConcurrencyRelease{f.lease})
+                     : client->invoke(f.key, ingrid::ConcurrencyExtend{f.lease, f.period()});
   if (!r) fail(r.error().message());
-  std::printf("%s\n", describe(*r).c_str());
+  std::printf("%s\n", ingrid::cli::describe(*r).c_str());
   return r->granted ? 0 : 1;
 }
 
-// Prints `value` read as `limiter`'s stored state; exit status 1 if it is not one.
-// `warmup`: a token bucket with --warmup-ms, whose state is a warm-up limiter's.
-int describeState(Limiter limiter, bool warmup, const std::string& value) {
-  auto ll = [](std::int64_t v) { return static_cast<long long>(v); };
-  try {
-    switch (limiter) {
-      case Limiter::kTokenBucket: {
-        if (warmup) {
-          const auto s = ingrid::decode<ingrid::WarmupState>(value);
-          std::printf("warm-up: %lld stored permits, remainder %lld, next free at %lld ns\n",
-                      ll(s.stored), ll(s.remainder), ll(s.nextFree));
-          return 0;
-        }
-        const auto s = ingrid::decode<ingrid::BucketState>(value);
-        std::printf("token bucket: %lld tokens, remainder %lld, refilled up to %lld ns\n",
-                    ll(s.tokens), ll(s.remainder), ll(s.lastRefill));
-        return 0;
-      }
-      case Limiter::kGcra:
-      case Limiter::kLeakyShaper:
-        std::printf("%s: theoretical arrival time %lld ns\n",
-                    limiter == Limiter::kGcra ? "gcra" : "leaky shaper",
-                    ll(ingrid::decode<std::int64_t>(value)));
-        return 0;
-      case Limiter::kFixedWindow: {
-        const auto s = ingrid::decode<ingrid::FixedWindowState>(value);
-        std::printf("fixed window: %lld granted in the window from %lld ns\n", ll(s.count),
-                    ll(s.windowStart));
-        return 0;
-      }
-      case Limiter::kSlidingLog: {
-        const auto s = ingrid::decode<ingrid::SlidingLogState>(value);
-        std::int64_t units = 0;
-        for (const auto& rec : s.records) units += rec.count;
-        std::printf("sliding log: %lld granted in %zu record(s), the newest at %lld ns\n",
-                    ll(units), s.records.size(), ll(s.records.empty() ? 0 : s.records.back().at));
-        return 0;
-      }
-      case Limiter::kSlidingWindow: {
-        const auto s = ingrid::decode<ingrid::SlidingWindowState>(value);
-        std::printf(
-            "sliding window: %lld granted in the window from %lld ns, %lld in the one "
-            "before\n",
-            ll(s.current), ll(s.windowStart), ll(s.previous));
-        return 0;
-      }
-      case Limiter::kLeakyMeter: {
-        const auto s = ingrid::decode<ingrid::LeakyMeterState>(value);
-        std::printf("leaky meter: level %lld, drained %lld, leaked up to %lld ns\n", ll(s.level),
-                    ll(s.drained), ll(s.lastLeak));
-        return 0;
-      }
-      case Limiter::kConcurrency: {
-        const auto s = ingrid::decode<ingrid::ConcurrencyState>(value);
-        std::printf("concurrency: %zu lease(s), next id %lld\n", s.leases.size(), ll(s.nextId));
-        for (const auto& l : s.leases) {
-          std::printf("  lease %lld: %lld unit(s), expires at %lld ns\n", ll(l.id), ll(l.units),
-                      ll(l.expiresAt));
-        }
-        return 0;
-      }
-      case Limiter::kComposite: {
-        const auto s = ingrid::decode<ingrid::CompositeState>(value);
-        std::printf("composite: version %lld, %zu band(s)\n", ll(s.version), s.bands.size());
-        for (const auto& b : s.bands) {
-          std::printf("  capacity %lld per %lld ns: %lld tokens, refilled up to %lld ns\n",
-                      ll(b.config.capacity), ll(b.config.refillPeriod), ll(b.level.tokens),
-                      ll(b.level.lastRefill));
-        }
-        return 0;
-      }
-    }
-  } catch (const std::exception& e) {
-    std::printf("not a %s: %s (%zu bytes of state)\n", kLimiterNames[static_cast<int>(limiter)],
-                e.what(), value.size());
-  }
-  return 1;
-}
-
-int inspect(const Args& a) {
-  if (a.positional.size() != 1) fail("inspect takes KEY");
-  if (a.options.count("limiter")) limiterOf(a);  // refused before connecting
-  const std::string& key = a.positional[0];
-  auto client = connect(a);
-  auto r = client->invoke(key, ingrid::GetEntry{});
+int inspect(const Flags& f) {
+  auto client = connect(f);
+  auto r = client->invoke(f.key, ingrid::GetEntry{});
   if (!r) fail(r.error().message());
   const ingrid::TopologyPtr t = client->topology();
-  const ingrid::PartitionId p = ingrid::partitionOf(key, t->table.partitionCount());
+  const ingrid::PartitionId p = ingrid::partitionOf(f.key, t->table.partitionCount());
   std::string holders;
   for (ingrid::MemberId m : t->table.owners(p)) {
     const auto* info = t->member(m);
     holders += (holders.empty() ? "primary " : ", backup ") + std::to_string(m) + " (" +
                (info ? info->address : "?") + ")";
   }
-  std::printf("key '%s': partition %u, held by %s\n", key.c_str(), p, holders.c_str());
+  std::printf("key '%s': partition %u, held by %s\n", f.key.c_str(), p, holders.c_str());
   if (!r->exists) {
     std::printf("no entry (never used, or expired)\n");
     return 0;
@@ -813,8 +478,8 @@ int inspect(const Args& a) {
   std::printf("expires %s\n", r->expiresAt == ingrid::kNever
                                   ? "never"
                                   : ("at " + std::to_string(r->expiresAt) + " ns").c_str());
-  if (a.options.count("limiter")) {
-    return describeState(limiterOf(a), a.options.count("warmup-ms") != 0, r->value);
+  if (f.has("limiter")) {
+    return ingrid::cli::describeState(f.limiterKind(), f.has("warmup-ms"), r->value);
   }
   try {  // a token bucket?
     const auto s = ingrid::decode<ingrid::BucketState>(r->value);
@@ -833,110 +498,179 @@ int inspect(const Args& a) {
   return 0;
 }
 
-// The load test for one limiter's request P, 1 unit each.
-template <class P>
-int runLoad(const Args& a, const P& request) {
-  const int keys = static_cast<int>(number(a, "keys", 1, 1, 1'000'000));
-  const int concurrency = static_cast<int>(number(a, "concurrency", 16, 1, 100'000));
-  const double seconds = static_cast<double>(number(a, "seconds", 5, 1, 600));
-  const std::string batching = a.get("batching", "off");
-  if (batching != "on" && batching != "off") fail("--batching takes on or off");
-  auto client = connect(a);
-  std::vector<std::string> names;
-  for (int i = 0; i < keys; ++i) names.push_back("load-" + std::to_string(i));
-  ingrid::Batcher<ingrid::Client, P> batcher(*client, {});
-  std::atomic<std::uint64_t> granted{0};
-  auto op = [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
-    // Uniform over the keys: step i of chain c draws its key from a hash of (c, i).
-    const std::string& key = names[ingrid::bench::uniformIndex(chain, i, names.size())];
-    auto onAnswer = [&granted, done = std::move(done)](ingrid::Result<typename P::Result> r) {
-      if (r && isGranted(*r)) granted.fetch_add(1, std::memory_order_relaxed);
-      done(r.ok());
-    };
-    if (batching == "on") {
-      batcher.invokeAsync(key, request, std::move(onAnswer));
-    } else {
-      client->invokeAsync(key, request, std::move(onAnswer));
-    }
-  };
-  const std::uint64_t sentBefore = client->requestsSent();
-  auto result = ingrid::bench::runClosedLoop(op, concurrency, seconds);
-  const std::uint64_t messages = client->requestsSent() - sentBefore;
-  const std::size_t ops = result.latenciesNs.size();
-  std::printf(
-      "load: %s, %d key(s), %d in flight, batching %s, %.1f s: %llu granted, %llu failed, "
-      "%llu messages (%.1f requests per message)\n",
-      a.get("limiter", "token-bucket").c_str(), keys, concurrency, batching.c_str(), result.seconds,
-      static_cast<unsigned long long>(granted.load()),
-      static_cast<unsigned long long>(result.failures), static_cast<unsigned long long>(messages),
-      messages ? static_cast<double>(ops + result.failures) / static_cast<double>(messages) : 0.0);
-  ingrid::bench::report("load", std::move(result.latenciesNs), result.seconds);
-  return 0;
+int load(const Flags& f) {
+  ingrid::cli::LoadOptions o = f.load;
+  o.limiter = f.limiter;
+  o.batching = f.batching == "on";
+  return withRequest(f, 1, [&](const auto& request) {
+    auto client = connect(f);
+    return ingrid::cli::runLoad(*client, request, o);
+  });
 }
 
-int load(const Args& a) {
-  return withRequest(a, 1, [&](const auto& request) { return runLoad(a, request); });
+// Every subcommand and its options on `app`, writing `f`.
+void addCommands(CLI::App& app, Flags& f) {
+  auto* status =
+      app.add_subcommand("status",
+                         "members, topology, each member's view (term, leader, lease, fenced\n"
+                         "partitions), replica health; exit status 3 if the cluster is degraded");
+  addConnection(status, f, 5000, 3'600'000);
+  status->add_flag("--json", f.json, "print it as one JSON object (docs/operations.md)");
+
+  auto* wait =
+      app.add_subcommand("wait",
+                         "wait cluster-safe: wait until status is healthy (every member reachable\n"
+                         "and leased, every replica complete, nothing migrating), within\n"
+                         "--timeout-ms (each status request then waits at most 2 s); exit\n"
+                         "status 1 if it was not");
+  wait->add_option("CONDITION", f.condition, "what to wait for: cluster-safe")
+      ->required()
+      ->check(oneOf({"cluster-safe"}));
+  addConnection(wait, f, 60000, 86'400'000);
+  wait->get_option("--timeout-ms")->description("how long to wait. Default: 60000");
+
+  auto* top =
+      app.add_subcommand("top",
+                         "a view of the cluster refreshed every second, read from each\n"
+                         "member's metrics (ingrid-node --metrics): requests/s, denials/s,\n"
+                         "p50 and p99, partitions, leader, lease");
+  top->add_option("--metrics", f.metrics, "a member's --metrics address (repeat for each)")
+      ->type_name("HOST:PORT")
+      ->required();
+  top->add_option("--iterations", f.iterations,
+                  "stop after N refreshes. Default: 0 (until interrupted)")
+      ->type_name("N")
+      ->check(wholeIn(0, 1'000'000));
+
+  auto* acquire =
+      app.add_subcommand("acquire",
+                         "take N units from the limiter KEY; prints granted yes|no, then the\n"
+                         "answer's fields; exit status 1 if refused. With --limiter\n"
+                         "concurrency the answer names a lease, held for --period-ms");
+  acquire->add_option("KEY", f.key, "the limiter's key")->required();
+  acquire->add_option("N", f.units, "units to take")->required()->check(wholeIn(1, INT64_MAX));
+  addConnection(acquire, f, 5000, 3'600'000);
+  addLimiterOptions(acquire, f);
+
+  auto* inspect =
+      app.add_subcommand("inspect",
+                         "the entry's state and the members that hold it; with --limiter,\n"
+                         "the state is read as that limiter's");
+  inspect->alias("get");
+  inspect->add_option("KEY", f.key, "the entry's key")->required();
+  addConnection(inspect, f, 5000, 3'600'000);
+  inspect->add_option("--limiter", f.limiter, "read the state as this limiter's")
+      ->type_name("NAME")
+      ->check(oneOf({std::begin(kLimiterNames), std::end(kLimiterNames)}));
+  inspect
+      ->add_option("--warmup-ms", f.warmupMs,
+                   "with --limiter token-bucket: the bucket is a warm-up limiter")
+      ->type_name("N")
+      ->check(wholeIn(1, kMaxMs));
+
+  auto* release = app.add_subcommand(
+      "release", "release a concurrency lease; exit status 1 if it was not live");
+  auto* extend =
+      app.add_subcommand("extend",
+                         "extend a live concurrency lease to --period-ms from now (never\n"
+                         "shortens it); exit status 1 if it was not live");
+  for (auto* lease : {release, extend}) {
+    lease->add_option("KEY", f.key, "the concurrency limiter's key")->required();
+    lease->add_option("LEASE", f.lease, "the lease's id, as acquire printed it")
+        ->required()
+        ->check(wholeIn(INT64_MIN, INT64_MAX));
+    addConnection(lease, f, 5000, 3'600'000);
+    lease->add_option("--limiter", f.limiter, "concurrency (the only one with leases)")
+        ->type_name("NAME")
+        ->check(oneOf({"concurrency"}));
+  }
+  extend->add_option("--period-ms", f.periodMs, "the lease's time to live from now. Default: 1000")
+      ->type_name("N")
+      ->check(wholeIn(1, kMaxMs));
+
+  auto* load =
+      app.add_subcommand("load", "a bounded load test; prints ops/s and latency percentiles");
+  addConnection(load, f, 5000, 3'600'000);
+  addLimiterOptions(load, f);
+  load->add_option("--keys", f.load.keys,
+                   "distinct bucket keys, each request picks one uniformly at\n"
+                   "random (1 = one hot key). Default: 1")
+      ->type_name("N")
+      ->check(wholeIn(1, 1'000'000));
+  load->add_option("--concurrency", f.load.concurrency, "requests in flight. Default: 16")
+      ->type_name("N")
+      ->check(wholeIn(1, 100'000));
+  load->add_option("--seconds", f.load.seconds, "duration. Default: 5")
+      ->type_name("S")
+      ->check(wholeIn(1, 600));
+  load->add_option("--batching", f.batching, "client-side batching of hot keys. Default: off")
+      ->check(oneOf({"on", "off"}));
+
+  // The limiter options that apply only to some limiters are refused for the others, and the
+  // parameters a limiter would refuse are refused, before anything is sent.
+  for (auto* command : {acquire, load}) {
+    command->callback([&f, command] {
+      f.command = command;
+      checkLimiterOptions(f);
+      withRequest(f, 1, [](const auto&) { return 0; });
+    });
+  }
+  inspect->callback([&f, inspect] {
+    f.command = inspect;
+    if (f.has("warmup-ms") && f.limiter != "token-bucket") {
+      throw CLI::ValidationError("--warmup-ms",
+                                 "applies only to --limiter token-bucket, not " + f.limiter);
+    }
+  });
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
+  CLI::App app("Looks at and exercises an ingrid cluster through the thin client.", "ingrid-cli");
+  app.get_formatter()->column_width(30);
+  app.set_version_flag(
+      "--version", std::string("ingrid-cli ") + INGRID_VERSION + " (commit " + INGRID_COMMIT + ")",
+      "print the version and exit");
+  app.footer("Run 'ingrid-cli COMMAND --help' for a command's options.");
+  app.require_subcommand(0, 1);
+  app.failure_message([argc, argv](const CLI::App* a, const CLI::Error& e) {
+    std::string message = e.what();
+    // A first word that names no command: say so, rather than list every word as unexpected.
+    if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr && a->get_subcommands().empty() &&
+        argc > 1 && argv[1][0] != '-') {
+      std::string names;
+      for (const CLI::App* c : a->get_subcommands({})) {
+        names += (names.empty() ? "" : ", ") + c->get_name();
+      }
+      message = "unknown command '" + std::string(argv[1]) + "' (commands: " + names + ")";
     }
-    if (arg == "--version") {
-      std::printf("ingrid-cli %s (commit %s)\n", INGRID_VERSION, INGRID_COMMIT);
-      return 0;
-    }
-    if (arg == "--json") {  // the one flag that takes no value
-      a.options["json"].push_back("true");
-    } else if (arg.rfind("--", 0) == 0) {
-      if (i + 1 >= argc) fail(arg + " needs a value");
-      a.options[arg.substr(2)].push_back(argv[++i]);
-    } else if (a.command.empty()) {
-      a.command = arg;
-    } else {
-      a.positional.push_back(arg);
-    }
+    return "ingrid-cli: " + message + "\nRun with --help for the options.\n";
+  });
+  Flags f;
+  addCommands(app, f);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
-  for (const auto& option : a.options) {
-    const std::string& name = option.first;  // not a structured binding: a lambda captures it
-    static const char* known[] = {"seed",        "timeout-ms",  "limiter",  "capacity",
-                                  "refill",      "period-ms",   "initial",  "keys",
-                                  "concurrency", "seconds",     "batching", "client-secret-file",
-                                  "tls-ca",      "tls-cert",    "tls-key",  "max-wait-ms",
-                                  "warmup-ms",   "cold-factor", "band",     "config-version",
-                                  "replacement", "json",        "metrics",  "iterations"};
-    if (std::none_of(std::begin(known), std::end(known),
-                     [&](const char* k) { return name == k; })) {
-      fail("unknown option --" + name + " (see --help)");
-    }
-  }
-  if ((a.command == "status" || a.command == "load") && !a.positional.empty()) {
-    fail(a.command + " takes no arguments, got '" + a.positional[0] + "'");
-  }
-  if (a.command != "status" && a.options.count("json")) fail("--json applies only to status");
-  if (a.command == "status") return status(a);
-  if (a.command == "wait") return waitFor(a);
-  if (a.command == "top") {
-    auto it = a.options.find("metrics");
-    if (it == a.options.end()) fail("top needs --metrics HOST:PORT of each member (see --help)");
-    return ingrid::cli::top(it->second, static_cast<int>(number(a, "iterations", 0, 0, 1'000'000)),
-                            std::chrono::milliseconds(1000));
-  }
-  if (a.command == "acquire") return acquire(a);
-  if (a.command == "inspect" || a.command == "get") return inspect(a);
-  if (a.command == "load") return load(a);
-  if (a.command == "release") return leaseCommand(a, true);
-  if (a.command == "extend") return leaseCommand(a, false);
-  if (a.command.empty()) {
-    std::fputs(kUsage, stdout);
+  const auto chosen = app.get_subcommands();
+  if (chosen.empty()) {
+    std::fputs(app.help().c_str(), stdout);
     return 0;
   }
-  fail("unknown command '" + a.command +
-       "' (commands: status, wait, top, acquire, inspect, load, release, extend; see --help)");
+  f.command = chosen.front();
+  const std::string command = f.command->get_name();
+  if (command == "status") return status(f);
+  if (command == "wait") return waitFor(f);
+  if (command == "top") {
+    return ingrid::cli::top(f.metrics, static_cast<int>(f.iterations),
+                            std::chrono::milliseconds(1000));
+  }
+  if (command == "acquire") return acquire(f);
+  if (command == "inspect") return inspect(f);
+  if (command == "release") return leaseCommand(f, true);
+  if (command == "extend") return leaseCommand(f, false);
+  if (command == "load") return load(f);
+  fail("unknown command '" + command + "'");
 }

@@ -1,6 +1,9 @@
 // ingrid-cli, run as a process against an in-process cluster: each command's output, and its
-// refusals, so that the tool cannot rot.
+// refusals, so that the tool cannot rot. And ingrid-node's options: refusals, and options read
+// from INGRID_* environment variables, which a flag on the command line overrides.
 #include <catch2/catch.hpp>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <memory>
@@ -24,6 +27,25 @@ std::optional<int> exitOf(ChildProcess& cli) {
   return WEXITSTATUS(*status);
 }
 
+// ingrid-node sits next to ingrid-cli in the build tree (cluster/ and client/ of one build).
+std::string nodePath() {
+#ifdef INGRID_NODE_PATH
+  return INGRID_NODE_PATH;
+#else
+  std::string path = INGRID_CLI_PATH;
+  const std::string cli = "client/ingrid-cli";
+  path.replace(path.rfind(cli), cli.size(), "cluster/ingrid-node");
+  return path;
+#endif
+}
+
+// Runs `command` under /bin/sh with stderr joined to stdout (refusals go to stderr). Arguments
+// here need no shell quoting.
+std::unique_ptr<ChildProcess> shell(const std::string& command) {
+  return std::make_unique<ChildProcess>(
+      "/bin/sh", std::vector<std::string>{"-c", "exec " + command + " 2>&1"});
+}
+
 }  // namespace
 
 TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running cluster",
@@ -37,8 +59,13 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
 
   SECTION("--help") {
     auto cli = run({"--help"});
-    CHECK(cli->waitForLine("usage: ingrid-cli COMMAND", 30s));
+    CHECK(cli->waitForLine("Usage: ingrid-cli [OPTIONS] [SUBCOMMAND]", 30s));
+    CHECK(cli->waitForLine("  status ", 30s));
     CHECK(exitOf(*cli) == 0);
+    auto acquire = run({"acquire", "--help"});  // a command's options, each with its range
+    CHECK(acquire->waitForLine("Usage: ingrid-cli acquire [OPTIONS] KEY N", 30s));
+    CHECK(acquire->waitForLine("--cold-factor N:[1, 1000]", 30s));
+    CHECK(exitOf(*acquire) == 0);
   }
   SECTION("status lists the members and the replica health") {
     auto cli = run({"status", "--seed", seed});
@@ -271,58 +298,129 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
       CHECK(exitOf(*cli) == 2);
     };
     refused("acquire cli-strict 3x --seed " + seed,
-            "acquire's N (units to take) must be a whole number from 1 to "
-            "9223372036854775807, got '3x'");
-    refused("acquire cli-strict abc --seed " + seed, "got 'abc'");
-    refused("acquire cli-strict 99999999999999999999 --seed " + seed, "got '99999999999999999999'");
+            "N: '3x' is not a whole number in [1, 9223372036854775807]");
+    refused("acquire cli-strict abc --seed " + seed, "N: 'abc' is not a whole number in [1, ");
+    refused("acquire cli-strict 99999999999999999999 --seed " + seed,
+            "N: 99999999999999999999 is not in [1, 9223372036854775807]");
     refused("acquire cli-strict 1 --capacity 10k --seed " + seed,
-            "--capacity must be a whole number from 1 to");
-    refused("frobnicate --seed " + seed, "unknown command 'frobnicate'");
-    refused("status extra --seed " + seed, "status takes no arguments, got 'extra'");
+            "--capacity: '10k' is not a whole number in [1, 9223372036854775807]");
+    refused("acquire cli-strict 1 --timeout-ms 0 --seed " + seed,
+            "--timeout-ms: 0 is not in [1, 3600000]");
+    refused("wait cluster-safe --timeout-ms 86400001 --seed " + seed,
+            "--timeout-ms: 86400001 is not in [1, 86400000]");
+    refused("load --seconds 601 --seed " + seed, "--seconds: 601 is not in [1, 600]");
+    refused("load --concurrency 0 --seed " + seed, "--concurrency: 0 is not in [1, 100000]");
+    refused("load --batching maybe --seed " + seed, "--batching: 'maybe' is not one of on, off");
+    refused("top --metrics 127.0.0.1:1 --iterations -1", "--iterations: -1 is not in [0, 1000000]");
+    refused("top", "--metrics is required");
+    refused("acquire cli-strict --seed " + seed, "N is required");
+    refused("status", "--seed is required");
+    refused("frobnicate --seed " + seed,
+            "unknown command 'frobnicate' (commands: status, wait, top, acquire, inspect, release, "
+            "extend, load)");
+    refused("status extra --seed " + seed, "not expected: extra");
+    refused("load --json --seed " + seed, "not expected: --json");
     refused("acquire cli-strict 1 --limiter leaky --seed " + seed,
-            "--limiter must be one of token-bucket, gcra, fixed-window, sliding-log, "
-            "sliding-window, leaky-meter, leaky-shaper, concurrency, composite, got 'leaky'");
+            "--limiter: 'leaky' is not one of token-bucket, gcra, fixed-window, sliding-log, "
+            "sliding-window, leaky-meter, leaky-shaper, concurrency, composite");
     refused("acquire cli-strict 1 --limiter gcra --initial 3 --seed " + seed,
-            "--initial applies only to --limiter token-bucket, not gcra");
+            "--initial: applies only to --limiter token-bucket, not gcra");
+    refused("acquire cli-strict 1 --initial 6 --capacity 5 --seed " + seed,
+            "--initial: 6 is not in [0, 5] (the capacity)");
     refused("acquire cli-strict 1 --limiter fixed-window --refill 3 --seed " + seed,
-            "--refill does not apply to --limiter fixed-window");
+            "--refill: does not apply to --limiter fixed-window");
     refused("acquire cli-strict 1 --limiter sliding-log --capacity 5000 --seed " + seed,
-            "the limiter's options are invalid: limit must be in [1, 4096], got 5000");
-    refused("inspect cli-strict --limiter nope --seed " + seed, "--limiter must be one of");
+            "--capacity: 5000 is not in [1, 4096] (the most --limiter sliding-log holds)");
+    refused("inspect cli-strict --limiter nope --seed " + seed, "--limiter: 'nope' is not one of");
     refused("acquire cli-strict 1 --limiter concurrency --capacity 4097 --seed " + seed,
-            "the limiter's options are invalid: limit must be in [1, 4096], got 4097");
+            "--capacity: 4097 is not in [1, 4096] (the most --limiter concurrency holds)");
     refused("acquire cli-strict 1 --limiter gcra --max-wait-ms 5 --seed " + seed,
-            "--max-wait-ms applies only to --limiter token-bucket, not gcra");
+            "--max-wait-ms: applies only to --limiter token-bucket, not gcra");
     refused("acquire cli-strict 1 --limiter gcra --warmup-ms 5 --seed " + seed,
-            "--warmup-ms applies only to --limiter token-bucket, not gcra");
+            "--warmup-ms: applies only to --limiter token-bucket, not gcra");
     refused("acquire cli-strict 1 --cold-factor 5 --seed " + seed,
-            "--cold-factor applies only with --warmup-ms");
+            "--cold-factor requires --warmup-ms");
     refused("acquire cli-strict 1 --warmup-ms 5 --cold-factor 0 --seed " + seed,
-            "--cold-factor must be a whole number from 1 to 1000, got '0'");
+            "--cold-factor: 0 is not in [1, 1000]");
     refused("acquire cli-strict 1 --warmup-ms 5 --initial 3 --seed " + seed,
-            "--initial does not apply with --warmup-ms (a warm-up limiter has no burst)");
+            "--warmup-ms excludes --initial");
     refused("acquire cli-strict 1 --limiter gcra --band 5/1000 --seed " + seed,
-            "--band applies only to --limiter composite, not gcra");
+            "--band: applies only to --limiter composite, not gcra");
     refused("acquire cli-strict 1 --limiter composite --band 5 --seed " + seed,
-            "--band takes CAPACITY/PERIOD_MS, got '5'");
+            "--band: '5' is not CAPACITY/PERIOD_MS");
     refused("acquire cli-strict 1 --limiter composite --band 5/0 --seed " + seed,
-            "--band 5/0: PERIOD_MS must be a whole number from 1 to");
+            "--band: 5/0: PERIOD_MS 0 is not in [1, 9223372036854]");
     refused("acquire cli-strict 1 --limiter composite --band 5/10 --capacity 3 --seed " + seed,
-            "--capacity does not apply with --band (each band names its own)");
+            "--capacity excludes --band");
     refused("acquire cli-strict 1 --limiter composite --replacement keep --seed " + seed,
-            "--replacement takes as-is, proportional or reset, got 'keep'");
-    refused("release cli-strict x1 --seed " + seed, "release's LEASE must be a whole number");
+            "--replacement: 'keep' is not one of as-is, proportional, reset");
+    refused("release cli-strict x1 --seed " + seed, "LEASE: 'x1' is not a whole number in [");
     refused("extend cli-strict 5 --limiter gcra --seed " + seed,
-            "extend applies only to --limiter concurrency");
+            "--limiter: 'gcra' is not one of concurrency");
     refused("load --limiter gcra --capacity 0 --seed " + seed,
-            "--capacity must be a whole number from 1 to");
+            "--capacity: 0 is not in [1, 9223372036854775807]");
     refused("status --client-secret-file /nonexistent/secret --seed " + seed,
-            "--client-secret-file /nonexistent/secret: cannot read it, or it is empty");
+            "--client-secret-file: /nonexistent/secret: cannot read it, or it is empty");
     refused("status --tls-ca /nonexistent/ca.crt --seed " + seed,
             "ClientOptions.tls.caFile '/nonexistent/ca.crt'");
     // None of the refused acquires reached the bucket: it still holds its whole capacity.
     auto inspect = run({"inspect", "cli-strict", "--seed", seed});
     CHECK(inspect->waitForLine("no entry", 30s));
     CHECK(exitOf(*inspect) == 0);
+  }
+}
+
+TEST_CASE("ingrid-node: refusals name the option and its range; options come from INGRID_*",
+          "[client][cli]") {
+  const std::string node = nodePath();
+  REQUIRE(access(node.c_str(), X_OK) == 0);
+  // The flags every member here runs with: few partitions, one worker, any free port.
+  const std::string small = " --listen 127.0.0.1:0 --workers 1 --log-level info";
+
+  SECTION("a value out of range, or not a number, or not a choice, is refused with status 2") {
+    auto refused = [&](const std::string& args, const std::string& says) {
+      INFO(args);
+      auto p = shell(node + " " + args);
+      CHECK(p->waitForLine(says, 30s));
+      CHECK(exitOf(*p) == 2);
+    };
+    refused("--failure-timeout-ms 0",
+            "ingrid-node: --failure-timeout-ms: 0 is not in [1, 3600000]");
+    refused("--partitions 2000000", "--partitions: 2000000 is not in [1, 1048576]");
+    refused("--backups 9", "--backups: 9 is not in [0, 8]");
+    refused("--heartbeat-ms 5x", "--heartbeat-ms: '5x' is not a whole number in [1, 3600000]");
+    refused("--max-buffered-bytes 99999999999999999999",
+            "--max-buffered-bytes: 99999999999999999999 is not in [0, 1099511627776]");
+    refused("--log-level loud", "--log-level: 'loud' is not one of error, warn, info, debug");
+    refused("--cluster-secret-file /nonexistent/secret",
+            "--cluster-secret-file: /nonexistent/secret: cannot read it, or it is empty");
+    refused("--frobnicate", "not expected: --frobnicate");
+    // From the environment: the message says where the value came from.
+    auto fromEnv = shell("env INGRID_MIN_INSYNC=10 " + node);
+    CHECK(fromEnv->waitForLine("--min-insync: 10 is not in [1, 9] (from INGRID_MIN_INSYNC)", 30s));
+    CHECK(exitOf(*fromEnv) == 2);
+  }
+  SECTION("--help lists every option with its environment variable; --version") {
+    auto help = shell(node + " --help");
+    CHECK(help->waitForLine("--failure-timeout-ms N:[1, 3600000] (Env:INGRID_FAILURE_TIMEOUT_MS)",
+                            30s));
+    CHECK(exitOf(*help) == 0);
+    auto version = shell(node + " --version");
+    CHECK(version->waitForLine("ingrid-node ", 30s));
+    CHECK(exitOf(*version) == 0);
+  }
+  SECTION("an option from the environment, and the same flag overriding it") {
+    auto fromEnv = shell("env INGRID_PARTITIONS=16 " + node + small);
+    CHECK(fromEnv->waitForLineEver("is primary of 16 partitions", 30s));
+    auto flagWins = shell("env INGRID_PARTITIONS=16 " + node + small + " --partitions 32");
+    CHECK(flagWins->waitForLineEver("is primary of 32 partitions", 30s));
+    // A bad value in the environment is never read when the flag is given.
+    auto badEnv = shell("env INGRID_FAILURE_TIMEOUT_MS=0 " + node + small +
+                        " --partitions 8 --failure-timeout-ms 2000");
+    CHECK(badEnv->waitForLineEver("is primary of 8 partitions", 30s));
+    for (auto* p : {fromEnv.get(), flagWins.get(), badEnv.get()}) {
+      p->signal(SIGTERM);  // a graceful leave
+      CHECK(exitOf(*p) == 0);
+    }
   }
 }
