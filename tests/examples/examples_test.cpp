@@ -1,18 +1,13 @@
 // Runs the example programs as a user would, so they cannot rot.
 #include <catch2/catch.hpp>
 
-#include <asio/connect.hpp>
-#include <asio/io_context.hpp>
-#include <asio/ip/tcp.hpp>
-#include <asio/read.hpp>
-#include <asio/write.hpp>
+#include <httplib.h>
 
+#include <chrono>
 #include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "cluster/transport/transport.h"
 
 #include "support/child_process.h"
 
@@ -23,19 +18,12 @@ namespace {
 
 std::string lastWord(const std::string& line) { return line.substr(line.rfind(' ') + 1); }
 
-// GET /?key=KEY from the server at host:port; returns the whole response.
-std::string httpGet(const std::string& address, const std::string& key) {
-  const auto a = ingrid::parseAddress(address);
-  REQUIRE(a);
-  asio::io_context io;
-  asio::ip::tcp::socket s(io);
-  s.connect({asio::ip::make_address(a->first), a->second});
-  const std::string request = "GET /?key=" + key + " HTTP/1.1\r\nHost: test\r\n\r\n";
-  asio::write(s, asio::buffer(request));
-  std::string response;
-  std::error_code ec;
-  asio::read(s, asio::dynamic_buffer(response), ec);  // until the server closes
-  return response;
+// GET /?key=KEY (or `target`, when given) from the server at host:port.
+httplib::Result httpGet(const std::string& address, const std::string& key,
+                        const std::string& target = "") {
+  httplib::Client client("http://" + address);
+  client.set_read_timeout(std::chrono::seconds(10));
+  return client.Get(target.empty() ? "/?key=" + key : target);
 }
 
 }  // namespace
@@ -59,17 +47,39 @@ TEST_CASE("Three HTTP servers embedding nodes answer 429 past a shared limit",
   }
   int ok = 0, limited = 0;
   for (int i = 0; i < 25; ++i) {  // round-robin over the three processes, like a load balancer
-    const std::string r = httpGet(http[i % 3], "alice");
-    if (r.rfind("HTTP/1.1 200", 0) == 0) ++ok;
-    if (r.rfind("HTTP/1.1 429", 0) == 0) {
+    const auto r = httpGet(http[i % 3], "alice");
+    REQUIRE(r);
+    CHECK(r->get_header_value("RateLimit-Policy") == "\"default\";q=10;w=3600");
+    if (r->status == 200) {
+      ++ok;
+      // 10 - ok tokens left; each comes back in 360 s: the bucket is full again in ok * 360 s.
+      CHECK(r->get_header_value("RateLimit") ==
+            "\"default\";r=" + std::to_string(10 - ok) + ";t=" + std::to_string(ok * 360));
+    }
+    if (r->status == 429) {
       ++limited;
-      CHECK_THAT(r, Catch::Contains("Retry-After:"));
+      const std::string retry = r->get_header_value("Retry-After");
+      CHECK(std::stoi(retry) > 0);
+      CHECK(std::stoi(retry) <= 360);
+      CHECK(r->get_header_value("RateLimit") == "\"default\";r=0;t=" + retry);
     }
   }
   CHECK(ok == 10);  // one limit for the whole cluster, not 10 per process
   CHECK(limited == 15);
-  CHECK(httpGet(http[1], "bob").rfind("HTTP/1.1 200", 0) == 0);  // other keys are separate
-  CHECK(httpGet(http[2], "").rfind("HTTP/1.1 400", 0) == 0);
+  const auto bob = httpGet(http[1], "bob");  // other keys are separate
+  REQUIRE(bob);
+  CHECK(bob->status == 200);
+  for (const std::string target : {"/", "/?key=", "/?user=alice"}) {
+    const auto bad = httpGet(http[2], "", target);
+    REQUIRE(bad);
+    CHECK(bad->status == 400);
+    CHECK_THAT(bad->body, Catch::Contains("'key'"));
+    CHECK(bad->get_header_value("RateLimit").empty());
+  }
+  const auto oversize = httpGet(http[0], std::string(257, 'k'));
+  REQUIRE(oversize);
+  CHECK(oversize->status == 400);
+  CHECK_THAT(oversize->body, Catch::Contains("invalid query parameter 'key': longer than 256"));
 
   for (auto it = servers.rbegin(); it != servers.rend(); ++it) {
     (*it)->signal(SIGTERM);
