@@ -346,17 +346,25 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
   // ignored: routing keeps the one it has, and a stale route asks again.
   if (cur && successorInvalidReason(*cur, *t)) return;
   topology_.store(t);
-  // Links to members that left are closed after a request's full deadline (in-flight answers).
+  // Links to members that left are closed after a request's full deadline (in-flight answers),
+  // but those that have left a request unanswered past suspectAfter (removed as failed: dead or
+  // paused) are abandoned now: their calls go again, same id, to the new primaries at once.
+  const auto silentSince = std::chrono::steady_clock::now() - options_.suspectAfter;
+  const std::string why = "member left topology v" + std::to_string(t->version) + " while silent";
   for (auto it = peers_.begin(); it != peers_.end();) {
     if (t->hasMember(it->first)) {
       ++it;
       continue;
     }
-    auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
-    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    if (it->second->oldestPendingSince() <= silentSince) {
+      it->second->abandon(why);
+    } else {
+      auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
+      timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    }
     it = peers_.erase(it);
   }
-  shardLinks_->retain(*t, options_.requestTimeout);
+  shardLinks_->retain(*t, options_.requestTimeout, silentSince, why);
 }
 
 void ClientImpl::routeLooksStale() {

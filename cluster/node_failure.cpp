@@ -13,6 +13,27 @@ using SteadyClock = std::chrono::steady_clock;
 void NodeImpl::startHeartbeats() {
   heartbeatTick();
   leaseTick();
+  judgeTick();
+}
+
+void NodeImpl::judgeTick() {
+  if (heartbeatsStopped_) return;
+  // Only the leader judges: a member silent for failureTimeout is reported failed within a
+  // twentieth of it (not a whole heartbeat interval) after.
+  if (coordinator_ && memberId() != 0) {
+    const auto now = SteadyClock::now();
+    std::vector<MemberId> silent;
+    for (const auto& [id, heard] : lastHeard_) {
+      if (now - heard > options_.failureTimeout) silent.push_back(id);
+    }
+    std::sort(silent.begin(), silent.end());
+    for (MemberId id : silent) coordinator_->memberFailed(id);
+  }
+  judgeTimer_.expires_after(std::clamp(options_.failureTimeout / 20, std::chrono::milliseconds(10),
+                                       options_.heartbeatInterval));
+  judgeTimer_.async_wait([this](std::error_code ec) {
+    if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
+  });
 }
 
 void NodeImpl::leaseTick() {
@@ -46,14 +67,6 @@ void NodeImpl::heartbeatTick() {
                     }
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
-  }
-  if (coordinator_ && self != 0) {
-    std::vector<MemberId> silent;
-    for (const auto& [id, heard] : lastHeard_) {
-      if (now - heard > options_.failureTimeout) silent.push_back(id);
-    }
-    std::sort(silent.begin(), silent.end());
-    for (MemberId id : silent) coordinator_->memberFailed(id);
   }
   heartbeatTimer_.expires_after(options_.heartbeatInterval);
   heartbeatTimer_.async_wait([this](std::error_code ec) {

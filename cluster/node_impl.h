@@ -225,6 +225,8 @@ class NodeImpl final : public ConnectionHandler,
   void renewLease();
   // Renews the lease every renewInterval() (network thread) until the node stops.
   void leaseTick();
+  // The leader's verdict on silent members (network thread), every failureTimeout / 20.
+  void judgeTick();
   void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
   // kStatus: this member's own view (network thread).
   MemberStatusBody ownStatus() const;
@@ -341,6 +343,7 @@ class NodeImpl final : public ConnectionHandler,
   // Failure detection (network thread).
   asio::steady_timer heartbeatTimer_{netIo_};
   asio::steady_timer leaseTimer_{netIo_};
+  asio::steady_timer judgeTimer_{netIo_};
   bool heartbeatsStopped_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
   bool catchingUp_ = false;

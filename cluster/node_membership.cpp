@@ -600,6 +600,7 @@ void NodeImpl::stop() {
       heartbeatsStopped_ = true;
       heartbeatTimer_.cancel();
       leaseTimer_.cancel();
+      judgeTimer_.cancel();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
       if (shardLinks_) shardLinks_->closeAll();

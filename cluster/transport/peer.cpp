@@ -137,11 +137,22 @@ void Peer::close() {
   }
 }
 
+void Peer::abandon(std::string why) {
+  asio::post(transport_.io(), [self = shared_from_this(), why = std::move(why)] {
+    self->closeNow(false, Error(Errc::unavailable, "not sent to " + self->address_ + ": " + why),
+                   Error(Errc::unreachable, "no answer from " + self->address_ + ": " + why));
+  });
+}
+
 void Peer::closeNow(bool deferCallbacks) {
+  const Error reason(Errc::shutting_down, "peer " + address_ + " closed");
+  closeNow(deferCallbacks, reason, reason);
+}
+
+void Peer::closeNow(bool deferCallbacks, const Error& reason, const Error& sent) {
   if (closed_) return;
   closed_ = true;
   backoffTimer_.cancel();
-  const Error reason(Errc::shutting_down, "peer " + address_ + " closed");
   auto queued = std::exchange(queue_, {});
   for (auto& [id, q] : queued) q.timer->cancel();
   auto fail = [queued = std::move(queued), reason]() mutable {
@@ -152,9 +163,9 @@ void Peer::closeNow(bool deferCallbacks) {
   } else {
     fail();
   }
-  if (conn_) conn_->close(reason);
+  if (conn_) conn_->close(sent);
   conn_.reset();
-  if (spare_) spare_->close(reason);
+  if (spare_) spare_->close(sent);
   spare_.reset();
   ready_ = false;
   connectedFlag_.store(false, std::memory_order_release);

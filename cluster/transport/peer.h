@@ -91,6 +91,11 @@ class Peer : public std::enable_shared_from_this<Peer> {
   void abandonQueued(std::string why);
   // Stops dialing, fails queued requests with Errc::shutting_down, closes the connection.
   void close();
+  // As close(), for a member given up on (removed from the topology while silent): requests
+  // still queued fail as not sent (Errc::unavailable), and those already sent as unanswered
+  // (Errc::unreachable: they may have run), both naming `why`, so that a caller sends them again
+  // elsewhere now instead of waiting out their timeouts.
+  void abandon(std::string why);
 
   const std::string& address() const noexcept { return address_; }
   bool connected() const noexcept;
@@ -134,6 +139,8 @@ class Peer : public std::enable_shared_from_this<Peer> {
   // Stops dialing, fails the queue, closes the connection. Callbacks run at once or, when
   // called from outside our own handlers, posted.
   void closeNow(bool deferCallbacks);
+  // closeNow, failing queued requests with `queued` and sent ones with `sent`.
+  void closeNow(bool deferCallbacks, const Error& queued, const Error& sent);
 
   Transport& transport_;
   std::string address_;

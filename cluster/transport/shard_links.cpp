@@ -101,11 +101,16 @@ bool ShardLinks::redial(const MemberInfo& member, Link& link) {
   return true;
 }
 
-void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger) {
+void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger,
+                        std::chrono::steady_clock::time_point silentSince, const std::string& why) {
   const auto now = std::chrono::steady_clock::now();
   std::erase_if(lingering_, [&](const auto& timer) { return timer->expiry() <= now; });
   absl::erase_if(links_, [&](const auto& link) {
     if (t.hasMember(link.first.first)) return false;
+    if (link.second.peer->oldestPendingSince() <= silentSince) {
+      link.second.peer->abandon(why);
+      return true;
+    }
     link.second.peer->abandonQueued("member " + std::to_string(link.first.first) +
                                     " left the topology");  // not sent: routed again
     auto timer = std::make_shared<asio::steady_timer>(transport_.io(), linger);

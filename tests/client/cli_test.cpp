@@ -370,7 +370,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
   }
 }
 
-TEST_CASE("ingrid-node: refusals name the option and its range; options come from INGRID_*",
+TEST_CASE("ingrid-node: refusals name the option and its range and INGRID_* variables set options",
           "[client][cli]") {
   const std::string node = nodePath();
   REQUIRE(access(node.c_str(), X_OK) == 0);

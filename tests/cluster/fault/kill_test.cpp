@@ -31,6 +31,7 @@ using ingrid::testing::Convergence;
 using ingrid::testing::FaultCluster;
 using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
+using ingrid::testing::NodeProcess;
 
 namespace {
 
@@ -180,11 +181,91 @@ TEST_CASE("Kill -9: two of five voters at once, the control plane's leader among
   });
 }
 
+namespace {
+
+// Calls one at a time, round robin over `keys`, from a thread of its own: the longest gap between
+// two answers before and after fault() (which says when it struck), and the failures.
+class GapProbe {
+ public:
+  GapProbe(ingrid::Client& client, std::vector<std::string> keys)
+      : client_(client), keys_(std::move(keys)), load_([this] { run(); }) {}
+  ~GapProbe() { finish(); }
+  void markFault() { faulted_ = true; }
+  void finish() {
+    stop_ = true;
+    if (load_.joinable()) load_.join();
+  }
+  std::uint64_t answered() const { return answered_.load(); }
+  std::uint64_t failed() const { return failed_.load(); }
+  long long gapBeforeMs() const { return ms(gapBefore_); }
+  long long gapAfterMs() const { return ms(gapAfter_); }
+  std::string firstFailure() const {
+    std::lock_guard lock(mu_);
+    return firstFailure_;
+  }
+
+ private:
+  static long long ms(std::chrono::steady_clock::duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  }
+  void run() {
+    const ingrid::BucketParams bucket =
+        ingrid::BucketParams::perPeriod(1'000'000'000, std::chrono::nanoseconds(1h).count());
+    auto last = std::chrono::steady_clock::now();
+    for (std::size_t i = 0; !stop_.load(); ++i) {
+      auto r = client_.invoke(keys_[i % keys_.size()], ingrid::TokenBucketAcquire{bucket, 1});
+      const auto now = std::chrono::steady_clock::now();
+      std::lock_guard lock(mu_);
+      if (!r.ok()) {
+        if (failed_.fetch_add(1) == 0) firstFailure_ = r.error().message();
+        continue;
+      }
+      auto& gap = faulted_.load() ? gapAfter_ : gapBefore_;
+      gap = std::max(gap, now - last);
+      last = now;
+      answered_.fetch_add(1);
+    }
+  }
+  ingrid::Client& client_;
+  const std::vector<std::string> keys_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> faulted_{false};
+  std::atomic<std::uint64_t> answered_{0};
+  std::atomic<std::uint64_t> failed_{0};
+  mutable std::mutex mu_;
+  std::chrono::steady_clock::duration gapBefore_{0}, gapAfter_{0};  // guarded by mu_
+  std::string firstFailure_;                                        // guarded by mu_
+  std::thread load_;  // last: started once the rest is set up
+};
+
+// 64 keys whose partitions `victim` owns (as primary if `primary`, else not at all).
+std::vector<std::string> keysOf(const ingrid::Topology& t, std::uint64_t victim, bool primary) {
+  std::vector<std::string> keys;
+  for (int k = 0; keys.size() < 64 && k < 100000; ++k) {
+    std::string key = "gap-" + std::to_string(k);
+    const auto p = ingrid::partitionOf(key, t.table.partitionCount());
+    if (primary ? t.table.primary(p) == victim : !t.table.isOwner(p, victim)) {
+      keys.push_back(std::move(key));
+    }
+  }
+  return keys;
+}
+
+ingrid::ClientOptions probeOptions(FaultCluster& cluster) {
+  ingrid::ClientOptions co;
+  co.seeds = cluster.addresses();
+  co.requestTimeout = 6000ms;
+  return co;
+}
+
+}  // namespace
+
 TEST_CASE("Kill -9: the control plane's leader alone: the members alive keep their leases",
           "[fault][kill][leader]") {
   // A new leader is elected and renews the members' leases before they run out: keys whose
-  // owners live see no refusal. Calls go one at a time over keys the victim does not own; the
-  // longest gap between two answers is printed, beside the one before the kill.
+  // owners live see no refusal. Calls go one at a time over keys the victim does not own (a
+  // write waits for a dead backup until it is declared failed: sync replication); the longest
+  // gap between two answers is printed, beside the one before the kill.
   FaultCluster cluster(FaultClusterOptions{});
   const std::string started = cluster.start();
   INFO(started);
@@ -192,21 +273,9 @@ TEST_CASE("Kill -9: the control plane's leader alone: the members alive keep the
   const int leader = cluster.leaderIndex();
   REQUIRE(leader >= 0);
   const std::uint64_t victim = cluster[static_cast<std::size_t>(leader)].memberId;
-  ingrid::ClientOptions co;
-  co.seeds = cluster.addresses();
-  co.requestTimeout = 6000ms;
-  ingrid::Client client(co);
+  ingrid::Client client(probeOptions(cluster));
   REQUIRE(client.start().ok());
-  std::vector<std::string> keys;
-  const ingrid::TopologyPtr t = client.topology();
-  for (int k = 0; keys.size() < 64 && k < 10000; ++k) {
-    std::string key = "live-" + std::to_string(k);
-    // Neither primary nor backup on the victim (a write waits for a dead backup until it is
-    // declared failed: sync replication).
-    if (!t->table.isOwner(ingrid::partitionOf(key, t->table.partitionCount()), victim)) {
-      keys.push_back(std::move(key));
-    }
-  }
+  const std::vector<std::string> keys = keysOf(*client.topology(), victim, false);
   REQUIRE(keys.size() == 64);
   std::vector<std::size_t> survivors;
   for (std::size_t i = 0; i < cluster.size(); ++i) {
@@ -222,65 +291,86 @@ TEST_CASE("Kill -9: the control plane's leader alone: the members alive keep the
     return n;
   };
   const std::uint64_t lapsesBefore = lapses();
-
-  std::atomic<bool> stop{false};
-  std::atomic<std::uint64_t> answered{0};
-  std::atomic<std::uint64_t> failed{0};
-  std::mutex mu;
-  std::chrono::steady_clock::duration gapBefore{0}, gapAfter{0};
-  std::atomic<bool> killed{false};
-  std::string firstFailure;
-  const ingrid::BucketParams bucket =
-      ingrid::BucketParams::perPeriod(1'000'000'000, std::chrono::nanoseconds(1h).count());
-  std::thread load([&] {
-    auto last = std::chrono::steady_clock::now();
-    for (std::size_t i = 0; !stop.load(); ++i) {
-      auto r = client.invoke(keys[i % keys.size()], ingrid::TokenBucketAcquire{bucket, 1});
-      const auto now = std::chrono::steady_clock::now();
-      std::lock_guard lock(mu);
-      if (!r.ok()) {
-        if (failed.fetch_add(1) == 0) firstFailure = r.error().message();
-        continue;
-      }
-      auto& gap = killed.load() ? gapAfter : gapBefore;
-      gap = std::max(gap, now - last);
-      last = now;
-      answered.fetch_add(1);
-    }
-  });
-  const auto ms = [](std::chrono::steady_clock::duration d) {
-    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-  };
+  GapProbe probe(client, keys);
   // Load that really ran before the kill, and after the cluster settled without the leader.
-  const bool ranBefore = ingrid::testing::eventually([&] { return answered.load() >= 200; }, 10s);
+  const bool ranBefore = ingrid::testing::eventually([&] { return probe.answered() >= 200; }, 10s);
   cluster[static_cast<std::size_t>(leader)].kill9();
-  killed = true;
+  probe.markFault();
   const Convergence converged = cluster.waitConverged(0, kConvergeLimit);
-  const std::uint64_t atConvergence = answered.load();
+  const std::uint64_t atConvergence = probe.answered();
   const bool ranAfter =
-      ingrid::testing::eventually([&] { return answered.load() >= atConvergence + 200; }, 10s);
-  stop = true;
-  load.join();
+      ingrid::testing::eventually([&] { return probe.answered() >= atConvergence + 200; }, 10s);
+  probe.finish();
   const std::uint64_t lapsesAfter = lapses();
   std::printf(
       "[fault] leader-kill: longest gap on keys of live owners %lld ms after the kill "
       "(%lld ms before), lease lapses on the survivors %llu, answered %llu, failed %llu, "
       "converge_ms=%lld\n",
-      ms(gapAfter), ms(gapBefore), static_cast<unsigned long long>(lapsesAfter - lapsesBefore),
-      static_cast<unsigned long long>(answered.load()),
-      static_cast<unsigned long long>(failed.load()),
+      probe.gapAfterMs(), probe.gapBeforeMs(),
+      static_cast<unsigned long long>(lapsesAfter - lapsesBefore),
+      static_cast<unsigned long long>(probe.answered()),
+      static_cast<unsigned long long>(probe.failed()),
       static_cast<long long>(converged.took.count()));
   std::fflush(stdout);
   INFO(converged.detail);
-  INFO(firstFailure);
+  INFO(probe.firstFailure());
   CHECK(ranBefore);
   CHECK(ranAfter);
   CHECK(converged.converged);
-  CHECK(failed.load() == 0);
+  CHECK(probe.failed() == 0);
   CHECK(cluster.crashes().empty());
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   // The new leader renewed every survivor's lease before it ran out. (Sanitizer builds run the
   // members too slowly for the margin: there the count is only reported.)
   CHECK(lapsesAfter == lapsesBefore);
 #endif
+}
+
+TEST_CASE("A member killed or paused: its keys come back on its backups, every call answered",
+          "[fault][kill][pause]") {
+  // Calls one at a time over keys the victim (not the leader) is primary of; the longest gap is
+  // printed beside the failure timeout (2000 ms): the victim's keys are unavailable from the
+  // fault until its lease has surely expired and a new topology names their new primaries.
+  FaultCluster cluster(FaultClusterOptions{});
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  const int leader = cluster.leaderIndex();
+  REQUIRE(leader >= 0);
+  const std::size_t victimAt = leader == 2 ? 1 : 2;
+  NodeProcess& victim = cluster[victimAt];
+  ingrid::Client client(probeOptions(cluster));
+  REQUIRE(client.start().ok());
+  const std::vector<std::string> keys = keysOf(*client.topology(), victim.memberId, true);
+  REQUIRE(keys.size() == 64);
+  GapProbe probe(client, keys);
+  const bool ranBefore = ingrid::testing::eventually([&] { return probe.answered() >= 200; }, 10s);
+  const char* fault = "kill";
+  SECTION("kill -9") { victim.kill9(); }
+  SECTION("SIGSTOP") {
+    fault = "pause";
+    victim.pause();
+  }
+  probe.markFault();
+  // The victim is removed (a paused one too: it is resumed only once the others settled).
+  const Convergence converged = cluster.waitConverged(2, kConvergeLimit);
+  const std::uint64_t atConvergence = probe.answered();
+  const bool ranAfter =
+      ingrid::testing::eventually([&] { return probe.answered() >= atConvergence + 200; }, 10s);
+  probe.finish();
+  if (victim.paused()) victim.resume();
+  std::printf(
+      "[fault] victim-keys-%s: longest gap on the victim's keys %lld ms (failure timeout "
+      "2000 ms; %lld ms before), answered %llu, failed %llu, converge_ms=%lld\n",
+      fault, probe.gapAfterMs(), probe.gapBeforeMs(),
+      static_cast<unsigned long long>(probe.answered()),
+      static_cast<unsigned long long>(probe.failed()),
+      static_cast<long long>(converged.took.count()));
+  std::fflush(stdout);
+  INFO(converged.detail);
+  INFO(probe.firstFailure());
+  CHECK(ranBefore);
+  CHECK(ranAfter);
+  CHECK(converged.converged);
+  CHECK(probe.failed() == 0);
 }
