@@ -56,8 +56,8 @@ ClusterView gatherStatus(ingrid::Client& client) {
     if (owners.size() - static_cast<std::size_t>(syncing[p]) >= want) ++v.healthy;
   }
   v.migrating =
-      !t.syncing.empty() || !(t.table == ingrid::PartitionTable::balanced(
-                                             t.table.partitionCount(), t.memberIds(), t.backups));
+      !t.syncing.empty() ||
+      !(t.table == ingrid::Topology::balancedFor(t.table.partitionCount(), t.members, t.backups));
   // Each member's own view: what it has installed, the control plane as it sees it, its lease,
   // the partitions it leads that refuse writes, and the replicas it owns that are not complete.
   // The verdict comes from these reports: a cluster where any member reports an incomplete
@@ -138,7 +138,7 @@ void printStatusJson(const ClusterView& v) {
     const auto primaries = v.primaries.count(member->id) ? v.primaries.at(member->id) : 0;
     const auto backups = v.backups.count(member->id) ? v.backups.at(member->id) : 0;
     out += std::string(i ? "," : "") + "{\"id\":" + std::to_string(member->id) +
-           ",\"address\":" + jsonString(member->address) +
+           ",\"address\":" + jsonString(member->address) + ",\"zone\":" + jsonString(member->zone) +
            ",\"primaries\":" + std::to_string(primaries) +
            ",\"backups\":" + std::to_string(backups) + ",\"reachable\":" + (st ? "true" : "false");
     if (!st) {
@@ -185,9 +185,10 @@ void printStatusText(const ClusterView& v) {
     }
     const auto primaries = v.primaries.count(m.id) ? v.primaries.at(m.id) : 0;
     const auto backups = v.backups.count(m.id) ? v.backups.at(m.id) : 0;
-    std::printf("  member %llu  %-21s  primary %4d  backup %4d  %s\n",
-                static_cast<unsigned long long>(m.id), m.address.c_str(), primaries, backups,
-                view.c_str());
+    const std::string zone = m.zone.empty() ? "" : "  zone " + m.zone;
+    std::printf("  member %llu  %-21s%s  primary %4d  backup %4d  %s\n",
+                static_cast<unsigned long long>(m.id), m.address.c_str(), zone.c_str(), primaries,
+                backups, view.c_str());
   }
   std::printf(
       "replica health: %d of %u partitions have all their replicas, %zu replica(s) "

@@ -143,6 +143,17 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "backups per partition (the first member's value wins). Default: 1")
       ->type_name("N")
       ->check(wholeIn(0, 8));
+  app.add_option("--voters", o.voters,
+                 "members that vote in the control plane at most (the others follow\n"
+                 "as standbys): 3 survive 1 loss, 5 survive 2, 7 survive 3.\n"
+                 "Default: 5")
+      ->type_name("N")
+      ->check(oneOf({"1", "3", "5", "7"}));
+  app.add_option("--zone", o.zone,
+                 "this member's failure domain (rack, availability zone, host): a\n"
+                 "partition's backups and the voters are spread over distinct\n"
+                 "zones. Default: none")
+      ->type_name("NAME");
   app.add_option("--workers", o.workerThreads,
                  "partition worker threads; 0 = one per core. Default: 0")
       ->type_name("N")
@@ -175,6 +186,13 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
          "N ms, and a failed member's partitions move only after its lease\n"
          "expired (N * 1.1 + 10 ms). Must be below the failure timeout.\n"
          "Default: failure timeout / 2")
+      ->type_name("N")
+      ->check(wholeIn(1, 3'600'000));
+  app.add_option_function<long long>(
+         "--election-timeout-ms", ms(o.electionTimeout),
+         "the control plane elects a new leader after this much silence from\n"
+         "the old one (randomized up to twice it). Default: lease / 5, so that\n"
+         "a new leader renews the leases before they run out")
       ->type_name("N")
       ->check(wholeIn(1, 3'600'000));
   app.add_option_function<long long>(

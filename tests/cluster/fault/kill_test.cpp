@@ -374,3 +374,18 @@ TEST_CASE("A member killed or paused: its keys come back on its backups, every c
   CHECK(converged.converged);
   CHECK(probe.failed() == 0);
 }
+
+TEST_CASE("Kill -9: a whole zone, of three zones of three members", "[fault][kill][zones]") {
+  // Nine processes, zones z0, z1, z2 of three each (INGRID_ZONE), one backup. The first zone
+  // holds the leader and the three smallest ids; its owners and voters were spread, so killing
+  // it leaves a copy of every partition and three of the five voters.
+  FaultClusterOptions o;
+  o.members = 9;
+  for (int i = 0; i < o.members; ++i) {
+    o.launchers.push_back({"/usr/bin/env", "INGRID_ZONE=z" + std::to_string(i / 3)});
+  }
+  runKillScenario("kill-a-zone", o, [](FaultCluster& cluster) {
+    for (std::size_t i = 0; i < 3; ++i) cluster[i].kill9();
+    return false;
+  });
+}
