@@ -24,6 +24,12 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/ingridConfig.cmake ${PROJECT_BINARY_DIR}/ingridConfigVersion.cmake
         DESTINATION ${INGRID_CMAKE_DIR})
 
+# pkg-config: `pkg-config --cflags --libs ingrid` (packaging/ingrid.pc.in), relocatable.
+file(RELATIVE_PATH INGRID_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" INGRID_PC_TO_PREFIX "${INGRID_PC_TO_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/packaging/ingrid.pc.in ${PROJECT_BINARY_DIR}/ingrid.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ingrid.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
 # The service: a systemd unit (its flags in INGRID_ARGS of /etc/default/ingrid-node), and the
 # operator's docs.
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/ingrid-node.service

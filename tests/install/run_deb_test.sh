@@ -2,7 +2,7 @@
 # The Debian package as a user gets it: `cpack -G DEB` in this build folder, then the package's
 # contents extracted (dpkg-deb -x) into a scratch root: its ingrid-node answers --version, its
 # unit is there, and the consumer (tests/install/consumer) builds against the extracted
-# /usr with find_package(ingrid) and runs.
+# /usr with find_package(ingrid), and again with `pkg-config --cflags --libs ingrid`, and runs.
 #
 # Usage: run_deb_test.sh BUILD_DIR CONSUMER_SOURCE WORK_DIR
 set -euo pipefail
@@ -38,4 +38,16 @@ cmake -S "$CONSUMER" -B "$WORK/consumer" -DCMAKE_PREFIX_PATH="$ROOT/usr" >"$WORK
 cmake --build "$WORK/consumer" -j 2 >>"$WORK/consumer.log" 2>&1 ||
   fail "the consumer does not build against the package: $(tail -n 20 "$WORK/consumer.log")"
 "$WORK/consumer/consumer" | grep -q "consumer: granted" || fail "the consumer did not run"
-echo "[package] $(basename "$DEB"): $(dpkg-deb -c "$DEB" | wc -l) entries; consumer built and ran"
+
+# The same consumer built with pkg-config alone (no CMake): the package's ingrid.pc.
+PC=$(find "$ROOT/usr/lib" -path "*/pkgconfig/ingrid.pc" | head -n 1)
+[[ -n "$PC" ]] || fail "the package lacks ingrid.pc"
+command -v pkg-config >/dev/null || fail "pkg-config is not installed"
+FLAGS=$(PKG_CONFIG_PATH="$(dirname "$PC")" pkg-config --cflags --libs ingrid) ||
+  fail "pkg-config cannot read $PC"
+# shellcheck disable=SC2086  # the flags are words
+g++ -std=c++20 -o "$WORK/consumer-pc" "$CONSUMER/main.cpp" $FLAGS >"$WORK/consumer-pc.log" 2>&1 ||
+  fail "the consumer does not build with pkg-config: $(tail -n 20 "$WORK/consumer-pc.log")"
+"$WORK/consumer-pc" | grep -q "consumer: granted" || fail "the pkg-config consumer did not run"
+echo "[package] $(basename "$DEB"): $(dpkg-deb -c "$DEB" | wc -l) entries; consumer built with" \
+  "find_package and with pkg-config, and ran"
