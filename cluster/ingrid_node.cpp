@@ -26,6 +26,7 @@
 #include <ingrid/node.h>
 
 #include "cluster/probe_server.h"
+#include "cluster/resp/resp_server.h"
 
 namespace {
 
@@ -115,9 +116,10 @@ void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
   std::fflush(stdout);
 }
 
-// Every option of ingrid-node on `app`, writing `o`, `level` and `metrics`; each also read from
-// its INGRID_* environment variable.
-void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::string& metrics) {
+// Every option of ingrid-node on `app`, writing `o`, `level`, `metrics` and `resp`; each also read
+// from its INGRID_* environment variable.
+void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::string& metrics,
+                std::string& resp) {
   auto ms = [](std::chrono::milliseconds& d) {
     return [&d](const long long& n) { d = std::chrono::milliseconds(n); };
   };
@@ -256,6 +258,11 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "HTTP there (docs/operations.md); port 0 picks a free port (printed\n"
                  "on start). Default: none")
       ->type_name("HOST:PORT");
+  app.add_option("--resp", resp,
+                 "serve Redis's protocol (RESP2) there: CL.THROTTLE as redis-cell\n"
+                 "answers it, PING, HELLO, ... (docs/operations.md); port 0 picks a\n"
+                 "free port (printed on start). Default: none")
+      ->type_name("HOST:PORT");
   app.add_option("--max-connections", o.maxConnections,
                  "connections accepted at once; one more is refused with an error\n"
                  "naming the limit. Default: 4096")
@@ -283,11 +290,11 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
   }
 }
 
-// Parses the command line and the environment into `o`, `level` and `metrics`. Returns nothing
-// to go on, or the exit status: 0 after --help or --version, 2 after a refusal (printed to
+// Parses the command line and the environment into `o`, `level`, `metrics` and `resp`. Returns
+// nothing to go on, or the exit status: 0 after --help or --version, 2 after a refusal (printed to
 // stderr, naming the option and what it takes).
 std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::string& level,
-                         std::string& metrics) {
+                         std::string& metrics, std::string& resp) {
   CLI::App app(
       "Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster "
       "gracefully.",
@@ -300,7 +307,7 @@ std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::str
       "Every option can also come from the environment: --NAME-OF-IT from INGRID_NAME_OF_IT\n"
       "(for example --failure-timeout-ms from INGRID_FAILURE_TIMEOUT_MS, a flag from =1 or =0,\n"
       "seeds comma-separated); an option on the command line wins over the environment.");
-  addOptions(app, o, level, metrics);
+  addOptions(app, o, level, metrics, resp);
   // A refusal names the option, what it takes, and where the value came from when that was not
   // the command line.
   app.failure_message([argc, argv](const CLI::App* a, const CLI::Error& e) {
@@ -332,7 +339,10 @@ int main(int argc, char** argv) {
   options.listenAddress = "127.0.0.1:0";
   std::string levelName = "info";
   std::string metricsAddress;
-  if (auto exitStatus = parse(argc, argv, options, levelName, metricsAddress)) return *exitStatus;
+  std::string respAddress;
+  if (auto exitStatus = parse(argc, argv, options, levelName, metricsAddress, respAddress)) {
+    return *exitStatus;
+  }
   const std::map<std::string, Level> levels{
       {"error", kError}, {"warn", kWarn}, {"info", kInfo}, {"debug", kDebug}};
   const Level level = levels.at(levelName);
@@ -357,6 +367,18 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: metrics on %s:%u\n",
                 metricsAddress.substr(0, metricsAddress.rfind(':')).c_str(), unsigned{*port});
   }
+  ingrid::RespServer resp(node);
+  if (!respAddress.empty()) {
+    const auto port = resp.start(respAddress);
+    if (!port) {
+      std::fprintf(stderr, "ingrid-node: --resp: %s\n", port.error().message().c_str());
+      probes.stop();
+      node.stop();
+      return 2;
+    }
+    std::printf("ingrid-node: RESP on %s:%u\n",
+                respAddress.substr(0, respAddress.rfind(':')).c_str(), unsigned{*port});
+  }
   std::string shardPorts;
   // Held while `me` is read: the network thread may install a newer topology meanwhile.
   const ingrid::TopologyPtr topology = node.topology();
@@ -380,7 +402,8 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
     std::fflush(stdout);
   }
-  node.stop();  // the probes answer meanwhile: /readyz 503 "leaving"
+  node.stop();  // the probes answer meanwhile: /readyz 503 "leaving"; RESP clients get -ERR
+  resp.stop();
   probes.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
   return 0;

@@ -16,9 +16,11 @@ set -euo pipefail
 # libcli11-dev: the option parsing of ingrid-node and ingrid-cli (header-only).
 # prometheus, curl and tmux (tests only): a real Prometheus scrapes a test cluster; curl asks
 # probes; tmux runs `ingrid-cli top` in a terminal.
+# redis-tools and python3-redis (tests only): redis-cli and redis-py against the RESP gateway.
 packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2 prometheus-cpp-dev
-          libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux)
+          libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux redis-tools
+          python3-redis)
 for arg in "$@"; do
   case "$arg" in
     # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).

@@ -1,0 +1,250 @@
+#include "cluster/resp/resp_server.h"
+
+#include <catch2/catch.hpp>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <asio/connect.hpp>
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <ingrid/node.h>
+
+#include "support/eventually.h"
+
+using namespace ingrid;
+
+// Every expected reply below follows CL.THROTTLE's rules (docs/operations.md, "RESP gateway";
+// docs/gcra.md): with max_burst B, count C and period P seconds, the emission interval is
+// E = P/C, the limit L = B + 1 and the tolerance tau = L * E. A request of quantity q at `now`
+// is allowed when max(tat, now) + q*E - tau <= now; then tat += q*E. The reply is [limited, L,
+// remaining = floor((tau - ttl) / E), retry_after (-1 when allowed, else the wait), reset_after
+// = ttl], where ttl is the new (allowed) or unchanged (limited) tat minus now, and durations are
+// whole seconds rounded up when at least a millisecond is left over (redis-cell's rounding).
+// The periods are long (an hour) so that nothing refills during the test: `now` moves by a few
+// milliseconds between requests, which rounding up absorbs.
+
+namespace {
+
+// Output (stdout and stderr) of a shell command; REQUIREs it to exit 0.
+std::string run(const std::string& command) {
+  std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  const int status = ::pclose(pipe);
+  INFO(command << " printed:\n" << out);
+  REQUIRE(status == 0);
+  return out;
+}
+
+struct Gateway {
+  Node node;
+  RespServer server{node};
+  std::uint16_t port = 0;
+
+  Gateway() {
+    REQUIRE(node.start());
+    auto p = server.start("127.0.0.1:0");
+    REQUIRE(p);
+    port = *p;
+  }
+  // redis-cli's output for one command (not a terminal: one value per line, an error as its line
+  // and an empty one).
+  std::string cli(const std::string& args) {
+    return run("redis-cli -h 127.0.0.1 -p " + std::to_string(port) + " " + args);
+  }
+};
+
+// A blocking client connection that gives up reading after 10 s.
+struct RawClient {
+  asio::io_context io;
+  asio::ip::tcp::socket socket{io};
+
+  explicit RawClient(std::uint16_t port) {
+    socket.connect({asio::ip::make_address("127.0.0.1"), port});
+    timeval tv{10, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  void send(const std::string& bytes) { asio::write(socket, asio::buffer(bytes)); }
+  // Reads until `n` bytes came, or EOF, an error or the timeout.
+  std::string read(std::size_t n) {
+    std::string got(n, '\0');
+    std::error_code ec;
+    const std::size_t m = asio::read(socket, asio::buffer(got), ec);
+    got.resize(m);
+    return got;
+  }
+  // Whether the server closed the connection (EOF within the timeout).
+  bool closedByServer() {
+    char c;
+    std::error_code ec;
+    socket.read_some(asio::buffer(&c, 1), ec);
+    return ec == asio::error::eof;
+  }
+};
+
+std::string command(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+std::string throttleReply(int limited, int limit, int remaining, int retry, int reset) {
+  return "*5\r\n:" + std::to_string(limited) + "\r\n:" + std::to_string(limit) +
+         "\r\n:" + std::to_string(remaining) + "\r\n:" + std::to_string(retry) +
+         "\r\n:" + std::to_string(reset) + "\r\n";
+}
+
+}  // namespace
+
+TEST_CASE("RESP gateway: redis-cli runs a scripted CL.THROTTLE sequence", "[resp][cluster]") {
+  Gateway g;
+  CHECK(g.cli("PING") == "PONG\n");
+  CHECK(g.cli("PING hi") == "hi\n");
+  CHECK(g.cli("ECHO hi") == "hi\n");
+  CHECK(g.cli("COMMAND DOCS") == "\n");
+  CHECK(g.cli("CLIENT SETNAME me") == "OK\n");
+  CHECK(g.cli("HELLO 3") == "NOPROTO unsupported protocol version\n\n");
+  CHECK(g.cli("HELLO 2").find("server\ningrid\nversion\n") == 0);
+
+  // max_burst 4, count 5, period 3600: E = 720 s, L = 5, tau = 3600 s.
+  // Fresh key, q = 1: tat = now + 720 s; remaining floor((3600 - 720) / 720) = 4; reset 720.
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600") == "0\n5\n4\n-1\n720\n");
+  // q = 1: ttl = 1440 s less a few ms, rounded up to 1440; remaining floor(2160+/720) = 3.
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600 1") == "0\n5\n3\n-1\n1440\n");
+  // q = 0 peeks: allowed, nothing taken, the same remaining and reset.
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600 0") == "0\n5\n3\n-1\n1440\n");
+  // q = 3 takes the rest of the burst: tat = t0 + 3600 s, remaining 0.
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600 3") == "0\n5\n0\n-1\n3600\n");
+  // Over the limit: allowed at tat + E - tau = t0 + 720 s, so retry after 720 s (rounded up);
+  // nothing written, reset 3600 s. Again: the same answer (a refusal takes nothing).
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600") == "1\n5\n0\n720\n3600\n");
+  CHECK(g.cli("CL.THROTTLE burst 4 5 3600") == "1\n5\n0\n720\n3600\n");
+  // A quantity above the limit never fits: limited, retry -1; a fresh key's ttl is 0, so
+  // remaining floor(3600 / 720) = 5 and reset 0 (redis-cell's own first test case).
+  CHECK(g.cli("CL.THROTTLE big 4 5 3600 6") == "1\n5\n5\n-1\n0\n");
+
+  // Arguments: redis-cell's arity and integer parsing; each bad one named with its rule.
+  CHECK(g.cli("CL.THROTTLE k 1 2").find("ERR wrong number of arguments for 'cl.throttle'") == 0);
+  CHECK(g.cli("CL.THROTTLE k x 5 60") ==
+        "ERR CL.THROTTLE max_burst must be an integer, got 'x'\n\n");
+  CHECK(g.cli("CL.THROTTLE k 1 5 1.5") ==
+        "ERR CL.THROTTLE period must be an integer, got '1.5'\n\n");
+  CHECK(g.cli("CL.THROTTLE k -1 5 60") ==
+        "ERR CL.THROTTLE max_burst must be in [0, 9223372036854775806], got -1\n\n");
+  CHECK(g.cli("CL.THROTTLE k 1 0 60") ==
+        "ERR CL.THROTTLE count_per_period must be in [1, 9223372036854775807], got 0\n\n");
+  CHECK(g.cli("CL.THROTTLE k 1 5 0") ==
+        "ERR CL.THROTTLE period must be in [1, 9223372036], got 0\n\n");
+  CHECK(g.cli("CL.THROTTLE k 1 5 60 -1") ==
+        "ERR CL.THROTTLE quantity must be in [0, 9223372036854775807], got -1\n\n");
+  // A leading '+' is an integer, as Rust's parse reads it in redis-cell.
+  CHECK(g.cli("CL.THROTTLE plus +1 +5 +3600") == "0\n2\n1\n-1\n720\n");
+}
+
+TEST_CASE("RESP gateway: a limit refills over its period", "[resp][cluster]") {
+  Gateway g;
+  // max_burst 0, count 1, period 1: E = tau = 1 s, L = 1.
+  CHECK(g.cli("CL.THROTTLE r 0 1 1") == "0\n1\n0\n-1\n1\n");
+  // Limited until tat = t0 + 1 s: retry and reset a second (rounded up).
+  CHECK(g.cli("CL.THROTTLE r 0 1 1") == "1\n1\n0\n1\n1\n");
+  // Wait for the refill by peeking (q = 0) until remaining is 1: tat has passed.
+  REQUIRE(testing::eventually([&] { return g.cli("CL.THROTTLE r 0 1 1 0") == "0\n1\n1\n-1\n0\n"; },
+                              std::chrono::seconds(10)));
+  CHECK(g.cli("CL.THROTTLE r 0 1 1") == "0\n1\n0\n-1\n1\n");
+}
+
+TEST_CASE("RESP gateway: pipelined commands in one write are all answered in order",
+          "[resp][cluster]") {
+  Gateway g;
+  RawClient c(g.port);
+  // max_burst 9, count 10, period 3600: E = 360 s, L = 10, tau = 3600 s. Twenty requests: the
+  // i-th of the first ten is allowed with remaining 9 - i and reset (i + 1) * 360 s; the next
+  // ten are limited: retry tat + E - tau - now = 360 s, reset 3600 s.
+  std::string bytes = "PING\r\n";
+  std::string expected = "+PONG\r\n";
+  for (int i = 0; i < 20; ++i) {
+    bytes += command({"CL.THROTTLE", "pipe", "9", "10", "3600"});
+    expected += i < 10 ? throttleReply(0, 10, 9 - i, -1, (i + 1) * 360)
+                       : throttleReply(1, 10, 0, 360, 3600);
+  }
+  bytes += command({"PING", "done"}) + command({"QUIT"});
+  expected += "$4\r\ndone\r\n+OK\r\n";
+  c.send(bytes);
+  CHECK(c.read(expected.size()) == expected);
+  CHECK(c.closedByServer());
+
+  // The same through redis-cli --pipe (its report counts the replies and the errors).
+  std::string pipeInput;
+  for (int i = 0; i < 100; ++i)
+    pipeInput += command({"CL.THROTTLE", "cli-pipe", "9", "10", "3600"});
+  std::FILE* f = std::fopen("resp_pipe_input.bin", "wb");
+  REQUIRE(f != nullptr);
+  std::fwrite(pipeInput.data(), 1, pipeInput.size(), f);
+  std::fclose(f);
+  const std::string report = g.cli("--pipe < resp_pipe_input.bin");
+  CHECK(report.find("errors: 0, replies: 100") != std::string::npos);
+  // 10 allowed, then 90 refused: a peek shows the burst spent.
+  CHECK(g.cli("CL.THROTTLE cli-pipe 9 10 3600 0") == "0\n10\n0\n-1\n3600\n");
+}
+
+TEST_CASE("RESP gateway: a pipelined redis-py client", "[resp][cluster]") {
+  Gateway g;
+  // max_burst 2, count 3, period 3600: E = 1200 s, L = 3. Five requests in one pipeline: three
+  // allowed (remaining 2, 1, 0; reset 1200, 2400, 3600), two limited (retry 1200, reset 3600).
+  const std::string script =
+      "import redis\n"
+      "r = redis.Redis(host='127.0.0.1', port=" +
+      std::to_string(g.port) +
+      ")\n"
+      "p = r.pipeline(transaction=False)\n"
+      "for _ in range(5): p.execute_command('CL.THROTTLE', 'py', 2, 3, 3600)\n"
+      "for reply in p.execute(): print(*reply)\n"
+      "print(r.ping())\n";
+  CHECK(run("/usr/bin/python3 -c \"" + script + "\"") ==
+        "0 3 2 -1 1200\n0 3 1 -1 2400\n0 3 0 -1 3600\n1 3 0 1200 3600\n1 3 0 1200 3600\nTrue\n");
+}
+
+TEST_CASE("RESP gateway: a protocol error closes that connection only", "[resp][cluster]") {
+  Gateway g;
+  RawClient bad(g.port);
+  RawClient good(g.port);
+  bad.send("*1\r\n$-5\r\n");
+  const std::string error = "-ERR Protocol error: invalid bulk length '-5'\r\n";
+  CHECK(bad.read(error.size()) == error);
+  CHECK(bad.closedByServer());
+  good.send(command({"PING"}));
+  CHECK(good.read(7) == "+PONG\r\n");
+  // Too many arguments: refused naming the limit.
+  RawClient many(g.port);
+  many.send("*5000\r\n");
+  const std::string tooMany =
+      "-ERR Protocol error: multibulk length 5000 is over the limit of 1024 arguments\r\n";
+  CHECK(many.read(tooMany.size()) == tooMany);
+  CHECK(many.closedByServer());
+}
+
+TEST_CASE("RESP gateway: starts and stops many times with clients connected", "[resp][cluster]") {
+  Node node;
+  REQUIRE(node.start());
+  for (int i = 0; i < 20; ++i) {
+    RespServer server(node);
+    auto port = server.start("127.0.0.1:0");
+    REQUIRE(port);
+    RawClient c(*port);
+    c.send(command({"CL.THROTTLE", "stop-" + std::to_string(i), "1", "1", "3600"}) +
+           command({"CL.THROTTLE", "x", "1", "1", "3600"}));
+    server.stop();
+  }
+  RespServer server(node);
+  CHECK(!server.start("no-port"));
+}
