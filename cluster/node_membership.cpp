@@ -323,7 +323,11 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
 }
 
 Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
-  const auto deadline = SteadyClock::now() + options_.joinTimeout;
+  // Tries until admitted, refused (a wrong secret, other processors or timing) or stopped, as
+  // long as some seed answers: each answer (a redirect, "unavailable" while the leader is busy
+  // or a member's lease runs out) gives it joinTimeout more. It gives up only when no seed has
+  // answered for joinTimeout.
+  auto deadline = SteadyClock::now() + options_.joinTimeout;
   JoinRequest request{selfAddress_,
                       options_.partitions,
                       options_.backups,
@@ -339,8 +343,8 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
   std::string tried;
   std::string lastError = "no seed answered";
   while (SteadyClock::now() < deadline) {
+    if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     if (targets.empty()) {
-      if (stopCalled_.load()) break;
       targets.assign(seeds.begin(), seeds.end());
       std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
       topoCv_.wait_for(lock, std::chrono::milliseconds(100));
@@ -393,6 +397,10 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
           });
     });
     Result<Frame> reply = answer.get();
+    const bool seedAnswered =
+        reply.ok() || (reply.error() != Errc::unreachable && reply.error() != Errc::timeout &&
+                       reply.error() != Errc::shutting_down && reply.error() != Errc::not_running);
+    if (seedAnswered) deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
     if (!reply) {
       // Refused, or refused our credentials (no TLS, an untrusted certificate): final.
       if (reply.error() == Errc::join_refused || reply.error() == Errc::unauthenticated) {
@@ -429,9 +437,9 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
         "admitted as member " + std::to_string(memberId()) + " but no topology with it arrived";
     break;
   }
-  return Error(Errc::unreachable, "could not join through seeds [" + tried + "] within " +
-                                      std::to_string(options_.joinTimeout.count()) +
-                                      " ms; last error: " + lastError);
+  return Error(Errc::unreachable,
+               "could not join through seeds [" + tried + "]: none answered for " +
+                   std::to_string(options_.joinTimeout.count()) + " ms; last error: " + lastError);
 }
 
 bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred) {

@@ -128,7 +128,10 @@ struct NodeOptions {
   // A request's deadline is capped at half of it, so no retry can outlive its record. Default: 60
   // s.
   std::chrono::milliseconds dedupWindow{60000};
-  // How long start() may take to join the cluster. Default: 10 s.
+  // How long start() waits for an answer from its seeds while joining: it keeps trying while
+  // they answer (a busy leader, a member's address still leased), until it is admitted, refused
+  // (a wrong secret, other processors or timing) or stopped, and gives up once no seed has
+  // answered for this long. Default: 10 s.
   std::chrono::milliseconds joinTimeout{10000};
   // After leaving, how long stop() keeps answering requests (redirects to the new owners) before
   // closing its connections, so that clients and members with a stale topology learn the new

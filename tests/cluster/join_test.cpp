@@ -95,3 +95,17 @@ TEST_CASE("A fleet started at once through one seed forms, its joins admitted to
   INFO("topology v" << before << " -> v" << t->version);
   CHECK(t->version - before < 2 * kJoiners / 2);
 }
+
+TEST_CASE("A joiner whose seeds never answer gives up after joinTimeout, naming them",
+          "[cluster][join]") {
+  NodeOptions j = ingrid::testing::smallClusterOptions();
+  j.listenAddress = "127.0.0.1:0";
+  j.seeds = {"127.0.0.1:1"};  // nothing listens on port 1
+  j.joinTimeout = 300ms;
+  Node lonely(j);
+  const auto started = lonely.start();
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.error() == Errc::unreachable);
+  CHECK_THAT(started.error().message(), Catch::Contains("127.0.0.1:1"));
+  CHECK_THAT(started.error().message(), Catch::Contains("none answered for 300 ms"));
+}
