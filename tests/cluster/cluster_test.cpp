@@ -110,6 +110,20 @@ std::int64_t readCounter(Node& node, int c) {
   return *r;
 }
 
+// Every counter on the live members holds what the load acknowledged (nothing lost) and at most
+// its uncertain calls more (nothing applied twice), and the replicas agree.
+void checkCountersExact(TestCluster& cluster, const Load& load) {
+  Node& any = *cluster.live().front();
+  for (int c = 0; c < Load::kCounters; ++c) {
+    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "
+                    << load.uncertain[c]);
+    const std::int64_t value = readCounter(any, c);
+    CHECK(value >= load.acked[c]);                      // nothing acknowledged is lost
+    CHECK(value <= load.acked[c] + load.uncertain[c]);  // nothing applied twice
+  }
+  checkReplicasIdentical(cluster);
+}
+
 }  // namespace
 
 TEST_CASE("Three nodes: a shared bucket grants exactly its capacity, counters are exact",
@@ -273,15 +287,7 @@ TEST_CASE("A member crashes under load: its backups take over, nothing acknowled
   REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));  // serving again
   load.finish();
   WARN(load.describe());
-  Node& any = *cluster.live().front();
-  for (int c = 0; c < Load::kCounters; ++c) {
-    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "
-                    << load.uncertain[c]);
-    const std::int64_t value = readCounter(any, c);
-    CHECK(value >= load.acked[c]);                      // nothing acknowledged is lost
-    CHECK(value <= load.acked[c] + load.uncertain[c]);  // nothing applied twice
-  }
-  checkReplicasIdentical(cluster);
+  checkCountersExact(cluster, load);
 }
 
 TEST_CASE("Three zones of three: owners and voters spread, a zone lost whole loses nothing",
@@ -336,15 +342,7 @@ TEST_CASE("Three zones of three: owners and voters spread, a zone lost whole los
   REQUIRE(eventually([&] { return load.acked[2] > before + 20; }));  // serving again
   load.finish();
   probe.stop();
-  Node& any = *cluster.live().front();
-  for (int c = 0; c < Load::kCounters; ++c) {
-    INFO("counter " << c << ": acknowledged " << load.acked[c] << ", uncertain "
-                    << load.uncertain[c]);
-    const std::int64_t value = readCounter(any, c);
-    CHECK(value >= load.acked[c]);                      // nothing acknowledged is lost
-    CHECK(value <= load.acked[c] + load.uncertain[c]);  // nothing applied twice
-  }
-  checkReplicasIdentical(cluster);
+  checkCountersExact(cluster, load);
 }
 
 TEST_CASE("A member cut off from the majority commits nothing and stops writing within its lease",
