@@ -54,6 +54,7 @@ struct Gateway {
   Gateway() {
     REQUIRE(node.start());
     auto p = server.start("127.0.0.1:0");
+    INFO((p ? "" : p.error().message()));
     REQUIRE(p);
     port = *p;
   }
@@ -239,6 +240,7 @@ TEST_CASE("RESP gateway: starts and stops many times with clients connected", "[
   for (int i = 0; i < 20; ++i) {
     RespServer server(node);
     auto port = server.start("127.0.0.1:0");
+    INFO((port ? "" : port.error().message()));
     REQUIRE(port);
     RawClient c(*port);
     c.send(command({"CL.THROTTLE", "stop-" + std::to_string(i), "1", "1", "3600"}) +
