@@ -43,7 +43,8 @@ class RespParser {
 
  private:
   Status fail(std::string message);
-  // The line starting at pos_ without its "\r\n", or nullptr-like false if none within `max`.
+  // Takes the line at pos_ (without its "\r\n") into `line`. False when there is none within
+  // `max` bytes: `status` is then kNeedMore, or kError once more than `max` bytes wait.
   bool readLine(std::size_t max, std::string_view what, std::string_view& line, Status& status);
   Status nextInline(std::vector<std::string>& args);
   void compact();
