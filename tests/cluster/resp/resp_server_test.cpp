@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <asio/connect.hpp>
 #include <asio/io_context.hpp>
@@ -12,6 +13,7 @@
 #include <asio/write.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -188,11 +190,16 @@ TEST_CASE("RESP gateway: pipelined commands in one write are all answered in ord
   std::string pipeInput;
   for (int i = 0; i < 100; ++i)
     pipeInput += command({"CL.THROTTLE", "cli-pipe", "9", "10", "3600"});
-  std::FILE* f = std::fopen("resp_pipe_input.bin", "wb");
+  // In a file of its own under the temporary folder (never the working directory), removed after.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ingrid-resp-pipe-" + std::to_string(::getpid()) + ".bin"))
+                               .string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
   REQUIRE(f != nullptr);
   std::fwrite(pipeInput.data(), 1, pipeInput.size(), f);
   std::fclose(f);
-  const std::string report = g.cli("--pipe < resp_pipe_input.bin");
+  const std::string report = g.cli("--pipe < " + path);
+  std::remove(path.c_str());
   CHECK(report.find("errors: 0, replies: 100") != std::string::npos);
   // 10 allowed, then 90 refused: a peek shows the burst spent.
   CHECK(g.cli("CL.THROTTLE cli-pipe 9 10 3600 0") == "0\n10\n0\n-1\n3600\n");
