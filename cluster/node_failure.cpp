@@ -29,8 +29,9 @@ void NodeImpl::judgeTick() {
     std::sort(silent.begin(), silent.end());
     for (MemberId id : silent) coordinator_->memberFailed(id);
   }
-  judgeTimer_.expires_after(std::clamp(options_.failureTimeout / 20, std::chrono::milliseconds(10),
-                                       options_.heartbeatInterval));
+  judgeTimer_.expires_after(
+      std::min(std::max(options_.failureTimeout / 20, std::chrono::milliseconds(10)),
+               std::max(options_.heartbeatInterval, std::chrono::milliseconds(10))));
   judgeTimer_.async_wait([this](std::error_code ec) {
     if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
   });
@@ -112,9 +113,9 @@ void NodeImpl::renewLease() {
   for (const auto& [id, heard] : lastHeard_) {
     if (now - heard > unreachableAfter) ask.unreachable.push_back(id);
   }
-  // Unanswered within a renewal interval, it is as good as lost: the next tick asks again (a late
-  // grant still extends the lease from this request's sending).
-  peer->request(MessageType::kLease, t->version, encode(ask), renewInterval(),
+  // Waits up to a lease for the grant (a slow barrier on a loaded leader still extends the lease
+  // from this request's sending); the next ticks ask again meanwhile.
+  peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
                 [extend](Result<Frame> r) {
                   if (!r) return;
                   try {

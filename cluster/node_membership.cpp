@@ -397,10 +397,11 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
           });
     });
     Result<Frame> reply = answer.get();
-    const bool seedAnswered =
-        reply.ok() || (reply.error() != Errc::unreachable && reply.error() != Errc::timeout &&
-                       reply.error() != Errc::shutting_down && reply.error() != Errc::not_running);
-    if (seedAnswered) deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+    // Only "come again" answers extend the wait: "unavailable" (a busy leader, a member's
+    // address still leased) and a redirect that decodes (below); not a reply that does not.
+    if (!reply && reply.error() == Errc::unavailable) {
+      deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+    }
     if (!reply) {
       // Refused, or refused our credentials (no TLS, an untrusted certificate): final.
       if (reply.error() == Errc::join_refused || reply.error() == Errc::unauthenticated) {
@@ -413,6 +414,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
       if (reply->header.type == MessageType::kRedirect) {  // not the coordinator: go there
         const Topology t = decode<TopologyBody>(reply->body).topology;
         if (const MemberInfo* c = t.member(t.coordinator())) targets.push_front(c->address);
+        deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
         continue;
       }
       const JoinReply joined = decode<JoinReply>(reply->body);

@@ -136,6 +136,11 @@ void DataPlane::install(const TopologyPtr& cur, const TopologyPtr& next) {
     workers_.dispatch(p, [this, p, next, self, wasOwner, isOwner,
                           to = std::move(snapshots[p])](PartitionStore& store) {
       Replica& rep = replicas_[p];
+      if (!isOwner || next->table.primary(p) != self) {
+        pruneLagging(p, [](MemberId) { return false; });  // lags behind no primary of ours
+      } else {
+        pruneLagging(p, [&](MemberId m) { return next->table.isOwner(p, m); });
+      }
       if (!isOwner) {  // moved away: drop it
         if (wasOwner) store.clear();
         rep.mode = ReplicaMode::kEmpty;

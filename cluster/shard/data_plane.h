@@ -159,12 +159,12 @@ class DataPlane {
 
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
   bool fenced(PartitionId p) const noexcept { return replicas_[p].fenced.load(); }
-  // (Primary side) Whether a backup of p lacks an update made here: an attempt to send one
-  // failed, and no later update has been acknowledged by every backup since (a backup applies in
-  // order, so one that acknowledges a later update holds the earlier ones). Any thread.
+  // (Primary side) Whether a backup of p lacks an update made here: an attempt to send it one
+  // failed, and that backup has since acknowledged no later update (a backup applies in order,
+  // so one that acknowledges a later update holds the earlier ones), installed no snapshot taken
+  // at or after it, and is still an owner of p. Any thread.
   bool backupBehind(PartitionId p) const noexcept {
-    return replicas_[p].failedSeq.load(std::memory_order_relaxed) >
-           replicas_[p].ackedSeq.load(std::memory_order_relaxed);
+    return replicas_[p].laggingCount.load(std::memory_order_relaxed) > 0;
   }
   bool complete(PartitionId p) const noexcept {
     return replicas_[p].mode.load() == ReplicaMode::kReady;
@@ -232,16 +232,26 @@ class DataPlane {
     std::atomic<bool> fenced{false};
     std::uint64_t fencedFor = 0;      // the topology version the fence was set for
     std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
-    // (primary side) The newest update an attempt to a backup failed for, and the newest every
-    // backup acknowledged (backupBehind). Raised with noteSeq from whichever thread answers.
-    std::atomic<std::uint64_t> failedSeq{0};
-    std::atomic<std::uint64_t> ackedSeq{0};
+    // (primary side, worker of p) The backups that lack an update made here, each with the
+    // newest update an attempt to send it failed for (backupBehind); its size in laggingCount,
+    // which a status request reads on the network thread.
+    std::vector<std::pair<MemberId, std::uint64_t>> lagging;
+    std::atomic<std::uint32_t> laggingCount{0};
   };
-  // Raises `to` to `seq` if it is lower.
-  static void noteSeq(std::atomic<std::uint64_t>& to, std::uint64_t seq) noexcept {
-    std::uint64_t was = to.load(std::memory_order_relaxed);
-    while (was < seq && !to.compare_exchange_weak(was, seq, std::memory_order_relaxed)) {
-    }
+  // Whether this member is p's primary in the topology installed now (any thread).
+  bool stillPrimaryOf(PartitionId p) const;
+  // Worker of p: backup `b` lacks update `seq` (an attempt to send it failed).
+  void noteLagging(PartitionId p, MemberId b, std::uint64_t seq);
+  // Worker of p: backup `b` holds every update up to `seq` (it acknowledged it in order, or
+  // installed a snapshot taken then); it lags no more if it lacked none after.
+  void noteCaughtUp(PartitionId p, MemberId b, std::uint64_t seq);
+  // Worker of p: forgets the lagging backups that `keep` rejects (no longer owners), or all.
+  template <class Keep>
+  void pruneLagging(PartitionId p, Keep keep) {
+    Replica& rep = replicas_[p];
+    std::erase_if(rep.lagging, [&](const auto& l) { return !keep(l.first); });
+    rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()),
+                           std::memory_order_relaxed);
   }
 
   // --- the primary's side (data_plane_invoke.cpp) ---

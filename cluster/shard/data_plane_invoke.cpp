@@ -112,6 +112,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   const std::optional<EntryView> stored = store.apply(key, entry, now);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
+    pruneLagging(p, [](MemberId) { return false; });  // no backup left to lag
     advance(p, *topo);  // numbered like every change, with no backup to send it to
     if (topo->members.size() > 1 && topo->backups > 0) {  // a backup is missing
       degradedWrites_.fetch_add(1, std::memory_order_relaxed);
@@ -180,6 +181,29 @@ std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo
                      ": the write to " + partitionName(p) + " is refused");
   }
   return std::nullopt;
+}
+
+bool DataPlane::stillPrimaryOf(PartitionId p) const {
+  const MemberId self = memberId();
+  return self != 0 && topology()->table.primary(p) == self;
+}
+
+void DataPlane::noteLagging(PartitionId p, MemberId b, std::uint64_t seq) {
+  Replica& rep = replicas_[p];
+  auto it = std::find_if(rep.lagging.begin(), rep.lagging.end(),
+                         [b](const auto& l) { return l.first == b; });
+  if (it == rep.lagging.end()) {
+    rep.lagging.emplace_back(b, seq);
+  } else {
+    it->second = std::max(it->second, seq);
+  }
+  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
+}
+
+void DataPlane::noteCaughtUp(PartitionId p, MemberId b, std::uint64_t seq) {
+  Replica& rep = replicas_[p];
+  std::erase_if(rep.lagging, [&](const auto& l) { return l.first == b && l.second <= seq; });
+  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
 }
 
 std::uint64_t DataPlane::advance(PartitionId p, const Topology& topo) {
@@ -389,7 +413,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       }
     }
     if (!r) {
-      noteSeq(replicas_[p].failedSeq, repl->seq);
+      if (stillPrimaryOf(p)) noteLagging(p, b, repl->seq);
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
@@ -427,6 +451,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       repl->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
     }
     if (r && !dropped && topo->syncingReplica(p, b) == nullptr) ++repl->copies;
+    if (r) noteCaughtUp(p, b, dropped ? ~std::uint64_t{0} : repl->seq);
     if (--repl->pending != 0) return;
     if (repl->failures.empty() && repl->copies < options_.minInSyncReplicas) {
       repl->failures = "held by " + std::to_string(repl->copies) + " cop" +
@@ -450,9 +475,6 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         repl->outcome->resolve(ReplicationOutcome::kFailed, {},
                                Error(Errc::unavailable, replicationFailure(*repl)));
       }
-    }
-    if (repl->failures.empty()) {  // every owner holds it, or is syncing (reported so)
-      noteSeq(replicas_[p].ackedSeq, repl->seq);
     }
     replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (!repl->done) return;

@@ -309,8 +309,7 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     rep.ignoredSeq = 0;
     rep.ignoredEpoch = 0;
     // What this member knew as a primary is no guide to the replicas of its next tenure.
-    rep.failedSeq.store(0, std::memory_order_relaxed);
-    rep.ackedSeq.store(0, std::memory_order_relaxed);
+    pruneLagging(s.partition, [](MemberId) { return false; });
     rep.mode = ReplicaMode::kReady;
   }
   conn->reply(header, MessageType::kSnapshot, topology()->version, {});
@@ -393,8 +392,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
             return;
           }
           if (!progress->failed) {
-            // With one backup, it now holds every update up to the snapshot's.
-            if (topology()->table.owners(p).size() == 2) noteSeq(sender.ackedSeq, seq);
+            noteCaughtUp(p, to, seq);  // it now holds every update up to the snapshot's
             onNetwork([this, p, to, version] { host_.reportSynced(p, to, version); });
             return;
           }

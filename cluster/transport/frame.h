@@ -27,7 +27,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 7: Join carries the joiner's lease duration, failure timeout and dedup window (compared), and
 //    with a cluster secret is proven over the nonces of a Hello on the same connection; Invoke
 //    carries its wall-clock deadline; Topology publishes the dedup window.
-inline constexpr std::uint16_t kProtocolVersion = 7;
+inline constexpr std::uint16_t kProtocolVersion = 8;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
