@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include <ingrid/limiter_request.h>
 #include <ingrid/processors/composite_bucket.h>
 #include <ingrid/processors/concurrency.h>
 #include <ingrid/processors/fixed_window.h>
@@ -16,21 +17,9 @@
 
 namespace ingrid::cli {
 
-// The limiters --limiter names, in kLimiterNames' order.
-enum class Limiter {
-  kTokenBucket,
-  kGcra,
-  kFixedWindow,
-  kSlidingLog,
-  kSlidingWindow,
-  kLeakyMeter,
-  kLeakyShaper,
-  kConcurrency,
-  kComposite
-};
-inline constexpr const char* kLimiterNames[] = {"token-bucket", "gcra",           "fixed-window",
-                                                "sliding-log",  "sliding-window", "leaky-meter",
-                                                "leaky-shaper", "concurrency",    "composite"};
+// The limiters --limiter names, in kLimiterNames' order (include/ingrid/limiter_request.h).
+using Limiter = ingrid::LimiterKind;
+using ingrid::kLimiterNames;
 
 inline bool isGranted(const AcquireAnswer& r) { return r.granted; }
 inline bool isGranted(const GcraAnswer& r) { return r.granted(); }

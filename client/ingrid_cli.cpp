@@ -26,9 +26,11 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <ingrid/client.h>
+#include <ingrid/limiter_request.h>
 #include <ingrid/processors/codec.h>
 #include <ingrid/processors/get_entry.h>
 
@@ -289,92 +291,39 @@ void checkLimiterOptions(const Flags& f) {
   }
 }
 
-// Parameters a processor would refuse are refused here, naming the reason: nothing is sent.
-template <class Params>
-Params checked(Params p, const Flags& f) {
-  if (auto reason = p.invalidReason()) {
-    throw CLI::ValidationError("--limiter " + f.limiter, "the options are invalid: " + *reason);
-  }
-  return p;
-}
-
-ingrid::BucketParams bucketOf(const Flags& f) {
-  ingrid::BucketParams p;
-  p.capacity = f.capacity;
-  p.refillTokens = f.rate();
-  p.refillPeriod = f.period();
-  if (f.has("initial")) p.initialTokens = f.initial;
-  return checked(p, f);
-}
-
-// --warmup-ms and --cold-factor on the bucket's rate, with --max-wait-ms (default 0).
-ingrid::WarmupParams warmupOf(const Flags& f) {
-  ingrid::WarmupParams p;
-  p.permits = f.rate();
-  p.period = f.period();
-  p.warmup = f.warmupMs * 1'000'000;
-  p.coldFactor = f.coldFactor;
-  p.maxWait = f.maxWaitMs * 1'000'000;
-  return checked(p, f);
-}
-
-// Every --band CAPACITY/PERIOD_MS (or --capacity per --period-ms, refilled by --refill), with
-// --config-version and --replacement.
-ingrid::CompositeParams compositeOf(const Flags& f) {
-  ingrid::CompositeParams p;
-  if (f.bands.empty()) {
-    p.bandwidths.push_back(ingrid::BucketParams{f.capacity, f.rate(), f.period(), {}});
-  }
+// The limiter --limiter names with its options (include/ingrid/limiter_request.h).
+ingrid::LimiterSpec specOf(const Flags& f) {
+  ingrid::LimiterSpec s;
+  s.kind = f.limiterKind();
+  s.capacity = f.capacity;
+  s.period = f.period();
+  if (f.has("refill")) s.refill = f.refill;
+  if (f.has("initial")) s.initial = f.initial;
+  if (f.has("warmup-ms")) s.warmup = f.warmupMs * 1'000'000;
+  s.coldFactor = f.coldFactor;
+  if (f.has("max-wait-ms")) s.maxWait = f.maxWaitMs * 1'000'000;
   for (const std::string& b : f.bands) {  // checked by band(): two whole numbers
     const auto slash = b.find('/');
-    p.bandwidths.push_back(ingrid::BucketParams::perPeriod(
-        std::stoll(b.substr(0, slash)), std::stoll(b.substr(slash + 1)) * 1'000'000));
+    s.bands.push_back(ingrid::BucketParams::perPeriod(std::stoll(b.substr(0, slash)),
+                                                      std::stoll(b.substr(slash + 1)) * 1'000'000));
   }
-  p.version = f.configVersion;
-  p.replacement = f.replacement == "as-is"   ? ingrid::Replacement::kAsIs
+  s.configVersion = f.configVersion;
+  s.replacement = f.replacement == "as-is"   ? ingrid::Replacement::kAsIs
                   : f.replacement == "reset" ? ingrid::Replacement::kReset
                                              : ingrid::Replacement::kProportional;
-  return checked(p, f);
+  return s;
 }
 
 // Calls fn with the request for `units` on the limiter --limiter names; returns what fn returns.
-// Throws CLI::ValidationError if the limiter would refuse its parameters.
+// Throws CLI::ValidationError if the limiter would refuse its parameters: nothing is sent.
 template <class F>
 int withRequest(const Flags& f, std::int64_t units, F&& fn) {
-  const std::int64_t capacity = f.capacity;
-  const ingrid::Nanos period = f.period();
-  switch (f.limiterKind()) {
-    case Limiter::kTokenBucket:
-      if (f.has("warmup-ms")) return fn(ingrid::WarmupAcquire{warmupOf(f), units});
-      if (f.has("max-wait-ms")) {
-        return fn(ingrid::TokenBucketReserve{bucketOf(f), units, f.maxWaitMs * 1'000'000});
-      }
-      return fn(ingrid::TokenBucketAcquire{bucketOf(f), units});
-    case Limiter::kGcra:
-      return fn(ingrid::GcraThrottle{checked(ingrid::GcraParams{capacity - 1, f.rate(), period}, f),
-                                     units});
-    case Limiter::kFixedWindow:
-      return fn(
-          ingrid::FixedWindowAcquire{checked(ingrid::WindowParams{capacity, period}, f), units});
-    case Limiter::kSlidingLog:
-      return fn(
-          ingrid::SlidingLogAcquire{checked(ingrid::SlidingLogParams{capacity, period}, f), units});
-    case Limiter::kSlidingWindow:
-      return fn(
-          ingrid::SlidingWindowAcquire{checked(ingrid::WindowParams{capacity, period}, f), units});
-    case Limiter::kLeakyMeter:
-      return fn(ingrid::LeakyMeterAcquire{
-          checked(ingrid::LeakyMeterParams{capacity, f.rate(), period}, f), units});
-    case Limiter::kLeakyShaper:
-      return fn(ingrid::LeakyShaperAcquire{
-          checked(ingrid::LeakyShaperParams{capacity, f.rate(), period}, f), units});
-    case Limiter::kConcurrency:
-      return fn(ingrid::ConcurrencyAcquire{checked(ingrid::ConcurrencyParams{capacity, period}, f),
-                                           units});
-    case Limiter::kComposite:
-      return fn(ingrid::CompositeBucketAcquire{compositeOf(f), units});
+  auto request = ingrid::limiterRequest(specOf(f), units);
+  if (!request) {
+    throw CLI::ValidationError("--limiter " + f.limiter,
+                               "the options are invalid: " + request.error().detail());
   }
-  fail("unknown limiter");
+  return std::visit(std::forward<F>(fn), *request);
 }
 
 // A started client for `f`'s seeds and options, or why it could not start.
