@@ -39,6 +39,13 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   TopologyPtr topology() const { return topology_.load(); }
   Result<Topology> topologyOf(const std::string& address);
   Result<MemberStatus> statusOf(const std::string& address);
+  Result<std::string> recoverRaw(const std::string& address, std::string request,
+                                 std::chrono::milliseconds timeout) {
+    if (state_.load() != kRunning) return Error(Errc::not_running, "client is not running");
+    Result<Frame> reply = requestOnce(address, MessageType::kRecover, std::move(request), timeout);
+    if (!reply) return std::move(reply).error();
+    return std::move(reply->body);
+  }
   std::uint64_t requestsSent() const noexcept { return sent_.load(std::memory_order_relaxed); }
   const ClientOptions& options() const noexcept { return options_; }
   CallRouter& router() noexcept { return router_; }
@@ -546,6 +553,10 @@ Result<Topology> Client::topologyOf(const std::string& address) {
 }
 Result<MemberStatus> Client::statusOf(const std::string& address) {
   return impl_->statusOf(address);
+}
+Result<std::string> Client::recoverRaw(const std::string& address, std::string request,
+                                       std::chrono::milliseconds timeout) {
+  return impl_->recoverRaw(address, std::move(request), timeout);
 }
 std::uint64_t Client::requestsSent() const noexcept { return impl_->requestsSent(); }
 const ClientOptions& Client::options() const noexcept { return impl_->options(); }

@@ -11,6 +11,7 @@
 //   ingrid-cli release KEY LEASE --seed HOST:PORT
 //   ingrid-cli extend  KEY LEASE --seed HOST:PORT [--period-ms TTL]
 //   ingrid-cli load --seed HOST:PORT [load options]
+//   ingrid-cli recover --seed HOST:PORT [--yes] [--force] [--json]
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -36,6 +37,7 @@
 
 #include "client/cli_answers.h"
 #include "client/cli_load.h"
+#include "client/cli_recover.h"
 #include "client/cli_status.h"
 #include "client/cli_top.h"
 
@@ -128,6 +130,7 @@ struct Flags {
   long long iterations = 0;
   ingrid::cli::LoadOptions load;
   std::string batching = "off";
+  ingrid::cli::RecoverOptions recover;
 
   // Whether --`name` was given to the command.
   bool has(const std::string& name) const {
@@ -387,6 +390,11 @@ int waitFor(const Flags& f) {
   return 1;
 }
 
+int recover(const Flags& f) {
+  auto client = connect(f);
+  return ingrid::cli::recover(*client, f.seeds, f.recover, std::chrono::milliseconds(f.timeoutMs));
+}
+
 int acquire(const Flags& f) {
   return withRequest(f, f.units, [&](const auto& request) {
     auto client = connect(f);
@@ -517,6 +525,14 @@ void addCommands(CLI::App& app, Flags& f) {
       ->type_name("N")
       ->check(wholeIn(1, kMaxMs));
 
+  auto* recover = app.add_subcommand(
+      "recover",
+      "after a majority of the voters is lost: the members that answer form a new\n"
+      "control plane from the newest topology they hold; prints what is lost,\n"
+      "and acts only with --yes (docs/operations.md); exit status 1 if refused");
+  addConnection(recover, f, 5000, 3'600'000);
+  ingrid::cli::addRecoverOptions(recover, f.recover);
+
   auto* release = app.add_subcommand(
       "release", "release a concurrency lease; exit status 1 if it was not live");
   auto* extend =
@@ -621,5 +637,6 @@ int main(int argc, char** argv) {
   if (command == "release") return leaseCommand(f, true);
   if (command == "extend") return leaseCommand(f, false);
   if (command == "load") return load(f);
+  if (command == "recover") return recover(f);
   fail("unknown command '" + command + "'");
 }

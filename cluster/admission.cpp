@@ -35,6 +35,9 @@ Rule ruleFor(MessageType type) noexcept {
     case MessageType::kHeartbeat:
     case MessageType::kStatus:
       return {From::kCaller, true, false};
+    // An operator's (ingrid-cli recover): its body carries its own proof of the cluster secret.
+    case MessageType::kRecover:
+      return {From::kCaller, true, false};
     // Updates and snapshots: on the member link, or on the backup's shard port whose worker owns
     // the partition.
     case MessageType::kReplicate:

@@ -213,8 +213,13 @@ class NodeImpl final : public ConnectionHandler,
   // The options of a link from this member to a member's shard port: it says Hello as this member.
   PeerOptions shardLinkOptions(MemberId id);
 
-  // Starts this member's control plane (network thread); bootstrap: the first member.
-  Result<bool> startControl(MemberId self, bool bootstrap);
+  // Starts this member's control plane (network thread); bootstrap: the first member. With
+  // `recovery`: from a recovered topology (kRecover).
+  Result<bool> startControl(MemberId self, bool bootstrap,
+                            std::optional<ControlRecovery> recovery = std::nullopt);
+  // kRecover (node_recovery.cpp, network thread): restarts the control plane from the recovered
+  // topology the operator sent, or answers why not.
+  void handleRecover(const std::shared_ptr<Connection>& conn, Frame frame);
 
   // --- failure detection (node_failure.cpp), network thread ---
   void startHeartbeats();

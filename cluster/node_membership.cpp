@@ -308,7 +308,8 @@ std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   return t;
 }
 
-Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
+Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
+                                    std::optional<ControlRecovery> recovery) {
   if (control_) return true;
   ControlPlaneOptions o;
   o.self = self;
@@ -317,7 +318,7 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap) {
   o.electionTimeout = electionTimeout();
   o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 5);
   control_ = std::make_unique<ControlPlane>(static_cast<ControlHost&>(*this), o);
-  Result<bool> started = control_->start(bootstrap);
+  Result<bool> started = control_->start(bootstrap, std::move(recovery));
   if (!started) control_.reset();
   return started;
 }
@@ -856,6 +857,8 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       case MessageType::kStatus:
         conn->reply(header, header.type, topology()->version, encode(ownStatus()));
         return;
+      case MessageType::kRecover:
+        return handleRecover(conn, std::move(frame));
       case MessageType::kTopologyCommit:  // retired: topologies are committed by the Raft log
         break;
       case MessageType::kSynced: {

@@ -61,6 +61,10 @@ struct ControlPlane::Fsm {
             decode<TopologyBody>(std::string_view(static_cast<const char*>(buf->base), buf->len))
                 .topology);
         self->committed_ = t;
+        {
+          std::lock_guard lock(self->statusMu_);
+          self->status_.committedVersion = t->version;
+        }
         self->host_.topologyCommitted(t);
       } catch (const std::exception& e) {
         std::cerr << "ingrid: control plane snapshot does not decode: " << e.what() << "\n";
@@ -94,20 +98,34 @@ void ControlPlane::assertOnControlThread() const {
   assert(std::this_thread::get_id() == threadId_ && "control plane state off its thread");
 }
 
-Result<bool> ControlPlane::start(bool bootstrap) {
+Result<bool> ControlPlane::start(bool bootstrap, std::optional<ControlRecovery> recovery) {
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] { io_.run(); });
   std::promise<Result<bool>> started;
   auto future = started.get_future();
-  asio::post(io_, [this, bootstrap, &started] { startOnThread(bootstrap, started); });
+  asio::post(
+      io_, [this, bootstrap, &recovery, &started] { startOnThread(bootstrap, recovery, started); });
   Result<bool> result = future.get();
   if (!result) stop();
   return result;
 }
 
-void ControlPlane::startOnThread(bool bootstrap, std::promise<Result<bool>>& started) {
+void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlRecovery>& recovery,
+                                 std::promise<Result<bool>>& started) {
   threadId_ = std::this_thread::get_id();
   raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this));
+  if (recovery && !bootstrap) {
+    std::vector<std::pair<std::uint64_t, std::string>> voters;
+    for (const MemberInfo& m : recovery->topology->members) voters.emplace_back(m.id, m.address);
+    Result<bool> loaded = raftIo_->preload(recovery->term, recovery->index, voters,
+                                           encode(TopologyBody{*recovery->topology}));
+    if (!loaded) {
+      started.set_value(Error(loaded.error().code(), "control plane of member " +
+                                                         std::to_string(options_.self) +
+                                                         ": recovery: " + loaded.error().detail()));
+      return;
+    }
+  }
   raft_ = std::make_unique<raft>();
   fsm_ = std::make_unique<raft_fsm>();
   changeReq_ = std::make_unique<raft_change>();

@@ -77,6 +77,16 @@ class ControlHost {
   ~ControlHost() = default;
 };
 
+// What a survivor of a lost quorum restarts its control plane from (kRecover, RecoveryPlan): the
+// recovered topology, as if committed at Raft log index `index` in term `term`, with every member
+// of it a voter (the new leader then trims the voters to `voters`, as it always does). Every
+// survivor is given the same, so they agree on the log and elect a leader among themselves.
+struct ControlRecovery {
+  TopologyPtr topology;
+  std::uint64_t term = 0;
+  std::uint64_t index = 0;
+};
+
 // A consistent view of the control plane for status and routing.
 struct ControlStatus {
   MemberId self = 0;  // this member's Raft id
@@ -101,8 +111,9 @@ class ControlPlane final : private RaftNetwork {
   ~ControlPlane();
 
   // Starts raft on the control thread. `bootstrap`: this member is the whole first configuration
-  // (one voter) and becomes the leader; otherwise it waits to be added by the leader.
-  Result<bool> start(bool bootstrap);
+  // (one voter) and becomes the leader; otherwise it waits to be added by the leader. With
+  // `recovery` (and not bootstrap), raft starts from it instead of from nothing.
+  Result<bool> start(bool bootstrap, std::optional<ControlRecovery> recovery = std::nullopt);
   // Closes raft and joins the control thread. Idempotent. Host callbacks stop before it returns.
   void stop();
 
@@ -133,7 +144,8 @@ class ControlPlane final : private RaftNetwork {
   void sendRaftMessage(std::uint64_t to, const std::string& address, std::string bytes) override;
 
   // Control thread.
-  void startOnThread(bool bootstrap, std::promise<Result<bool>>& started);
+  void startOnThread(bool bootstrap, const std::optional<ControlRecovery>& recovery,
+                     std::promise<Result<bool>>& started);
   int applyCommand(const void* data, std::size_t len, bool& accepted);
   void poll();       // leadership changes, and the Raft configuration's reconciliation
   void reconcile();  // leader: make the Raft configuration follow the committed topology

@@ -577,6 +577,39 @@ void RaftIo::tick() {
   });
 }
 
+Result<bool> RaftIo::preload(std::uint64_t term, std::uint64_t index,
+                             const std::vector<std::pair<std::uint64_t, std::string>>& voters,
+                             std::string_view data) {
+  if (term_ != 0 || snapshot_ != nullptr || !bootstrapConf_.empty() || recvCb_ != nullptr) {
+    return Error(Errc::invalid_configuration, "Raft storage already holds state: no preload");
+  }
+  if (term == 0 || index == 0 || voters.empty()) {
+    return Error(Errc::invalid_argument, "a preloaded snapshot needs a term, an index and voters");
+  }
+  raft_snapshot src{};
+  src.index = index;
+  src.term = term;
+  src.configuration_index = index;
+  raft_configuration_init(&src.configuration);
+  for (const auto& [id, address] : voters) {
+    if (raft_configuration_add(&src.configuration, id, address.c_str(), RAFT_VOTER) != 0) {
+      raft_configuration_close(&src.configuration);
+      return Error(Errc::invalid_argument, "server " + std::to_string(id) + " (" + address +
+                                               ") is not valid in a configuration");
+    }
+  }
+  raft_buffer buf{const_cast<char*>(data.data()), data.size()};
+  src.bufs = &buf;
+  src.n_bufs = 1;
+  raft_snapshot* copy = copySnapshot(src);
+  raft_configuration_close(&src.configuration);
+  if (copy == nullptr) return Error(Errc::overloaded, "out of memory preloading a snapshot");
+  snapshot_ = copy;
+  term_ = term;
+  votedFor_ = 0;
+  return true;
+}
+
 Result<bool> RaftIo::deliver(std::string_view bytes) {
   Decoded d;
   try {

@@ -38,6 +38,8 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
@@ -77,6 +79,15 @@ class RaftIo {
 
   // What to pass to raft_init().
   raft_io* get() noexcept { return &io_; }
+
+  // Before raft_init, on a RaftIo that holds nothing: load() will hand raft term `term` with no
+  // vote, and a snapshot at log index `index` of term `term` holding `data`, whose configuration
+  // is `voters` (id, address), every one a voter. What a survivor of a lost quorum restarts its
+  // control plane from (ControlPlane::start with a Recovery). An Error if it already holds state
+  // or is out of memory.
+  Result<bool> preload(std::uint64_t term, std::uint64_t index,
+                       const std::vector<std::pair<std::uint64_t, std::string>>& voters,
+                       std::string_view data);
 
   // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
   // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.

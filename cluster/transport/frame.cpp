@@ -152,6 +152,8 @@ const char* messageTypeName(MessageType type) noexcept {
       return "Lease";
     case MessageType::kStatus:
       return "Status";
+    case MessageType::kRecover:
+      return "Recover";
   }
   return "unknown";
 }

@@ -27,7 +27,9 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 7: Join carries the joiner's lease duration, failure timeout and dedup window (compared), and
 //    with a cluster secret is proven over the nonces of a Hello on the same connection; Invoke
 //    carries its wall-clock deadline; Topology publishes the dedup window.
-inline constexpr std::uint16_t kProtocolVersion = 8;
+// 8: MemberInfo and Join carry the zone; Status carries behind and leaseLapses.
+// 9: kRecover (ingrid-cli recover: survivors of a lost quorum form a new control plane).
+inline constexpr std::uint16_t kProtocolVersion = 9;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
@@ -49,8 +51,9 @@ enum class MessageType : std::uint16_t {
   kLease = 14,           // member -> leader: renew my primary lease
   kStatus = 15,          // anyone -> member: your view (control plane, lease, fenced partitions)
   kAuth = 16,            // dialing member -> member: its proof of the cluster secret
+  kRecover = 17,         // operator (ingrid-cli recover) -> survivor: form a new control plane
 };
-inline constexpr std::uint16_t kMaxMessageType = 16;
+inline constexpr std::uint16_t kMaxMessageType = 17;
 
 // Bit flags of FrameHeader::flags.
 inline constexpr std::uint16_t kFlagResponse = 1u << 0;  // a reply to requestId

@@ -84,6 +84,19 @@ std::string joinProof(std::string_view secret, std::string_view address, std::ui
   return hmac(secret, message);
 }
 
+std::string recoverProof(std::string_view secret, std::uint64_t memberId,
+                         std::string_view topologyBytes, std::uint64_t term, std::uint64_t index,
+                         bool force) {
+  std::string message;
+  appendField(message, "ingrid/3 recover");
+  appendU64(message, memberId);
+  appendField(message, topologyBytes);
+  appendU64(message, term);
+  appendU64(message, index);
+  appendU64(message, force ? 1 : 0);
+  return hmac(secret, message);
+}
+
 bool sameProof(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }

@@ -43,6 +43,13 @@ std::string clientProof(std::string_view secret, std::string_view clientNonce,
 std::string joinProof(std::string_view secret, std::string_view address, std::uint64_t incarnation,
                       std::string_view joinerNonce, std::string_view acceptorNonce);
 
+// An operator's proof for a kRecover to member `memberId`: over the encoded recovered topology,
+// the Raft term and log index, and `force`. A recorded one replays nothing new: the member then
+// holds that topology already and refuses it as not newer.
+std::string recoverProof(std::string_view secret, std::uint64_t memberId,
+                         std::string_view topologyBytes, std::uint64_t term, std::uint64_t index,
+                         bool force);
+
 // Constant-time comparison of two proofs (false on a length mismatch).
 bool sameProof(std::string_view a, std::string_view b) noexcept;
 

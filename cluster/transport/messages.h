@@ -501,6 +501,37 @@ struct MemberStatusBody {
   }
 };
 
+// kRecover request (ingrid-cli recover; docs/operations.md, "Recovery after a lost quorum"): the
+// member, one of the survivors that `topology` lists (RecoveryPlan), restarts its control plane
+// from `topology` alone: Raft term `term`, a snapshot at log index `index` holding it, and every
+// member of it voting. Every survivor gets the same topology, term and index. Refused (an error
+// naming why) when the topology does not list this member or is not newer than the one
+// installed, with a wrong or missing proof, or, unless `force`, while this member leads or knows
+// a leader (a quorum is alive). `proof`: member_auth::recoverProof with the cluster secret when
+// the cluster has one, else empty. Reply: RecoverReply.
+struct RecoverRequest {
+  Topology topology;
+  std::uint64_t term = 0;
+  std::uint64_t index = 0;
+  bool force = false;
+  std::string proof;
+  template <class A>
+  void serialize(A& ar) {
+    ar(topology, term, index, force, proof);
+  }
+};
+
+// kRecover reply: the member restarted its control plane; what it held before.
+struct RecoverReply {
+  MemberId memberId = 0;
+  std::uint64_t previousVersion = 0;
+  std::uint64_t previousTerm = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(memberId, previousVersion, previousTerm);
+  }
+};
+
 // kHeartbeat: liveness, both directions between members and the coordinator.
 struct HeartbeatBody {
   MemberId memberId = 0;

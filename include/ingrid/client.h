@@ -146,6 +146,11 @@ class Client {
   Result<Topology> topologyOf(const std::string& address);
   // Asks the member at `address` for its own view: control plane, lease, fenced partitions.
   Result<MemberStatus> statusOf(const std::string& address);
+  // Sends `request`, an encoded RecoverRequest (kRecover, docs/wire-format.md), to the member at
+  // `address` (blocking, within `timeout`): what `ingrid-cli recover` does. The encoded
+  // RecoverReply, or the member's error naming why it refused.
+  Result<std::string> recoverRaw(const std::string& address, std::string request,
+                                 std::chrono::milliseconds timeout);
   // The executor of the client's I/O thread, where completions without an executor of their
   // own run (Batcher keeps its continuations there), and whether the calling thread is it.
   asio::io_context::executor_type ioExecutor() const noexcept;

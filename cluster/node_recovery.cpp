@@ -1,0 +1,84 @@
+// Recovery after a lost quorum (kRecover, sent by `ingrid-cli recover`): a survivor restarts its
+// control plane from the recovered topology that the operator's plan gives every survivor
+// (cluster/transport/recovery_plan.h; docs/operations.md, "Recovery after a lost quorum").
+#include <iostream>
+#include <string>
+
+#include "cluster/node_impl.h"
+#include "cluster/transport/member_auth.h"
+
+namespace ingrid {
+
+void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame frame) {
+  const FrameHeader header = frame.header;
+  RecoverRequest req = decode<RecoverRequest>(frame.body);  // a bad body: onRequest answers
+  const MemberId self = memberId();
+  const std::string who = "member " + std::to_string(self) + " (" + selfAddress_ + ")";
+  auto refuse = [&](Errc code, const std::string& why) {
+    std::cerr << "ingrid: " << who << " refuses to recover: " << why << "\n";
+    conn->replyError(header, Error(code, who + " refuses to recover: " + why));
+  };
+  const std::string topologyBytes = encode(TopologyBody{req.topology});
+  if (!options_.clusterSecret.empty() &&
+      !member_auth::sameProof(req.proof,
+                              member_auth::recoverProof(options_.clusterSecret, self, topologyBytes,
+                                                        req.term, req.index, req.force))) {
+    return refuse(Errc::unauthenticated,
+                  "the request does not prove the cluster secret (give ingrid-cli recover the "
+                  "cluster's --cluster-secret-file)");
+  }
+  if (self == 0 || !control_ || rejoining_.load()) {
+    return refuse(Errc::unavailable, "it is not a member now (joining or rejoining)");
+  }
+  const Topology& next = req.topology;
+  if (!next.hasMember(self)) {
+    return refuse(Errc::invalid_argument,
+                  "the recovered topology v" + std::to_string(next.version) + " does not list it");
+  }
+  const TopologyPtr cur = topology();
+  if (next.version <= cur->version) {
+    return refuse(Errc::invalid_argument, "it holds topology v" + std::to_string(cur->version) +
+                                              " already, not older than the recovered v" +
+                                              std::to_string(next.version) +
+                                              " (recovered before?)");
+  }
+  if (auto why = successorInvalidReason(*cur, next)) return refuse(Errc::invalid_argument, *why);
+  const ControlStatus c = control_->status();
+  if (req.term <= c.term || req.index == 0) {
+    return refuse(Errc::invalid_argument, "the recovery's Raft term " + std::to_string(req.term) +
+                                              " is not above its term " + std::to_string(c.term) +
+                                              " (or its log index is 0)");
+  }
+  if (!req.force && (c.isLeader || c.leader != 0)) {
+    return refuse(Errc::unavailable,
+                  c.isLeader
+                      ? "it leads the control plane in term " + std::to_string(c.term) +
+                            ": a quorum is alive (--force recovers anyway)"
+                      : "it follows member " + std::to_string(c.leader) +
+                            " as the control plane's leader of term " + std::to_string(c.term) +
+                            ": a quorum may be alive (if that member is gone, wait an "
+                            "election timeout and ask again; --force recovers anyway)");
+  }
+  // The old Raft instance goes (and with it any leadership and coordinator); the new one starts
+  // from the recovered topology, which raft hands back to commitTopology (restore).
+  coordinator_.reset();
+  control_->stop();
+  control_.reset();
+  const std::uint64_t previousVersion = cur->version;
+  auto recovered = std::make_shared<const Topology>(std::move(req.topology));
+  Result<bool> started =
+      startControl(self, /*bootstrap=*/false, ControlRecovery{recovered, req.term, req.index});
+  if (!started) {
+    // Without a control plane this member takes no part until restarted; say so loudly.
+    return refuse(Errc::unavailable,
+                  "its control plane did not restart: " + started.error().detail() +
+                      "; restart this process and run recover again");
+  }
+  std::cerr << "ingrid: " << who << " recovered: its control plane restarted from topology v"
+            << recovered->version << " (was v" << previousVersion << ", term " << c.term
+            << ") in term " << req.term << " with " << recovered->members.size() << " voter(s)\n";
+  conn->reply(header, MessageType::kRecover, topology()->version,
+              encode(RecoverReply{self, previousVersion, c.term}));
+}
+
+}  // namespace ingrid
