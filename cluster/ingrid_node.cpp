@@ -116,10 +116,16 @@ void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
   std::fflush(stdout);
 }
 
-// Every option of ingrid-node on `app`, writing `o`, `level`, `metrics` and `resp`; each also read
+// The gateways' addresses and options (ingrid-node --resp ...).
+struct Gateways {
+  std::string resp;
+  ingrid::RespOptions respOptions;
+};
+
+// Every option of ingrid-node on `app`, writing `o`, `level`, `metrics` and `gw`; each also read
 // from its INGRID_* environment variable.
 void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::string& metrics,
-                std::string& resp) {
+                Gateways& gw) {
   auto ms = [](std::chrono::milliseconds& d) {
     return [&d](const long long& n) { d = std::chrono::milliseconds(n); };
   };
@@ -258,11 +264,29 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "HTTP there (docs/operations.md); port 0 picks a free port (printed\n"
                  "on start). Default: none")
       ->type_name("HOST:PORT");
-  app.add_option("--resp", resp,
+  app.add_option("--resp", gw.resp,
                  "serve Redis's protocol (RESP2) there: CL.THROTTLE as redis-cell\n"
                  "answers it, PING, HELLO, ... (docs/operations.md); port 0 picks a\n"
                  "free port (printed on start). Default: none")
       ->type_name("HOST:PORT");
+  app.add_option("--resp-max-connections", gw.respOptions.maxConnections,
+                 "RESP connections open at once; one more is answered \"-ERR max number\n"
+                 "of clients reached\" and closed. Default: 1024")
+      ->type_name("N")
+      ->check(wholeIn(1, 1'000'000));
+  app.add_option_function<long long>(
+         "--resp-idle-timeout-ms",
+         [&gw](long long v) { gw.respOptions.idleTimeout = std::chrono::milliseconds(v); },
+         "close a RESP connection after N ms without a command (none of its\n"
+         "own pending). 0 = never. Default: 600000")
+      ->type_name("N")
+      ->check(wholeIn(0, 86'400'000));
+  app.add_option("--resp-max-command-bytes", gw.respOptions.limits.maxCommand,
+                 "bytes of one RESP command as sent (all its arguments and headers);\n"
+                 "a longer one is a protocol error that closes its connection.\n"
+                 "Default: 1048576")
+      ->type_name("N")
+      ->check(wholeIn(1024, 1LL << 30));
   app.add_option("--max-connections", o.maxConnections,
                  "connections accepted at once; one more is refused with an error\n"
                  "naming the limit. Default: 4096")
@@ -290,11 +314,11 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
   }
 }
 
-// Parses the command line and the environment into `o`, `level`, `metrics` and `resp`. Returns
+// Parses the command line and the environment into `o`, `level`, `metrics` and `gw`. Returns
 // nothing to go on, or the exit status: 0 after --help or --version, 2 after a refusal (printed to
 // stderr, naming the option and what it takes).
 std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::string& level,
-                         std::string& metrics, std::string& resp) {
+                         std::string& metrics, Gateways& gw) {
   CLI::App app(
       "Runs one ingrid member until SIGINT or SIGTERM, then leaves the cluster "
       "gracefully.",
@@ -307,7 +331,7 @@ std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::str
       "Every option can also come from the environment: --NAME-OF-IT from INGRID_NAME_OF_IT\n"
       "(for example --failure-timeout-ms from INGRID_FAILURE_TIMEOUT_MS, a flag from =1 or =0,\n"
       "seeds comma-separated); an option on the command line wins over the environment.");
-  addOptions(app, o, level, metrics, resp);
+  addOptions(app, o, level, metrics, gw);
   // A refusal names the option, what it takes, and where the value came from when that was not
   // the command line.
   app.failure_message([argc, argv](const CLI::App* a, const CLI::Error& e) {
@@ -339,8 +363,8 @@ int main(int argc, char** argv) {
   options.listenAddress = "127.0.0.1:0";
   std::string levelName = "info";
   std::string metricsAddress;
-  std::string respAddress;
-  if (auto exitStatus = parse(argc, argv, options, levelName, metricsAddress, respAddress)) {
+  Gateways gateways;
+  if (auto exitStatus = parse(argc, argv, options, levelName, metricsAddress, gateways)) {
     return *exitStatus;
   }
   const std::map<std::string, Level> levels{
@@ -357,6 +381,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   ingrid::ProbeServer probes(node);
+  const std::string& respAddress = gateways.resp;
+  ingrid::RespServer resp(node, gateways.respOptions);
+  if (!respAddress.empty()) probes.appendMetrics([&resp] { return resp.metricsText(); });
   if (!metricsAddress.empty()) {
     const auto port = probes.start(metricsAddress);
     if (!port) {
@@ -367,7 +394,6 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: metrics on %s:%u\n",
                 metricsAddress.substr(0, metricsAddress.rfind(':')).c_str(), unsigned{*port});
   }
-  ingrid::RespServer resp(node);
   if (!respAddress.empty()) {
     const auto port = resp.start(respAddress);
     if (!port) {

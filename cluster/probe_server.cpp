@@ -6,7 +6,9 @@ namespace ingrid {
 
 ProbeServer::ProbeServer(Node& node) : node_(node), server_(std::make_unique<httplib::Server>()) {
   server_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(node_.metricsText(), "text/plain; version=0.0.4; charset=utf-8");
+    std::string text = node_.metricsText();
+    for (const auto& source : sources_) text += source();
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   });
   const auto probe = [this](Probe (Node::*check)()) {
     return [this, check](const httplib::Request&, httplib::Response& res) {
@@ -21,6 +23,10 @@ ProbeServer::ProbeServer(Node& node) : node_(node), server_(std::make_unique<htt
 }
 
 ProbeServer::~ProbeServer() { stop(); }
+
+void ProbeServer::appendMetrics(std::function<std::string()> source) {
+  sources_.push_back(std::move(source));
+}
 
 Result<std::uint16_t> ProbeServer::start(const std::string& address) {
   const auto colon = address.rfind(':');

@@ -10,9 +10,11 @@
 // threads, which only call the Node's thread-safe functions.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ingrid/node.h>
 #include <ingrid/result.h>
@@ -34,9 +36,13 @@ class ProbeServer {
   // an error naming the address and the reason.
   Result<std::uint16_t> start(const std::string& address);
   void stop();
+  // Appends what `source` returns (Prometheus text: a gateway's metrics) to every /metrics
+  // answer, called on a request's thread. REQUIRES: before start().
+  void appendMetrics(std::function<std::string()> source);
 
  private:
   Node& node_;
+  std::vector<std::function<std::string()>> sources_;
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };

@@ -17,10 +17,12 @@ set -euo pipefail
 # prometheus, curl and tmux (tests only): a real Prometheus scrapes a test cluster; curl asks
 # probes; tmux runs `ingrid-cli top` in a terminal.
 # redis-tools and python3-redis (tests only): redis-cli and redis-py against the RESP gateway.
+# libhiredis-dev (tests only): a C client pipelining against the RESP gateway (docs/ARCHITECTURE.md
+# "Dependencies"); its test program is built only when hiredis is found.
 packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2 prometheus-cpp-dev
           libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux redis-tools
-          python3-redis)
+          python3-redis libhiredis-dev)
 for arg in "$@"; do
   case "$arg" in
     # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).

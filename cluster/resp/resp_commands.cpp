@@ -75,12 +75,142 @@ RespAction throttle(std::vector<std::string>& args) {
     a.reply = std::move(error);
     return a;
   }
-  a.throttle = GcraThrottle{GcraParams{*maxBurst, *count, *period * kSecond}, *quantity};
-  a.throttleKey = std::move(args[1]);
+  a.request = GcraThrottle{GcraParams{*maxBurst, *count, *period * kSecond}, *quantity};
+  a.throttle = true;
+  a.key = std::move(args[1]);
   return a;
 }
 
-RespAction hello(const std::vector<std::string>& args, std::uint64_t id) {
+// The milliseconds that fit in Nanos.
+constexpr std::int64_t kMaxMs = std::numeric_limits<Nanos>::max() / 1'000'000;
+
+// INGRID.ACQUIRE key n limiter [OPTION value]...: the options are ingrid-cli's limiter flags
+// without "--" (any case), mapped by limiterRequest() as ingrid-cli maps them.
+RespAction acquire(std::vector<std::string>& args) {
+  RespAction a;
+  constexpr auto kMax = std::numeric_limits<std::int64_t>::max();
+  const auto refuse = [&a](const std::string& why) {
+    a.reply = respError("INGRID.ACQUIRE " + why);
+    return a;
+  };
+  if (args.size() < 4 || args.size() % 2 != 0) {
+    a.reply = respError(
+        "wrong number of arguments for 'ingrid.acquire' command; usage: INGRID.ACQUIRE <key> <n> "
+        "<limiter> [<option> <value>]...");
+    return a;
+  }
+  const auto kind = limiterKindOf(lower(args[3]));
+  if (!kind) {
+    std::string names;
+    for (const char* n : kLimiterNames) names += (names.empty() ? "" : ", ") + std::string(n);
+    return refuse("limiter must be one of " + names + ", got '" + args[3].substr(0, 64) + "'");
+  }
+  const auto whole = [&](const std::string& name, const std::string& text, std::int64_t min,
+                         std::int64_t max) -> std::optional<std::int64_t> {
+    const auto v = parseInt(text);
+    if (!v || *v < min || *v > max) {
+      refuse(name + " must be an integer in [" + std::to_string(min) + ", " + std::to_string(max) +
+             "], got '" + text.substr(0, 64) + "'");
+      return std::nullopt;
+    }
+    return v;
+  };
+  // A quantity of 0 peeks, where the limiter reads one (gcra).
+  const auto units = whole("n", args[2], *kind == LimiterKind::kGcra ? 0 : 1, kMax);
+  if (!units) return a;
+  LimiterSpec spec;
+  spec.kind = *kind;
+  for (std::size_t i = 4; i + 1 < args.size(); i += 2) {
+    const std::string option = lower(args[i]);
+    const std::string& value = args[i + 1];
+    if (!limiterOptionApplies(*kind, option)) {
+      return refuse("option '" + option + "' does not apply to the limiter " + lower(args[3]));
+    }
+    std::optional<std::int64_t> v;
+    if (option == "capacity") {
+      if (!(v = whole(option, value, 1, kMax))) return a;
+      spec.capacity = *v;
+    } else if (option == "period-ms") {
+      if (!(v = whole(option, value, 1, kMaxMs))) return a;
+      spec.period = *v * 1'000'000;
+    } else if (option == "refill") {
+      if (!(v = whole(option, value, 1, kMax))) return a;
+      spec.refill = *v;
+    } else if (option == "initial") {
+      if (!(v = whole(option, value, 0, kMax))) return a;
+      spec.initial = *v;
+    } else if (option == "warmup-ms") {
+      if (!(v = whole(option, value, 1, kMaxMs))) return a;
+      spec.warmup = *v * 1'000'000;
+    } else if (option == "cold-factor") {
+      if (!(v = whole(option, value, 1, WarmupParams::kMaxColdFactor))) return a;
+      spec.coldFactor = *v;
+    } else if (option == "max-wait-ms") {
+      if (!(v = whole(option, value, 0, kMaxMs))) return a;
+      spec.maxWait = *v * 1'000'000;
+    } else if (option == "config-version") {
+      if (!(v = whole(option, value, 0, kMax))) return a;
+      spec.configVersion = *v;
+    } else if (option == "replacement") {
+      const std::string r = lower(value);
+      if (r != "as-is" && r != "proportional" && r != "reset") {
+        return refuse("replacement must be as-is, proportional or reset, got '" +
+                      value.substr(0, 64) + "'");
+      }
+      spec.replacement = r == "as-is"   ? Replacement::kAsIs
+                         : r == "reset" ? Replacement::kReset
+                                        : Replacement::kProportional;
+    } else if (option == "band") {
+      const auto slash = value.find('/');
+      const auto capacity =
+          slash == std::string::npos ? std::nullopt : parseInt(value.substr(0, slash));
+      const auto ms = slash == std::string::npos ? std::nullopt : parseInt(value.substr(slash + 1));
+      if (!capacity || !ms || *capacity < 1 || *ms < 1 || *ms > kMaxMs) {
+        return refuse("band must be CAPACITY/PERIOD_MS, each a whole number >= 1, got '" +
+                      value.substr(0, 64) + "'");
+      }
+      if (spec.bands.size() == CompositeParams::kMaxBandwidths) {
+        return refuse("band: at most " + std::to_string(CompositeParams::kMaxBandwidths) +
+                      " bands");
+      }
+      spec.bands.push_back(BucketParams::perPeriod(*capacity, *ms * 1'000'000));
+    } else {
+      return refuse("unknown option '" + args[i].substr(0, 64) +
+                    "' (known: capacity, period-ms, refill, initial, warmup-ms, cold-factor, "
+                    "max-wait-ms, band, config-version, replacement)");
+    }
+  }
+  auto request = limiterRequest(spec, *units);
+  if (!request) return refuse("options of " + lower(args[3]) + ": " + request.error().detail());
+  a.request = std::move(*request);
+  a.key = std::move(args[1]);
+  return a;
+}
+
+// Compares in time independent of where the strings differ.
+bool sameSecret(std::string_view given, std::string_view secret) {
+  unsigned char diff = given.size() == secret.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    diff |= static_cast<unsigned char>(given[i] ^ secret[i % (secret.empty() ? 1 : secret.size())]);
+  }
+  return diff == 0 && !secret.empty();
+}
+
+// AUTH [username] password, and HELLO's AUTH option: the username, if given, is "default".
+std::string auth(const std::string* user, const std::string& password, RespSession& session) {
+  if (session.secret.empty()) {
+    return respError(
+        "AUTH <password> called without any password configured for the default user. Are you "
+        "sure your configuration is correct?");
+  }
+  if ((user != nullptr && *user != "default") || !sameSecret(password, session.secret)) {
+    return "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+  }
+  session.authenticated = true;
+  return "+OK\r\n";
+}
+
+RespAction hello(const std::vector<std::string>& args, RespSession& session) {
   RespAction a;
   std::size_t i = 1;
   if (args.size() > 1) {
@@ -98,11 +228,26 @@ RespAction hello(const std::vector<std::string>& args, std::uint64_t id) {
   for (; i < args.size(); ++i) {
     if (lower(args[i]) == "setname" && i + 1 < args.size()) {
       ++i;
+    } else if (lower(args[i]) == "auth" && i + 2 < args.size()) {
+      std::string result = auth(&args[i + 1], args[i + 2], session);
+      if (result != "+OK\r\n") {
+        a.reply = std::move(result);
+        return a;
+      }
+      i += 2;
     } else {
       a.reply = respError("Syntax error in HELLO option '" + args[i] + "'");
       return a;
     }
   }
+  if (!session.authenticated) {
+    a.reply =
+        "-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+        "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+        "select the RESP protocol version at the same time\r\n";
+    return a;
+  }
+  const std::uint64_t id = session.id;
   a.reply = "*14\r\n" + bulk("server") + bulk("ingrid") + bulk("version") + bulk(INGRID_VERSION) +
             bulk("proto") + integer(2) + bulk("id") + integer(static_cast<std::int64_t>(id)) +
             bulk("mode") + bulk("standalone") + bulk("role") + bulk("master") + bulk("modules") +
@@ -154,10 +299,103 @@ std::string respThrottleReply(const Result<GcraAnswer>& answer) {
          integer(retry) + integer(respSeconds(g.resetAfter));
 }
 
-RespAction respCommand(std::vector<std::string>& args, std::uint64_t connectionId) {
+namespace {
+
+// Field names and values of INGRID.ACQUIRE's reply.
+using Fields = std::vector<std::pair<std::string_view, std::int64_t>>;
+
+std::int64_t nanos(Nanos n) { return n == kNever ? -1 : n; }
+
+Fields fieldsOf(const AcquireAnswer& r) {
+  return {{"remaining", r.remaining}, {"wait_ns", nanos(r.waitNanos)}};
+}
+Fields fieldsOf(const ReserveAnswer& r) {
+  return {{"delay_ns", nanos(r.delay)}, {"remaining", r.remaining}};
+}
+Fields fieldsOf(const WarmupAnswer& r) {
+  return {{"delay_ns", nanos(r.delay)}, {"cost_ns", nanos(r.cost)}, {"stored", r.stored}};
+}
+Fields fieldsOf(const GcraAnswer& r) {
+  return {{"limit", r.limit},
+          {"remaining", r.remaining},
+          {"retry_after_ns", nanos(r.retryAfter)},
+          {"reset_after_ns", nanos(r.resetAfter)}};
+}
+Fields fieldsOf(const LimitAnswer& r) {
+  return {{"limit", r.limit},
+          {"remaining", r.remaining},
+          {"retry_after_ns", nanos(r.retryAfter)},
+          {"reset_after_ns", nanos(r.resetAfter)}};
+}
+Fields fieldsOf(const ShaperAnswer& r) {
+  return {{"delay_ns", nanos(r.delay)},
+          {"limit", r.limit},
+          {"remaining", r.remaining},
+          {"retry_after_ns", nanos(r.retryAfter)},
+          {"reset_after_ns", nanos(r.resetAfter)}};
+}
+Fields fieldsOf(const LeaseAnswer& r) {
+  return {{"lease", r.lease},
+          {"limit", r.limit},
+          {"held", r.held},
+          {"retry_after_ns", nanos(r.retryAfter)},
+          {"expires_after_ns", nanos(r.expiresAfter)}};
+}
+Fields fieldsOf(const CompositeAnswer& r) {
+  return {{"remaining", r.remaining}, {"wait_ns", nanos(r.waitNanos)}, {"version", r.version}};
+}
+
+bool grantedOf(const GcraAnswer& r) { return r.granted(); }
+template <class Answer>
+bool grantedOf(const Answer& r) {
+  return r.granted;
+}
+
+}  // namespace
+
+template <class Answer>
+std::string respAcquireReply(const Result<Answer>& answer) {
+  if (!answer) {
+    return respError(std::string(errcName(answer.error().code().value())) + ": " +
+                     answer.error().message());
+  }
+  const Fields fields = fieldsOf(*answer);
+  std::string out = "*" + std::to_string(2 * (fields.size() + 1)) + "\r\n" + bulk("granted") +
+                    integer(grantedOf(*answer) ? 1 : 0);
+  for (const auto& [name, value] : fields) out += bulk(name) + integer(value);
+  return out;
+}
+
+template std::string respAcquireReply(const Result<AcquireAnswer>&);
+template std::string respAcquireReply(const Result<ReserveAnswer>&);
+template std::string respAcquireReply(const Result<WarmupAnswer>&);
+template std::string respAcquireReply(const Result<GcraAnswer>&);
+template std::string respAcquireReply(const Result<LimitAnswer>&);
+template std::string respAcquireReply(const Result<ShaperAnswer>&);
+template std::string respAcquireReply(const Result<LeaseAnswer>&);
+template std::string respAcquireReply(const Result<CompositeAnswer>&);
+
+RespAction respCommand(std::vector<std::string>& args, RespSession& session) {
   const std::string name = lower(args[0]);
+  const std::uint64_t connectionId = session.id;
   RespAction a;
+  if (name == "auth") {
+    if (args.size() == 2) {
+      a.reply = auth(nullptr, args[1], session);
+    } else if (args.size() == 3) {
+      a.reply = auth(&args[1], args[2], session);
+    } else {
+      a.reply = respError("syntax error");
+    }
+    return a;
+  }
+  if (name == "hello") return hello(args, session);
+  if (!session.authenticated && name != "quit") {
+    a.reply = "-NOAUTH Authentication required.\r\n";
+    return a;
+  }
   if (name == "cl.throttle") return throttle(args);
+  if (name == "ingrid.acquire") return acquire(args);
   if (name == "ping") {
     if (args.size() == 1) {
       a.reply = "+PONG\r\n";
@@ -171,8 +409,6 @@ RespAction respCommand(std::vector<std::string>& args, std::uint64_t connectionI
   } else if (name == "quit") {
     a.reply = "+OK\r\n";
     a.close = true;
-  } else if (name == "hello") {
-    return hello(args, connectionId);
   } else if (name == "client") {
     return client(args, connectionId);
   } else if (name == "command") {

@@ -97,6 +97,7 @@ RespParser::Status RespParser::next(std::vector<std::string>& args) {
                     std::to_string(limits_.maxArgs) + " arguments");
       }
       if (count <= 0) continue;  // "*0" and "*-1": nothing to run, as Redis does
+      commandBytes_ = line.size() + 2;
       argsLeft_ = static_cast<std::size_t>(count);
       args_.clear();
       args_.reserve(argsLeft_ < 16 ? argsLeft_ : 16);
@@ -119,6 +120,11 @@ RespParser::Status RespParser::next(std::vector<std::string>& args) {
         return fail("bulk length " + std::to_string(length) + " is over the limit of " +
                     std::to_string(limits_.maxBulk) + " bytes");
       }
+      commandBytes_ += line.size() + 2;
+      if (commandBytes_ + static_cast<std::size_t>(length) + 2 > limits_.maxCommand) {
+        return fail("command is longer than the limit of " + std::to_string(limits_.maxCommand) +
+                    " bytes");
+      }
       bulkLength_ = length;
     }
     const auto length = static_cast<std::size_t>(bulkLength_);
@@ -128,6 +134,7 @@ RespParser::Status RespParser::next(std::vector<std::string>& args) {
     }
     args_.emplace_back(buffer_, pos_, length);
     pos_ += length + 2;
+    commandBytes_ += length + 2;
     bulkLength_ = -1;
     if (--argsLeft_ == 0) {
       args = std::move(args_);

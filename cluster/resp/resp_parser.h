@@ -23,6 +23,10 @@ struct RespLimits {
   std::size_t maxBulk = 512 * 1024;
   // Bytes in one inline command line (without its line end). Default: 65536.
   std::size_t maxInline = 64 * 1024;
+  // Bytes of one array command as sent: its header, every bulk string's header, bytes and line
+  // ends. Bounds what one connection buffers for a command (an inline one is bounded by
+  // maxInline). Default: 1048576 (1 MiB).
+  std::size_t maxCommand = 1024 * 1024;
 };
 
 class RespParser {
@@ -54,6 +58,7 @@ class RespParser {
   std::size_t pos_ = 0;            // first byte not consumed
   std::size_t argsLeft_ = 0;       // bulk strings still due in the current array
   long long bulkLength_ = -1;      // length of the bulk string being read; -1: its header is due
+  std::size_t commandBytes_ = 0;   // bytes of the current array command taken so far
   std::vector<std::string> args_;  // the current array's arguments so far
   std::string error_;
 };

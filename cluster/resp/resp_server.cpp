@@ -1,9 +1,12 @@
 #include "cluster/resp/resp_server.h"
 
 #include <array>
+#include <atomic>
 #include <set>
 #include <thread>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <asio/bind_executor.hpp>
@@ -11,6 +14,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/write.hpp>
 
 #include "cluster/resp/resp_commands.h"
@@ -30,10 +34,13 @@ class RespConnection;
 // starts and to post to it.
 class RespServerImpl {
  public:
-  RespServerImpl(Node& node, RespLimits limits) : node_(node), limits_(limits) {}
+  RespServerImpl(Node& node, RespOptions options) : node_(node), options_(options) {}
 
   Node& node_;
-  const RespLimits limits_;
+  const RespOptions options_;
+  // RespCounts, written on the server's thread, read from any.
+  std::atomic<std::uint64_t> accepted_{0}, refused_{0}, idleClosed_{0}, protocolErrors_{0},
+      commands_{0}, authFailures_{0}, open_{0};
   asio::io_context io_{1};
   asio::ip::tcp::acceptor acceptor_{io_};
   std::set<std::shared_ptr<RespConnection>> connections_;
@@ -41,7 +48,10 @@ class RespServerImpl {
   std::thread thread_;
 
   void accept();
-  void remove(const std::shared_ptr<RespConnection>& c) { connections_.erase(c); }
+  void remove(const std::shared_ptr<RespConnection>& c) {
+    connections_.erase(c);
+    open_.store(connections_.size(), std::memory_order_relaxed);
+  }
 };
 
 // One client connection: reads, parses and answers in order; one write in flight with the next
@@ -50,7 +60,15 @@ class RespServerImpl {
 class RespConnection : public std::enable_shared_from_this<RespConnection> {
  public:
   RespConnection(RespServerImpl& server, asio::ip::tcp::socket socket, std::uint64_t id)
-      : server_(server), socket_(std::move(socket)), parser_(server.limits_), id_(id) {}
+      : server_(server),
+        socket_(std::move(socket)),
+        idle_(server.io_),
+        parser_(server.options_.limits),
+        secret_(server.node_.options().clientSecret) {
+    session_.id = id;
+    session_.secret = secret_;
+    session_.authenticated = secret_.empty();
+  }
 
   void start() { read(); }
 
@@ -60,13 +78,25 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
     closed_ = true;
     std::error_code ignored;
     socket_.close(ignored);
+    idle_.cancel();
     server_.remove(shared_from_this());
   }
 
  private:
+  // Reads, with the idle timer running until something arrives.
   void read() {
+    const auto timeout = server_.options_.idleTimeout;
+    if (timeout.count() > 0) {
+      idle_.expires_after(timeout);
+      idle_.async_wait([self = shared_from_this()](std::error_code ec) {
+        if (ec || self->closed_) return;  // cancelled: input came, or the connection closed
+        self->server_.idleClosed_.fetch_add(1, std::memory_order_relaxed);
+        self->close();
+      });
+    }
     socket_.async_read_some(asio::buffer(input_),
                             [self = shared_from_this()](std::error_code ec, std::size_t n) {
+                              self->idle_.cancel();
                               // EOF, reset and cancel all end the connection alike.
                               if (ec) return self->close();
                               self->parser_.feed(std::string_view(self->input_.data(), n));
@@ -89,30 +119,49 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
         case RespParser::Status::kError:
           // A protocol error ends this connection only, after its -ERR line.
           queued_ += respError(parser_.error());
+          server_.protocolErrors_.fetch_add(1, std::memory_order_relaxed);
           closing_ = true;
           return flush();
         case RespParser::Status::kCommand:
           break;
       }
-      RespAction action = respCommand(args_, id_);
+      const bool wasAuthenticated = session_.authenticated;
+      RespAction action = respCommand(args_, session_);
+      server_.commands_.fetch_add(1, std::memory_order_relaxed);
+      if (!session_.authenticated && !wasAuthenticated && !action.reply.empty() &&
+          action.reply[0] == '-') {
+        server_.authFailures_.fetch_add(1, std::memory_order_relaxed);
+      }
       queued_ += action.reply;
       closing_ = action.close;
-      if (action.throttle) {
+      if (action.request) {
         waiting_ = true;
         flush();
-        server_.node_.invokeAsync(
-            std::move(action.throttleKey), *action.throttle,
-            asio::bind_executor(
-                server_.io_, [self = shared_from_this(), work = asio::make_work_guard(server_.io_)](
-                                 Result<GcraAnswer> answer) {
-                  self->waiting_ = false;
-                  if (self->closed_) return;
-                  self->queued_ += respThrottleReply(answer);
-                  self->run();
-                }));
+        std::visit([&](auto& request) { invoke(std::move(action.key), request, action.throttle); },
+                   *action.request);
       }
     }
     if (closing_) flush();
+  }
+
+  // Runs `request` on `key`; its answer is queued, then the commands after it run.
+  template <class Request>
+  void invoke(std::string key, const Request& request, bool throttle) {
+    using Answer = typename Request::Result;
+    server_.node_.invokeAsync(
+        std::move(key), request,
+        asio::bind_executor(
+            server_.io_, [self = shared_from_this(), throttle,
+                          work = asio::make_work_guard(server_.io_)](Result<Answer> answer) {
+              self->waiting_ = false;
+              if (self->closed_) return;
+              if constexpr (std::is_same_v<Answer, GcraAnswer>) {
+                self->queued_ += throttle ? respThrottleReply(answer) : respAcquireReply(answer);
+              } else {
+                self->queued_ += respAcquireReply(answer);
+              }
+              self->run();
+            }));
   }
 
   void flush() {
@@ -138,8 +187,10 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
 
   RespServerImpl& server_;
   asio::ip::tcp::socket socket_;
+  asio::steady_timer idle_;
   RespParser parser_;
-  const std::uint64_t id_;
+  const std::string secret_;
+  RespSession session_;
   std::array<char, 16 * 1024> input_{};
   std::vector<std::string> args_;
   std::string queued_;   // replies not yet handed to a write
@@ -157,16 +208,59 @@ void RespServerImpl::accept() {
     if (!ec) {
       std::error_code ignored;
       socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-      auto c = std::make_shared<RespConnection>(*this, std::move(socket), ++lastId_);
-      connections_.insert(c);
-      c->start();
+      if (connections_.size() >= options_.maxConnections) {
+        // Told why, then closed: one short line, written without blocking (a new socket's send
+        // buffer holds it).
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        static constexpr std::string_view kFull = "-ERR max number of clients reached\r\n";
+        socket.non_blocking(true, ignored);
+        socket.write_some(asio::buffer(kFull.data(), kFull.size()), ignored);
+        socket.close(ignored);
+      } else {
+        accepted_.fetch_add(1, std::memory_order_relaxed);
+        auto c = std::make_shared<RespConnection>(*this, std::move(socket), ++lastId_);
+        connections_.insert(c);
+        open_.store(connections_.size(), std::memory_order_relaxed);
+        c->start();
+      }
     }
     accept();  // a failed accept (out of descriptors) does not end the listener
   });
 }
 
-RespServer::RespServer(Node& node, RespLimits limits)
-    : impl_(std::make_unique<RespServerImpl>(node, limits)) {}
+RespServer::RespServer(Node& node, RespOptions options)
+    : impl_(std::make_unique<RespServerImpl>(node, options)) {}
+
+RespCounts RespServer::counts() const noexcept {
+  constexpr auto r = std::memory_order_relaxed;
+  const RespServerImpl& i = *impl_;
+  return RespCounts{i.open_.load(r),        i.accepted_.load(r),       i.refused_.load(r),
+                    i.idleClosed_.load(r),  i.protocolErrors_.load(r), i.commands_.load(r),
+                    i.authFailures_.load(r)};
+}
+
+std::string RespServer::metricsText() const {
+  const RespCounts c = counts();
+  std::string out;
+  const auto metric = [&out](const char* name, const char* type, const char* help,
+                             std::uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(value) + "\n";
+  };
+  metric("ingrid_resp_connections", "gauge", "RESP gateway connections open now.", c.connections);
+  metric("ingrid_resp_connections_accepted_total", "counter", "RESP gateway connections accepted.",
+         c.accepted);
+  metric("ingrid_resp_connections_refused_total", "counter",
+         "RESP gateway connections refused at the connection cap.", c.refused);
+  metric("ingrid_resp_idle_closed_total", "counter",
+         "RESP gateway connections closed by the idle timeout.", c.idleClosed);
+  metric("ingrid_resp_protocol_errors_total", "counter",
+         "RESP gateway connections closed for a protocol error.", c.protocolErrors);
+  metric("ingrid_resp_commands_total", "counter", "RESP gateway commands run.", c.commands);
+  metric("ingrid_resp_auth_failures_total", "counter",
+         "RESP gateway AUTH refusals and commands refused before AUTH.", c.authFailures);
+  return out;
+}
 
 RespServer::~RespServer() { stop(); }
 

@@ -1,7 +1,8 @@
 // RespServer: a RESP2 listener in front of a Node, for clients in any language that speak Redis's
-// protocol (redis-cli, redis-py, ...): CL.THROTTLE runs ingrid's GCRA processor on the key, with
-// redis-cell's arguments and reply (resp_commands.h lists the commands). `ingrid-node --resp`
-// runs one; an embedder constructs one with its Node.
+// protocol (redis-cli, redis-py, hiredis, ...): CL.THROTTLE runs ingrid's GCRA processor on the
+// key, with redis-cell's arguments and reply, INGRID.ACQUIRE any limiter (resp_commands.h lists
+// the commands). With NodeOptions::clientSecret set, clients AUTH with it first. `ingrid-node
+// --resp` runs one; an embedder constructs one with its Node.
 //
 // Thread safety: start() and stop() from one thread (the owner's). Connections are served on the
 // server's own thread, one per server: it reads, parses, answers, and receives each throttle's
@@ -16,6 +17,8 @@
 // The destructor calls stop().
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,9 +32,31 @@ namespace ingrid {
 
 class RespServerImpl;
 
+struct RespOptions {
+  // What one command may hold (resp_parser.h): arguments, bulk string, inline line, command bytes.
+  RespLimits limits = {};
+  // Connections open at once; one more is answered "-ERR max number of clients reached" and
+  // closed (Redis's maxclients reply). Default: 1024.
+  std::size_t maxConnections = 1024;
+  // A connection that sends nothing for this long while nothing of its own is pending is closed
+  // (Redis's `timeout`). 0: never. Default: 600 s (ingrid-node --idle-timeout-ms's default).
+  std::chrono::milliseconds idleTimeout{600'000};
+};
+
+// What a server has done since it started; any thread.
+struct RespCounts {
+  std::uint64_t connections = 0;     // open now
+  std::uint64_t accepted = 0;        // connections accepted
+  std::uint64_t refused = 0;         // connections refused at maxConnections
+  std::uint64_t idleClosed = 0;      // connections closed by the idle timeout
+  std::uint64_t protocolErrors = 0;  // connections closed for breaking the protocol
+  std::uint64_t commands = 0;        // commands run
+  std::uint64_t authFailures = 0;    // AUTH refused, and commands refused -NOAUTH
+};
+
 class RespServer {
  public:
-  explicit RespServer(Node& node, RespLimits limits = {});
+  explicit RespServer(Node& node, RespOptions options = {});
   RespServer(const RespServer&) = delete;
   RespServer& operator=(const RespServer&) = delete;
   ~RespServer();
@@ -41,6 +66,9 @@ class RespServer {
   Result<std::uint16_t> start(const std::string& address);
   // Idempotent.
   void stop();
+  RespCounts counts() const noexcept;
+  // counts() in Prometheus's text format (ingrid_resp_*), appended to ingrid-node's /metrics.
+  std::string metricsText() const;
 
  private:
   std::unique_ptr<RespServerImpl> impl_;

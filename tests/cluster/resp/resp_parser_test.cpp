@@ -86,3 +86,24 @@ TEST_CASE("RESP parser: limits and malformed input are refused, naming the rule"
          "\r\n");
   CHECK(drain(p) == std::vector<Args>{{"12345678", "", "a", "b"}, {std::string(16, 'x')}});
 }
+
+TEST_CASE("RESP parser: a command's total bytes are bounded", "[resp]") {
+  RespLimits limits;
+  limits.maxCommand = 64;
+  // "*2\r\n$4\r\nECHO\r\n" is 14 bytes, "$40\r\n" 5 more: a 40-byte argument and its CRLF make
+  // 61, within 64; 44 bytes make 65, refused when its header arrives (nothing more is read).
+  RespParser fits(limits);
+  fits.feed("*2\r\n$4\r\nECHO\r\n$40\r\n" + std::string(40, 'x') + "\r\n");
+  CHECK(drain(fits) == std::vector<Args>{{"ECHO", std::string(40, 'x')}});
+  RespParser over(limits);
+  over.feed("*2\r\n$4\r\nECHO\r\n$44\r\n");
+  CHECK(drain(over) ==
+        std::vector<Args>{{"!Protocol error: command is longer than the limit of 64 bytes"}});
+  // The count starts again with each command.
+  RespParser many(limits);
+  std::string twice;
+  for (int i = 0; i < 2; ++i)
+    twice += "*2\r\n$4\r\nECHO\r\n$40\r\n" + std::string(40, 'y') + "\r\n";
+  many.feed(twice);
+  CHECK(drain(many).size() == 2);
+}

@@ -35,6 +35,33 @@ using namespace ingrid;
 
 namespace {
 
+// The scripted sequence of the redis-cli test below, as commands on `key` (one per line) and the
+// replies each client prints (elements separated by spaces), derived there rule by rule.
+std::string throttleScript(const std::string& key) {
+  return "CL.THROTTLE " + key + " 4 5 3600\n" + "CL.THROTTLE " + key + " 4 5 3600 1\n" +
+         "CL.THROTTLE " + key + " 4 5 3600 0\n" + "CL.THROTTLE " + key + " 4 5 3600 3\n" +
+         "CL.THROTTLE " + key + " 4 5 3600\n" + "CL.THROTTLE " + key + " 4 5 3600\n" +
+         "CL.THROTTLE " + key + "-big 4 5 3600 6\n";
+}
+constexpr const char* kThrottleReplies =
+    "0 5 4 -1 720\n0 5 3 -1 1440\n0 5 3 -1 1440\n0 5 0 -1 3600\n1 5 0 720 3600\n"
+    "1 5 0 720 3600\n1 5 5 -1 0\n";
+
+// A file under the temporary folder holding `text`, removed when this goes.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& name, const std::string& text)
+      : path((std::filesystem::temp_directory_path() /
+              ("ingrid-resp-" + name + "-" + std::to_string(::getpid())))
+                 .string()) {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
 // Output (stdout and stderr) of a shell command; REQUIREs it to exit 0.
 std::string run(const std::string& command) {
   std::FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
@@ -50,10 +77,11 @@ std::string run(const std::string& command) {
 
 struct Gateway {
   Node node;
-  RespServer server{node};
+  RespServer server;
   std::uint16_t port = 0;
 
-  Gateway() {
+  explicit Gateway(NodeOptions nodeOptions = {}, RespOptions options = {})
+      : node(std::move(nodeOptions)), server(node, options) {
     REQUIRE(node.start());
     auto p = server.start("127.0.0.1:0");
     INFO((p ? "" : p.error().message()));
@@ -256,4 +284,159 @@ TEST_CASE("RESP gateway: starts and stops many times with clients connected", "[
   }
   RespServer server(node);
   CHECK(!server.start("no-port"));
+}
+
+TEST_CASE("RESP gateway: hiredis and redis-py run the scripted sequence pipelined",
+          "[resp][cluster]") {
+  Gateway g;
+#ifdef INGRID_HIREDIS_CLIENT
+  {
+    TempFile in("hiredis", throttleScript("hiredis"));
+    CHECK(run(std::string(INGRID_HIREDIS_CLIENT) + " " + std::to_string(g.port) + " < " +
+              in.path) == kThrottleReplies);
+  }
+#else
+  WARN("hiredis not found at configure time: its client is not built");
+#endif
+  // redis-py: every command in one pipeline (one write), replies read after.
+  TempFile in("py", throttleScript("py"));
+  const std::string script =
+      "import redis, sys\n"
+      "r = redis.Redis(host='127.0.0.1', port=" +
+      std::to_string(g.port) +
+      ")\n"
+      "p = r.pipeline(transaction=False)\n"
+      "for line in open(sys.argv[1]): p.execute_command(*line.split())\n"
+      "for reply in p.execute(): print(*reply)\n";
+  CHECK(run("/usr/bin/python3 -c \"" + script + "\" " + in.path) == kThrottleReplies);
+}
+
+TEST_CASE("RESP gateway: AUTH with the client secret", "[resp][cluster]") {
+  NodeOptions o;
+  o.clusterSecret = "cluster-secret";
+  o.clientSecret = "s3cret";
+  Gateway g(o);
+  RawClient c(g.port);
+  // Before AUTH: only AUTH, HELLO and QUIT; everything else -NOAUTH, as Redis answers.
+  c.send(command({"PING"}) + command({"CL.THROTTLE", "a", "1", "1", "60"}) +
+         command({"AUTH", "wrong"}) + command({"AUTH", "bob", "s3cret"}) +
+         command({"AUTH", "s3cret"}) + command({"PING"}));
+  const std::string noauth = "-NOAUTH Authentication required.\r\n";
+  const std::string wrongpass =
+      "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+  const std::string expected = noauth + noauth + wrongpass + wrongpass + "+OK\r\n+PONG\r\n";
+  CHECK(c.read(expected.size()) == expected);
+  // redis-cli -a sends AUTH first; HELLO 2 AUTH default <secret> authenticates too.
+  CHECK(g.cli("--no-auth-warning -a s3cret CL.THROTTLE k 0 1 60") == "0\n1\n0\n-1\n60\n");
+  CHECK(g.cli("PING") == "NOAUTH Authentication required.\n\n");
+  CHECK(g.cli("HELLO 2 AUTH default s3cret").find("server\ningrid\n") == 0);
+#ifdef INGRID_HIREDIS_CLIENT
+  TempFile in("hiredis-auth", throttleScript("hiredis-auth"));
+  CHECK(run(std::string(INGRID_HIREDIS_CLIENT) + " " + std::to_string(g.port) + " s3cret < " +
+            in.path) == std::string("OK\n") + kThrottleReplies);
+#endif
+  CHECK(g.server.counts().authFailures >= 4);
+
+  // Without a secret, AUTH is refused as Redis refuses it.
+  Gateway open;
+  CHECK(open.cli("AUTH x").find("ERR AUTH <password> called without any password configured") == 0);
+}
+
+TEST_CASE("RESP gateway: INGRID.ACQUIRE on every limiter", "[resp][cluster]") {
+  Gateway g;
+  // Each limiter's first answer on a fresh key: 2 of a limit of 5 taken, 3 left (a period of
+  // an hour: nothing refills meanwhile).
+  CHECK(g.cli("INGRID.ACQUIRE tb 2 token-bucket capacity 5 period-ms 3600000") ==
+        "granted\n1\nremaining\n3\nwait_ns\n0\n");
+  // GCRA with capacity 5: max_burst 4, emission interval 720 s; 2 units leave 3, reset 1440 s.
+  CHECK(g.cli("INGRID.ACQUIRE gc 2 GCRA CAPACITY 5 PERIOD-MS 3600000") ==
+        "granted\n1\nlimit\n5\nremaining\n3\nretry_after_ns\n0\nreset_after_ns\n"
+        "1440000000000\n");
+  for (const char* limiter : {"fixed-window", "sliding-log", "sliding-window", "leaky-meter"}) {
+    INFO(limiter);
+    const std::string out = g.cli(std::string("INGRID.ACQUIRE k-") + limiter + " 2 " + limiter +
+                                  " capacity 5 period-ms 3600000");
+    CHECK(out.find("granted\n1\nlimit\n5\nremaining\n3\nretry_after_ns\n0\n") == 0);
+  }
+  CHECK(g.cli("INGRID.ACQUIRE ls 2 leaky-shaper capacity 5 period-ms 3600000")
+            .find("granted\n1\ndelay_ns\n") == 0);
+  // A lease's id is not predictable: the fields around it are.
+  const std::string lease = g.cli("INGRID.ACQUIRE cc 2 concurrency capacity 5 period-ms 60000");
+  CHECK(lease.find("granted\n1\nlease\n") == 0);
+  CHECK(lease.find("\nlimit\n5\nheld\n2\nretry_after_ns\n0\nexpires_after_ns\n60000000000\n") !=
+        std::string::npos);
+  CHECK(g.cli("INGRID.ACQUIRE cb 2 composite band 5/3600000 band 100/60000") ==
+        "granted\n1\nremaining\n3\nwait_ns\n0\nversion\n0\n");
+  CHECK(g.cli("INGRID.ACQUIRE wu 1 token-bucket warmup-ms 1000 refill 10 period-ms 1000")
+            .find("granted\n1\ndelay_ns\n") == 0);
+  CHECK(g.cli("INGRID.ACQUIRE rs 1 token-bucket capacity 1 max-wait-ms 0") ==
+        "granted\n1\ndelay_ns\n0\nremaining\n0\n");
+  // Over the limit: denied with the wait for one token of an hour's bucket of 5 (720 s), less
+  // what refilled since the first request.
+  const std::string denied = g.cli("INGRID.ACQUIRE tb 4 token-bucket capacity 5 period-ms 3600000");
+  REQUIRE(denied.find("granted\n0\nremaining\n3\nwait_ns\n") == 0);
+  const long long wait = std::stoll(denied.substr(denied.rfind("wait_ns\n") + 8));
+  CHECK(wait > 700'000'000'000);
+  CHECK(wait <= 720'000'000'000);
+
+  // Refusals name the argument and the rule.
+  CHECK(g.cli("INGRID.ACQUIRE k 1") ==
+        "ERR wrong number of arguments for 'ingrid.acquire' command; usage: INGRID.ACQUIRE <key> "
+        "<n> <limiter> [<option> <value>]...\n\n");
+  CHECK(g.cli("INGRID.ACQUIRE k 0 token-bucket") ==
+        "ERR INGRID.ACQUIRE n must be an integer in [1, 9223372036854775807], got '0'\n\n");
+  CHECK(g.cli("INGRID.ACQUIRE k 1 nope")
+            .find("ERR INGRID.ACQUIRE limiter must be one of "
+                  "token-bucket, gcra,") == 0);
+  CHECK(g.cli("INGRID.ACQUIRE k 1 gcra initial 3") ==
+        "ERR INGRID.ACQUIRE option 'initial' does not apply to the limiter gcra\n\n");
+  CHECK(g.cli("INGRID.ACQUIRE k 1 token-bucket speed 3")
+            .find("ERR INGRID.ACQUIRE unknown option "
+                  "'speed'") == 0);
+  CHECK(g.cli("INGRID.ACQUIRE k 1 sliding-log capacity 5000")
+            .find("ERR INGRID.ACQUIRE options of sliding-log: ") == 0);
+  CHECK(g.cli("INGRID.ACQUIRE k 1 composite band 5") ==
+        "ERR INGRID.ACQUIRE band must be CAPACITY/PERIOD_MS, each a whole number >= 1, got "
+        "'5'\n\n");
+}
+
+TEST_CASE("RESP gateway: command bytes - connection cap and idle timeout are bounded",
+          "[resp][cluster]") {
+  RespOptions o;
+  o.limits.maxCommand = 4096;
+  o.maxConnections = 2;
+  o.idleTimeout = std::chrono::milliseconds(300);
+  Gateway g({}, o);
+  {
+    // A command of more than 4096 bytes: refused once its bulk header announces it.
+    RawClient big(g.port);
+    big.send("*2\r\n$4\r\nECHO\r\n$5000\r\n");
+    const std::string error =
+        "-ERR Protocol error: command is longer than the limit of 4096 bytes\r\n";
+    CHECK(big.read(error.size()) == error);
+    CHECK(big.closedByServer());
+  }
+  // Wait until the server has let the first connection go, then fill the cap.
+  REQUIRE(testing::eventually([&] { return g.server.counts().connections == 0; },
+                              std::chrono::seconds(10)));
+  RawClient a(g.port);
+  RawClient b(g.port);
+  a.send(command({"PING"}));
+  CHECK(a.read(7) == "+PONG\r\n");
+  b.send(command({"PING"}));
+  CHECK(b.read(7) == "+PONG\r\n");
+  RawClient third(g.port);
+  const std::string full = "-ERR max number of clients reached\r\n";
+  CHECK(third.read(full.size()) == full);
+  CHECK(third.closedByServer());
+  // Idle: a and b are closed by the server once they have sent nothing for 300 ms.
+  CHECK(a.closedByServer());
+  CHECK(b.closedByServer());
+  const RespCounts c = g.server.counts();
+  CHECK(c.refused == 1);
+  CHECK(c.idleClosed == 2);
+  CHECK(c.protocolErrors == 1);
+  const std::string metrics = g.server.metricsText();
+  CHECK(metrics.find("ingrid_resp_connections_refused_total 1\n") != std::string::npos);
+  CHECK(metrics.find("ingrid_resp_idle_closed_total 2\n") != std::string::npos);
 }
