@@ -195,9 +195,9 @@ class HostLab {
   static std::string neighbour(int i, const std::string& dev) {
     return "neigh replace " + address(i) + " lladdr " + mac(i) + " dev " + dev + " nud permanent\n";
   }
-  // Runs `commands` (one `ip` command a line) in namespace `ns`.
+  // Runs `commands` (one `ip` command a line, no single quote) in namespace `ns`.
   bool batch(const std::string& ns, const std::string& commands) {
-    return run("ip -n " + ns + " -batch - <<'EOF'\n" + commands + "EOF");
+    return run("printf '%s' '" + commands + "' | ip -n " + ns + " -batch -");
   }
 
   // Deletes labs ("ighost-PID-...") whose process no longer runs: what a test killed before its
