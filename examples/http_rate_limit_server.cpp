@@ -29,6 +29,7 @@
 
 #include <ingrid/node.h>
 #include <ingrid/rate_limiter.h>
+#include <ingrid/ratelimit_headers.h>
 
 namespace {
 
@@ -44,10 +45,6 @@ struct Limit {
   long long tokens;   // the bucket's capacity, q
   long long seconds;  // the window it refills in, w
 };
-
-long long ceilSeconds(ingrid::Nanos n) {
-  return n / ingrid::kNanosPerSecond + (n % ingrid::kNanosPerSecond != 0);
-}
 
 void reply(httplib::Response& res, int status, const std::string& body) {
   res.status = status;
@@ -79,12 +76,12 @@ void handle(ingrid::Node& node, Limit limit, const httplib::Request& req, httpli
   // granted: the bucket refills its deficit at limit.tokens per limit.seconds.
   const long long t =
       answer->granted
-          ? ((limit.tokens - answer->remaining) * limit.seconds + limit.tokens - 1) / limit.tokens
-          : std::max(1LL, ceilSeconds(answer->waitNanos));
-  res.set_header("RateLimit-Policy", "\"default\";q=" + std::to_string(limit.tokens) +
-                                         ";w=" + std::to_string(limit.seconds));
-  res.set_header("RateLimit",
-                 "\"default\";r=" + std::to_string(answer->remaining) + ";t=" + std::to_string(t));
+          ? ingrid::ceilSeconds(ingrid::untilFull(
+                limit.tokens, limit.seconds * ingrid::kNanosPerSecond, answer->remaining))
+          : std::max<long long>(1, ingrid::ceilSeconds(answer->waitNanos));
+  res.set_header("RateLimit-Policy",
+                 ingrid::rateLimitPolicyItem("default", limit.tokens, limit.seconds));
+  res.set_header("RateLimit", ingrid::rateLimitItem("default", answer->remaining, t));
   if (answer->granted) return reply(res, 200, "ok, " + std::to_string(answer->remaining) + " left");
   res.set_header("Retry-After", std::to_string(t));
   reply(res, 429, "slow down: try again in " + std::to_string(t) + " s");
