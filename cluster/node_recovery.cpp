@@ -49,7 +49,10 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
                                               " is not above its term " + std::to_string(c.term) +
                                               " (or its log index is 0)");
   }
-  if (!req.force && (c.isLeader || c.leader != 0)) {
+  // A follower that heard from its leader within an election timeout is part of a live quorum.
+  const bool leaderHeard =
+      c.leader != 0 && c.leaderSilentMs < static_cast<std::uint64_t>(electionTimeout().count());
+  if (!req.force && (c.isLeader || leaderHeard)) {
     return refuse(Errc::unavailable,
                   c.isLeader
                       ? "it leads the control plane in term " + std::to_string(c.term) +

@@ -355,6 +355,10 @@ void ControlPlane::poll() {
     status_.self = options_.self;
     status_.term = term;
     status_.leader = leaderId;
+    const raft_time now = r->io->time(r->io);
+    status_.leaderSilentMs = raft_state(r) == RAFT_FOLLOWER && now > r->election_timer_start
+                                 ? now - r->election_timer_start
+                                 : 0;
     status_.isLeader = leader;
     status_.voters.clear();
     status_.standbys.clear();

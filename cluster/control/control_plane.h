@@ -92,6 +92,9 @@ struct ControlStatus {
   MemberId self = 0;  // this member's Raft id
   std::uint64_t term = 0;
   MemberId leader = 0;  // as this member knows it; 0 if none
+  // A follower's (or standby's): how long since it last heard from `leader`, in ms. A standby
+  // never stands for election, so it names a dead leader until told otherwise: this says so.
+  std::uint64_t leaderSilentMs = 0;
   bool isLeader = false;
   std::uint64_t committedVersion = 0;
   std::vector<MemberId> voters;    // the Raft configuration as this member knows it
