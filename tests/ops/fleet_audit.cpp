@@ -5,7 +5,8 @@
 //   fault    from then until SIGUSR1 (the script's fault, a rolling restart, is over);
 //   after    from SIGUSR1 until --after more grants were acknowledged (load after the fault).
 // Prints "fleet-audit: steady done" when the fault may start; at the end one line per window
-// (calls, granted, denied, failed, unknown, then bench/report.h's latency percentiles) and the
+// (calls, granted, denied, failed, unknown, answers slower than 100 ms and when the slowest
+// started, then bench/report.h's latency percentiles) and the
 // audit's verdict: lost and doubled grants against the buckets' final state.
 //
 //   fleet_audit --seed HOST:PORT ... [--steady-ms 10000] [--max-fault-ms 600000] [--callers 16]
@@ -94,6 +95,8 @@ void reportWindow(const char* name, const AuditResult& r, FaultClock::time_point
                   FaultClock::time_point to) {
   std::uint64_t calls = 0, granted = 0, denied = 0, failed = 0, unknown = 0;
   std::vector<std::int64_t> latencies;
+  std::uint64_t slow = 0;                         // answered calls that took over 100 ms
+  FaultClock::duration slowest{0}, slowestAt{0};  // the slowest one, and its start - from
   for (const AuditCall& c : r.calls) {
     if (c.start < from || c.start >= to) continue;
     ++calls;
@@ -101,15 +104,19 @@ void reportWindow(const char* name, const AuditResult& r, FaultClock::time_point
     if (c.outcome == AuditCall::kDenied) ++denied;
     if (c.outcome == AuditCall::kError) ++failed;
     if (c.unknown) ++unknown;
-    if (c.outcome != AuditCall::kError) latencies.push_back((c.end - c.start).count());
+    if (c.outcome == AuditCall::kError) continue;
+    latencies.push_back((c.end - c.start).count());
+    if (c.end - c.start > 100ms) ++slow;
+    if (c.end - c.start > slowest) slowest = c.end - c.start, slowestAt = c.start - from;
   }
   const double seconds = std::chrono::duration<double>(to - from).count();
   std::printf(
       "fleet-audit: window %s: %.1f s, %llu calls, %llu granted, %llu denied, %llu failed, "
-      "%llu unknown\n",
+      "%llu unknown; %llu answered after over 100 ms, the slowest started at +%.2f s\n",
       name, seconds, static_cast<unsigned long long>(calls),
       static_cast<unsigned long long>(granted), static_cast<unsigned long long>(denied),
-      static_cast<unsigned long long>(failed), static_cast<unsigned long long>(unknown));
+      static_cast<unsigned long long>(failed), static_cast<unsigned long long>(unknown),
+      static_cast<unsigned long long>(slow), std::chrono::duration<double>(slowestAt).count());
   const std::string label = std::string("fleet-audit: latency ") + name;
   ingrid::bench::report(label.c_str(), std::move(latencies), seconds > 0 ? seconds : 1);
 }
