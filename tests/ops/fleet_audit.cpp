@@ -6,8 +6,8 @@
 //   after    from SIGUSR1 until --after more grants were acknowledged (load after the fault).
 // Prints "fleet-audit: steady done" when the fault may start; at the end one line per window
 // (calls, granted, denied, failed, unknown, answers slower than 100 ms and when the slowest
-// started, then bench/report.h's latency percentiles) and the
-// audit's verdict: lost and doubled grants against the buckets' final state.
+// started, then bench/report.h's latency percentiles) and the audit's verdict: lost and doubled
+// grants against the buckets' final state.
 //
 //   fleet_audit --seed HOST:PORT ... [--steady-ms 10000] [--max-fault-ms 600000] [--callers 16]
 //               [--warm 200] [--after 200]
