@@ -208,3 +208,58 @@ TEST_CASE(
   // replica outside the victims.
   runRecoverScenario("recover-5-members-2-backups", 5, 2, false);
 }
+
+TEST_CASE("Recover: with a cluster secret a request that does not prove it is refused",
+          "[fault][recover]") {
+  char dir[] = "/tmp/ingrid-recover-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string secret = std::string(dir) + "/secret";
+  {
+    std::FILE* f = std::fopen(secret.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("recover-test-secret\n", f);
+    std::fclose(f);
+  }
+  FaultClusterOptions o;
+  o.members = 3;
+  o.args = {"--partitions",
+            "16",
+            "--workers",
+            "1",
+            "--voters",
+            "3",
+            "--failure-timeout-ms",
+            "2000",
+            "--cluster-secret-file",
+            secret};
+  FaultCluster cluster(o);
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  cluster[0].kill9();
+  cluster[1].kill9();
+  const std::string survivor = cluster[2].address;
+  REQUIRE(ingrid::testing::eventually([&] { return writesStopped(survivor); }, 20s));
+
+  NodeProcess without({}, INGRID_CLI_PATH,
+                      {"recover", "--seed", survivor, "--yes", "--timeout-ms", "2000"});
+  const auto refused = without.waitExit(60s);
+  INFO(without.tail(12));
+  REQUIRE(refused);
+  CHECK(WIFEXITED(*refused));
+  CHECK(WEXITSTATUS(*refused) == 1);
+  CHECK(without.waitForLine("does not prove the cluster secret", 1s));
+  CHECK(writesStopped(survivor));
+
+  NodeProcess with({}, INGRID_CLI_PATH,
+                   {"recover", "--seed", survivor, "--yes", "--timeout-ms", "2000",
+                    "--cluster-secret-file", secret});
+  const auto done = with.waitExit(60s);
+  INFO(with.tail(12));
+  REQUIRE(done);
+  CHECK(WIFEXITED(*done));
+  CHECK(WEXITSTATUS(*done) == 0);
+  CHECK(with.waitForLine("leads the control plane in term", 1s));
+  std::remove(secret.c_str());
+  rmdir(dir);
+}
