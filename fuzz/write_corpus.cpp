@@ -473,6 +473,45 @@ void addProcessors(Corpus& corpus) {
   }
 }
 
+// fuzz_resp: chunk size, limits, session (fuzz_resp.cpp), then a RESP stream.
+std::string respSeed(std::uint8_t chunk, std::uint8_t limits, std::uint8_t session,
+                     const std::string& stream) {
+  return std::string{static_cast<char>(chunk), static_cast<char>(limits),
+                     static_cast<char>(session)} +
+         stream;
+}
+
+std::string respCommand(const std::vector<std::string>& args) {
+  std::string out = "*" + std::to_string(args.size()) + "\r\n";
+  for (const auto& a : args) out += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+  return out;
+}
+
+void addResp(Corpus& corpus) {
+  auto& seeds = corpus["fuzz_resp"];
+  seeds["throttle_pipelined"] =
+      respSeed(255, 0, 0,
+               respCommand({"CL.THROTTLE", "k", "4", "5", "3600"}) +
+                   respCommand({"CL.THROTTLE", "k", "4", "5", "3600", "0"}) + "PING\r\n" +
+                   respCommand({"QUIT"}));
+  seeds["acquire_split"] =
+      respSeed(3, 0, 0,
+               respCommand({"INGRID.ACQUIRE", "k", "2", "token-bucket", "capacity", "5",
+                            "period-ms", "1000", "initial", "3"}) +
+                   respCommand({"INGRID.ACQUIRE", "c", "1", "composite", "band", "5/1000", "band",
+                                "100/60000", "replacement", "reset"}) +
+                   respCommand({"INGRID.ACQUIRE", "w", "1", "token-bucket", "warmup-ms", "100",
+                                "cold-factor", "3", "max-wait-ms", "5"}));
+  seeds["auth_small_limits"] =
+      respSeed(16, 1, 1,
+               respCommand({"PING"}) + respCommand({"AUTH", "wrong"}) +
+                   respCommand({"HELLO", "2", "AUTH", "default", "s3cret", "SETNAME", "n"}) +
+                   respCommand({"CLIENT", "SETNAME", "me"}) + respCommand({"COMMAND", "DOCS"}) +
+                   respCommand({"ECHO", std::string(80, 'x')}));
+  seeds["inline_and_errors"] =
+      respSeed(7, 0, 0, "ping hi\r\n\r\nECHO  a\nhello 3\r\n*1\r\n$-5\r\n");
+}
+
 void write(const Corpus& corpus, const std::filesystem::path& dir) {
   for (const auto& [harness, seeds] : corpus) {
     std::filesystem::create_directories(dir / harness);
@@ -499,6 +538,7 @@ int main(int argc, char** argv) {
     ingrid::fuzz::addMessages(corpus);
     ingrid::fuzz::addRaft(corpus);
     ingrid::fuzz::addProcessors(corpus);
+    ingrid::fuzz::addResp(corpus);
     ingrid::fuzz::write(corpus, argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_write_corpus: %s\n", e.what());

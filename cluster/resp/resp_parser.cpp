@@ -53,6 +53,10 @@ RespParser::Status RespParser::nextInline(std::vector<std::string>& args) {
   }
   std::string_view line = std::string_view(buffer_).substr(pos_, end - pos_);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.size() > limits_.maxInline) {  // a line ended by "\n" alone may be one byte longer
+    return fail("inline command is longer than the limit of " + std::to_string(limits_.maxInline) +
+                " bytes");
+  }
   args.clear();
   std::size_t i = 0;
   while (i < line.size()) {

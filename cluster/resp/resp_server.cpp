@@ -158,6 +158,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
               if constexpr (std::is_same_v<Answer, GcraAnswer>) {
                 self->queued_ += throttle ? respThrottleReply(answer) : respAcquireReply(answer);
               } else {
+                static_cast<void>(throttle);  // only CL.THROTTLE's GCRA has a reply of its own
                 self->queued_ += respAcquireReply(answer);
               }
               self->run();

@@ -107,3 +107,17 @@ TEST_CASE("RESP parser: a command's total bytes are bounded", "[resp]") {
   many.feed(twice);
   CHECK(drain(many).size() == 2);
 }
+
+TEST_CASE("RESP parser: an inline line ended by LF alone is bounded like one ended by CRLF",
+          "[resp]") {
+  RespLimits limits;
+  limits.maxInline = 8;
+  RespParser fits(limits);
+  fits.feed("PING 123\nPING 321\r\n");
+  CHECK(drain(fits) == std::vector<Args>{{"PING", "123"}, {"PING", "321"}});
+  // Nine bytes before a bare LF: over the limit (found by fuzz_resp).
+  RespParser over(limits);
+  over.feed("PING 1234\n");
+  CHECK(drain(over) ==
+        std::vector<Args>{{"!Protocol error: inline command is longer than the limit of 8 bytes"}});
+}
