@@ -27,6 +27,9 @@
 
 #include "cluster/probe_server.h"
 #include "cluster/resp/resp_server.h"
+#ifdef INGRID_HTTP_GATEWAY
+#include "cluster/http_gateway/http_gateway.h"
+#endif
 
 namespace {
 
@@ -120,6 +123,10 @@ void describe(const ingrid::Topology& t, ingrid::MemberId self, Level level) {
 struct Gateways {
   std::string resp;
   ingrid::RespOptions respOptions;
+#ifdef INGRID_HTTP_GATEWAY
+  std::string http;
+  ingrid::HttpGatewayOptions httpOptions;
+#endif
 };
 
 // Every option of ingrid-node on `app`, writing `o`, `level`, `metrics` and `gw`; each also read
@@ -287,6 +294,30 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "Default: 1048576")
       ->type_name("N")
       ->check(wholeIn(1024, 1LL << 30));
+#ifdef INGRID_HTTP_GATEWAY
+  app.add_option("--http", gw.http,
+                 "serve gubernator's HTTP/JSON API there: POST /v1/GetRateLimits\n"
+                 "(docs/gateways.md); port 0 picks a free port (printed on start).\n"
+                 "Default: none")
+      ->type_name("HOST:PORT");
+  app.add_option("--http-threads", gw.httpOptions.threads,
+                 "HTTP connections served at once (each kept-alive connection holds\n"
+                 "a thread; more wait). Default: 16")
+      ->type_name("N")
+      ->check(wholeIn(1, 4096));
+  app.add_option("--http-max-body-bytes", gw.httpOptions.maxBodyBytes,
+                 "bytes of one HTTP request body; a longer one is answered 413.\n"
+                 "Default: 1048576")
+      ->type_name("N")
+      ->check(wholeIn(1024, 1LL << 30));
+  app.add_option_function<long long>(
+         "--http-idle-timeout-ms",
+         [&gw](long long v) { gw.httpOptions.idleTimeout = std::chrono::milliseconds(v); },
+         "close an HTTP connection idle this long, or whose request does not\n"
+         "arrive within it (whole seconds, at least 1). Default: 60000")
+      ->type_name("N")
+      ->check(wholeIn(1000, 86'400'000));
+#endif
   app.add_option("--max-connections", o.maxConnections,
                  "connections accepted at once; one more is refused with an error\n"
                  "naming the limit. Default: 4096")
@@ -384,6 +415,10 @@ int main(int argc, char** argv) {
   const std::string& respAddress = gateways.resp;
   ingrid::RespServer resp(node, gateways.respOptions);
   if (!respAddress.empty()) probes.appendMetrics([&resp] { return resp.metricsText(); });
+#ifdef INGRID_HTTP_GATEWAY
+  ingrid::HttpGateway http(node, gateways.httpOptions);
+  if (!gateways.http.empty()) probes.appendMetrics([&http] { return http.metricsText(); });
+#endif
   if (!metricsAddress.empty()) {
     const auto port = probes.start(metricsAddress);
     if (!port) {
@@ -405,6 +440,20 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: RESP on %s:%u\n",
                 respAddress.substr(0, respAddress.rfind(':')).c_str(), unsigned{*port});
   }
+#ifdef INGRID_HTTP_GATEWAY
+  if (!gateways.http.empty()) {
+    const auto port = http.start(gateways.http);
+    if (!port) {
+      std::fprintf(stderr, "ingrid-node: --http: %s\n", port.error().message().c_str());
+      resp.stop();
+      probes.stop();
+      node.stop();
+      return 2;
+    }
+    std::printf("ingrid-node: HTTP on %s:%u\n",
+                gateways.http.substr(0, gateways.http.rfind(':')).c_str(), unsigned{*port});
+  }
+#endif
   std::string shardPorts;
   // Held while `me` is read: the network thread may install a newer topology meanwhile.
   const ingrid::TopologyPtr topology = node.topology();
@@ -430,6 +479,9 @@ int main(int argc, char** argv) {
   }
   node.stop();  // the probes answer meanwhile: /readyz 503 "leaving"; RESP clients get -ERR
   resp.stop();
+#ifdef INGRID_HTTP_GATEWAY
+  http.stop();
+#endif
   probes.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
   return 0;

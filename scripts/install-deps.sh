@@ -15,7 +15,8 @@ set -euo pipefail
 # libcpp-httplib-dev: the HTTP server of `ingrid-node --metrics` (/metrics and the probes).
 # libcli11-dev: the option parsing of ingrid-node and ingrid-cli (header-only).
 # prometheus, curl and tmux (tests only): a real Prometheus scrapes a test cluster; curl asks
-# probes; tmux runs `ingrid-cli top` in a terminal.
+# probes and the HTTP gateway; tmux runs `ingrid-cli top` in a terminal.
+# (rapidjson-dev, the HTTP gateway's JSON, comes with libcereal-dev, which depends on it.)
 # redis-tools and python3-redis (tests only): redis-cli and redis-py against the RESP gateway.
 # libhiredis-dev (tests only): a C client pipelining against the RESP gateway (docs/ARCHITECTURE.md
 # "Dependencies"); its test program is built only when hiredis is found.
