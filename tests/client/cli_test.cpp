@@ -316,8 +316,8 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     refused("acquire cli-strict --seed " + seed, "N is required");
     refused("status", "--seed is required");
     refused("frobnicate --seed " + seed,
-            "unknown command 'frobnicate' (commands: status, wait, top, acquire, inspect, release, "
-            "extend, load)");
+            "unknown command 'frobnicate' (commands: status, wait, top, acquire, inspect, recover, "
+            "release, extend, load)");
     refused("status extra --seed " + seed, "not expected: extra");
     refused("load --json --seed " + seed, "not expected: --json");
     refused("acquire cli-strict 1 --limiter leaky --seed " + seed,
