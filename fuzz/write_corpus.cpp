@@ -512,6 +512,20 @@ void addResp(Corpus& corpus) {
       respSeed(7, 0, 0, "ping hi\r\n\r\nECHO  a\nhello 3\r\n*1\r\n$-5\r\n");
 }
 
+void addGubernatorJson(Corpus& corpus) {
+  auto& seeds = corpus["fuzz_gubernator_json"];
+  seeds["token_bucket"] =
+      R"({"requests":[{"name":"api","unique_key":"k","hits":1,"limit":"10","duration":60000}]})";
+  seeds["leaky_bucket_camel"] =
+      R"({"requests":[{"name":"api","uniqueKey":"k","hits":"0","limit":5,"duration":"1000",)"
+      R"("algorithm":"LEAKY_BUCKET","burst":8,"behavior":"GLOBAL","metadata":{"a":"b"},)"
+      R"("createdAt":"1790000000000"}]})";
+  seeds["refused_items"] =
+      R"({"requests":[{"unique_key":"k","limit":1,"duration":1},{"name":"n","unique_key":"k",)"
+      R"("limit":1,"duration":1,"behavior":12},{"name":"n","unique_key":"k","hits":-1}]})";
+  seeds["bad_type"] = R"({"requests":[{"name":"n","hits":"many"}]})";
+}
+
 void write(const Corpus& corpus, const std::filesystem::path& dir) {
   for (const auto& [harness, seeds] : corpus) {
     std::filesystem::create_directories(dir / harness);
@@ -539,6 +553,7 @@ int main(int argc, char** argv) {
     ingrid::fuzz::addRaft(corpus);
     ingrid::fuzz::addProcessors(corpus);
     ingrid::fuzz::addResp(corpus);
+    ingrid::fuzz::addGubernatorJson(corpus);
     ingrid::fuzz::write(corpus, argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_write_corpus: %s\n", e.what());

@@ -97,7 +97,9 @@ GubernatorItem itemOf(const Value& r, const std::string& path) {
   if (!r.IsObject()) throw Refusal{path + ": must be an object"};
   GubernatorItem item;
   std::int64_t behavior = 0;
-  for (auto m = r.MemberBegin(); m != r.MemberEnd(); ++m) {
+  // By index: rapidjson 1.1's iterator comparisons are ambiguous in C++20.
+  for (rapidjson::SizeType i = 0; i < r.MemberCount(); ++i) {
+    const auto m = r.MemberBegin() + i;
     const std::string_view name(m->name.GetString(), m->name.GetStringLength());
     const std::string at = path + "." + std::string(name.substr(0, 64));
     const Value& v = m->value;
@@ -168,14 +170,15 @@ std::variant<std::vector<GubernatorItem>, std::string> parseGetRateLimits(std::s
   }
   try {
     if (!doc.IsObject()) throw Refusal{"body: must be a JSON object"};
-    const auto requests = doc.FindMember("requests");
-    if (requests == doc.MemberEnd()) throw Refusal{"requests: missing"};
-    for (auto m = doc.MemberBegin(); m != doc.MemberEnd(); ++m) {
+    if (!doc.HasMember("requests")) throw Refusal{"requests: missing"};
+    const Value& requests = doc["requests"];
+    for (rapidjson::SizeType i = 0; i < doc.MemberCount(); ++i) {
+      const auto m = doc.MemberBegin() + i;
       const std::string_view name(m->name.GetString(), m->name.GetStringLength());
       if (name != "requests") throw Refusal{"body: unknown field " + quoted(name)};
     }
-    if (!requests->value.IsArray()) throw Refusal{"requests: must be an array"};
-    const auto list = requests->value.GetArray();
+    if (!requests.IsArray()) throw Refusal{"requests: must be an array"};
+    const auto list = requests.GetArray();
     if (list.Size() > kMaxGubernatorRequests) {
       throw Refusal{"requests: at most " + std::to_string(kMaxGubernatorRequests) +
                     " in one call, got " + std::to_string(list.Size())};
