@@ -216,7 +216,14 @@ int recover(ingrid::Client& client, const std::vector<std::string>& seeds, const
       req.proof = member_auth::recoverProof(o.clusterSecret, s.status.memberId, topologyBytes,
                                             req.term, req.index, req.force);
     }
+    // A survivor that heard from a leader lately refuses as unavailable until that leader's
+    // leases have surely run out (a lease and an election timeout): asked again until then.
+    const auto askUntil = std::chrono::steady_clock::now() + timeout * 10;
     auto r = client.recoverRaw(s.address, encode(req), timeout);
+    while (!r && r.error() == Errc::unavailable && std::chrono::steady_clock::now() < askUntil) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the retry interval
+      r = client.recoverRaw(s.address, encode(req), timeout);
+    }
     if (!r) {
       std::fprintf(stderr, "ingrid-cli: member %llu (%s) did not recover: %s\n",
                    static_cast<unsigned long long>(s.status.memberId), s.address.c_str(),

@@ -49,18 +49,19 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
                                               " is not above its term " + std::to_string(c.term) +
                                               " (or its log index is 0)");
   }
-  // A follower that heard from its leader within an election timeout is part of a live quorum.
-  const bool leaderHeard =
-      c.leader != 0 && c.leaderSilentMs < static_cast<std::uint64_t>(electionTimeout().count());
-  if (!req.force && (c.isLeader || leaderHeard)) {
+  // A member that heard from a leader lately may be part of a live quorum, and the leases that
+  // leader granted may still run: only once it has been silent for a lease and an election
+  // timeout may the survivors' new primaries act.
+  const auto quiet = static_cast<std::uint64_t>((leaseDuration() + electionTimeout()).count());
+  if (!req.force && (c.isLeader || c.leaderSilentMs < quiet)) {
     return refuse(Errc::unavailable,
-                  c.isLeader
-                      ? "it leads the control plane in term " + std::to_string(c.term) +
-                            ": a quorum is alive (--force recovers anyway)"
-                      : "it follows member " + std::to_string(c.leader) +
-                            " as the control plane's leader of term " + std::to_string(c.term) +
-                            ": a quorum may be alive (if that member is gone, wait an "
-                            "election timeout and ask again; --force recovers anyway)");
+                  c.isLeader ? "it leads the control plane in term " + std::to_string(c.term) +
+                                   ": a quorum is alive (--force recovers anyway)"
+                             : "it heard from the control plane's leader " +
+                                   std::to_string(c.leaderSilentMs) +
+                                   " ms ago: a quorum may be alive, and that leader's leases may "
+                                   "still run; ask again once it has been silent for " +
+                                   std::to_string(quiet) + " ms (--force recovers anyway)");
   }
   // The old Raft instance goes (and with it any leadership and coordinator); the new one starts
   // from the recovered topology, which raft hands back to commitTopology (restore).

@@ -355,10 +355,16 @@ void ControlPlane::poll() {
     status_.self = options_.self;
     status_.term = term;
     status_.leader = leaderId;
+    // The last contact with a leader, kept across states (a candidate names none).
     const raft_time now = r->io->time(r->io);
-    status_.leaderSilentMs = raft_state(r) == RAFT_FOLLOWER && now > r->election_timer_start
-                                 ? now - r->election_timer_start
-                                 : 0;
+    if (leader) {
+      lastLeaderContact_ = now;
+    } else if (raft_state(r) == RAFT_FOLLOWER && leaderId != 0) {
+      lastLeaderContact_ = r->election_timer_start;  // reset by each message of the leader
+    }
+    status_.leaderSilentMs = lastLeaderContact_ == 0
+                                 ? UINT64_MAX
+                                 : now - std::min<std::uint64_t>(now, lastLeaderContact_);
     status_.isLeader = leader;
     status_.voters.clear();
     status_.standbys.clear();

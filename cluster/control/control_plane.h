@@ -92,9 +92,10 @@ struct ControlStatus {
   MemberId self = 0;  // this member's Raft id
   std::uint64_t term = 0;
   MemberId leader = 0;  // as this member knows it; 0 if none
-  // A follower's (or standby's): how long since it last heard from `leader`, in ms. A standby
-  // never stands for election, so it names a dead leader until told otherwise: this says so.
-  std::uint64_t leaderSilentMs = 0;
+  // How long since this member last heard from a leader (or led), in ms; UINT64_MAX if never.
+  // A standby never stands for election, so it names a dead leader until told otherwise: this
+  // says how long that leader has been silent.
+  std::uint64_t leaderSilentMs = UINT64_MAX;
   bool isLeader = false;
   std::uint64_t committedVersion = 0;
   std::vector<MemberId> voters;    // the Raft configuration as this member knows it
@@ -174,7 +175,8 @@ class ControlPlane final : private RaftNetwork {
   std::uint64_t leaderTerm_ = 0;  // the term wasLeader_ is about (control thread)
   MemberId learntLeader_ = 0;     // the last leader reported by leaderLearnt (control thread)
   std::uint64_t learntTerm_ = 0;  // and its term
-  TopologyPtr committed_;         // control thread
+  std::uint64_t lastLeaderContact_ = 0;  // raft time (ms); 0: never (control thread)
+  TopologyPtr committed_;                // control thread
   std::atomic<bool> isLeader_{false};
   std::atomic<std::uint64_t> term_{0};
   std::atomic<bool> stopped_{false};
