@@ -8,6 +8,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,11 +25,14 @@
 #include "cluster/transport/messages.h"
 #include "cluster/transport/shard_links.h"
 #include "cluster/transport/tls.h"
+#include "cluster/transport/topology_watch.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {
 
-class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
+class ClientImpl final : public ConnectionHandler,
+                         private CallRouter::Host,
+                         private TopologyWatch::Host {
  public:
   explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {}
   ~ClientImpl() override { stop(); }
@@ -73,6 +77,12 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
     if (inflight_.fetch_sub(1, std::memory_order_acq_rel) == 1) inflight_.notify_all();
   }
 
+  // TopologyWatch::Host.
+  TopologyPtr watchedTopology() const override { return topology(); }
+  void dialAuthenticated(const std::string& address,
+                         UniqueFunction<void(Result<std::shared_ptr<Connection>>)> done) override;
+  void topologyAnswered(const TopologyPtr& t) override { learnTopology(t); }
+
   // One request on a connection of its own, answered through `answered` (any thread).
   void requestAsync(const std::string& address, MessageType type, std::string body,
                     std::chrono::milliseconds timeout,
@@ -104,6 +114,7 @@ class ClientImpl final : public ConnectionHandler, private CallRouter::Host {
   std::unordered_set<std::string> asking_;
   std::chrono::steady_clock::time_point nextRefreshAt_{};  // network thread
   std::optional<asio::steady_timer> watchdog_;             // network thread
+  std::optional<TopologyWatch> topologyWatch_;             // network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), io_};
   std::atomic<int> state_{kCreated};
   std::atomic<std::int64_t> inflight_{0};
@@ -261,6 +272,13 @@ Result<bool> ClientImpl::start() {
       asio::post(io_, [this] {
         watchdog_.emplace(io_);
         watch();
+        if (options_.watchTopology) {
+          TopologyWatch::Options o;
+          o.salt = std::random_device{}();
+          o.salt = (o.salt << 32) ^ std::random_device{}();
+          topologyWatch_.emplace(static_cast<TopologyWatch::Host&>(*this), io_, o);
+          topologyWatch_->retarget();
+        }
       });
       return true;
     }
@@ -288,6 +306,7 @@ void ClientImpl::stop() {
   for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
   asio::post(io_, [this] {
     if (watchdog_) watchdog_->cancel();
+    if (topologyWatch_) topologyWatch_->stop();
     for (auto& [id, peer] : peers_) peer->close();
     peers_.clear();
     if (shardLinks_) shardLinks_->closeAll();
@@ -354,8 +373,8 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
   if (cur && successorInvalidReason(*cur, *t)) return;
   topology_.store(t);
   // Links to members that left are closed after a request's full deadline (in-flight answers),
-  // but those that have left a request unanswered past suspectAfter (removed as failed: dead or
-  // paused) are abandoned now: their calls go again, same id, to the new primaries at once.
+  // but those that have owed an answer and heard nothing for suspectAfter (removed as failed:
+  // dead or paused) are abandoned now: their calls go again, same id, to the new primaries.
   const auto silentSince = std::chrono::steady_clock::now() - options_.suspectAfter;
   const std::string why = "member left topology v" + std::to_string(t->version) + " while silent";
   for (auto it = peers_.begin(); it != peers_.end();) {
@@ -363,7 +382,7 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
       ++it;
       continue;
     }
-    if (it->second->oldestPendingSince() <= silentSince) {
+    if (it->second->unansweredSince() <= silentSince) {
       it->second->abandon(why);
     } else {
       auto timer = std::make_shared<asio::steady_timer>(io_, options_.requestTimeout);
@@ -372,6 +391,7 @@ void ClientImpl::learnTopology(const TopologyPtr& t) {
     it = peers_.erase(it);
   }
   shardLinks_->retain(*t, options_.requestTimeout, silentSince, why);
+  if (topologyWatch_) topologyWatch_->retarget();
 }
 
 void ClientImpl::routeLooksStale() {
@@ -382,10 +402,10 @@ void ClientImpl::watch() {
   if (state_.load() != kRunning || !watchdog_) return;
   const auto now = std::chrono::steady_clock::now();
   const auto suspect = [&](const auto& link) {
-    return link.second->oldestPendingSince() <= now - options_.suspectAfter;
+    return link.second->unansweredSince() <= now - options_.suspectAfter;
   };
   if (std::any_of(peers_.begin(), peers_.end(), suspect) ||
-      shardLinks_->pendingSince(now - options_.suspectAfter)) {
+      shardLinks_->unansweredSince(now - options_.suspectAfter)) {
     refreshAll();
   }
   watchdog_->expires_after(std::max(options_.suspectAfter / 2, std::chrono::milliseconds(10)));
@@ -473,6 +493,19 @@ Result<Frame> ClientImpl::requestOnce(const std::string& address, MessageType ty
                                     " ms (client stopping?)");
   }
   return answer.get();
+}
+
+void ClientImpl::dialAuthenticated(const std::string& address,
+                                   UniqueFunction<void(Result<std::shared_ptr<Connection>>)> done) {
+  transport_->connect(
+      address, [this, done = std::move(done)](Result<std::shared_ptr<Connection>> conn) mutable {
+        if (!conn) {
+          done(std::move(conn).error());
+          return;
+        }
+        auto c = conn.value();
+        authenticate(c, [c, done = std::move(done)]() mutable { done(c); });
+      });
 }
 
 void ClientImpl::authenticate(const std::shared_ptr<Connection>& c, UniqueFunction<void()> then) {

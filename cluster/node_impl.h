@@ -45,6 +45,7 @@
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
 #include "cluster/transport/shard_links.h"
+#include "cluster/transport/topology_watchers.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {
@@ -352,6 +353,8 @@ class NodeImpl final : public ConnectionHandler,
   bool heartbeatsStopped_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
   bool catchingUp_ = false;
+  // Clients' GetTopology watches, answered when a newer topology is installed (network thread).
+  TopologyWatchers watchers_{netIo_};
 
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;

@@ -612,6 +612,7 @@ void NodeImpl::stop() {
       heartbeatTimer_.cancel();
       leaseTimer_.cancel();
       judgeTimer_.cancel();
+      watchers_.stop();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
       if (shardLinks_) shardLinks_->closeAll();
@@ -751,6 +752,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     topology_.store(next);
   }
   topoCv_.notify_all();
+  watchers_.publish(next);
   if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);
   retainReplicaLinks(next);
@@ -841,7 +843,13 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
       case MessageType::kSnapshot:
         return data_->handleSnapshot(conn, std::move(frame));
       case MessageType::kGetTopology:
-        conn->reply(header, header.type, topology()->version, encode(TopologyBody{*topology()}));
+        if (frame.body.empty()) {
+          conn->reply(header, header.type, topology()->version, encode(TopologyBody{*topology()}));
+        } else {  // a watch: answered when a newer topology is installed, or its wait ran out
+          const WatchTopologyBody watch = decode<WatchTopologyBody>(frame.body);
+          watchers_.hold(conn, header, watch.after, std::chrono::milliseconds(watch.waitMs),
+                         topology());
+        }
         return;
       case MessageType::kHeartbeat:  // the reply's header carries this member's topology version
         conn->reply(header, header.type, topology()->version, {});

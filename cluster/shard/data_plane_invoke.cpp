@@ -202,6 +202,7 @@ void DataPlane::noteLagging(PartitionId p, MemberId b, std::uint64_t seq) {
 
 void DataPlane::noteCaughtUp(PartitionId p, MemberId b, std::uint64_t seq) {
   Replica& rep = replicas_[p];
+  if (rep.lagging.empty()) return;  // the common case, on every acknowledgement: no store
   std::erase_if(rep.lagging, [&](const auto& l) { return l.first == b && l.second <= seq; });
   rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
 }

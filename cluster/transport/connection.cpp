@@ -153,12 +153,6 @@ void Connection::checkSilence() {
   });
 }
 
-Connection::Clock::time_point Connection::oldestPendingSince() const noexcept {
-  Clock::time_point oldest = Clock::time_point::max();
-  for (const auto& [id, p] : pending_) oldest = std::min(oldest, p.deadline - p.timeout);
-  return oldest;
-}
-
 bool Connection::isOpen() const noexcept { return open_.load(std::memory_order_acquire); }
 
 void Connection::request(MessageType type, std::uint64_t topologyVersion, std::string body,
@@ -193,6 +187,7 @@ void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, s
   const std::uint64_t id = nextRequestId_++;
   const Clock::time_point deadline = Clock::now() + timeout;
   pending_.emplace(id, Pending{std::move(done), deadline, timeout, type});
+  if (owedSince_ == Clock::time_point::max()) owedSince_ = Clock::now();
   if (deadlines_.size() > 2 * pending_.size() + 64) {
     // Mostly answered requests: rebuild from the pending ones (amortized O(1) per request).
     deadlines_.clear();
@@ -473,6 +468,10 @@ void Connection::onReadError(const std::error_code& ec) {
   closeNow(Error(Errc::unreachable, ec == asio::error::eof ? "closed by peer" : ec.message()));
 }
 
+void Connection::heard() {
+  owedSince_ = pending_.empty() ? Clock::time_point::max() : Clock::now();
+}
+
 void Connection::dispatch(Frame frame) {
   if (frame.header.isResponse() && frame.header.requestId == 0 && frame.header.isError()) {
     // Not an answer to any request of ours: the peer refuses the connection itself (too many
@@ -482,9 +481,13 @@ void Connection::dispatch(Frame frame) {
   }
   if (frame.header.isResponse()) {
     auto it = pending_.find(frame.header.requestId);
-    if (it == pending_.end()) return;  // timed out already, or never ours: ignore
+    if (it == pending_.end()) {  // timed out already, or never ours: ignored, but heard
+      heard();
+      return;
+    }
     Pending answered = std::move(it->second);
     pending_.erase(it);
+    heard();
     if (frame.header.isError()) {
       answered.done(decodeErrorReply(frame.body, remote_));
     } else {
@@ -492,6 +495,7 @@ void Connection::dispatch(Frame frame) {
     }
     return;
   }
+  heard();
   const FrameHeader request = frame.header;
   try {
     handler_.onRequest(shared_from_this(), std::move(frame));

@@ -154,9 +154,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void onClose(CloseListener listener);
 
   bool isOpen() const noexcept;
-  // When the oldest request still waiting for its reply was sent (time_point::max() if none).
-  // Network thread only.
-  std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
+  // Since when this connection has owed an answer and received nothing: the sending of the first
+  // request made after the last frame that arrived (a request that timed out stays owed), or
+  // time_point::max() if every request was answered. Network thread only.
+  std::chrono::steady_clock::time_point owedSince() const noexcept { return owedSince_; }
   // "host:port" of the remote end, fixed at construction ("?" if unknown).
   const std::string& remote() const noexcept { return remote_; }
   // Writes started (each one gathered system call, or one TLS record), for tests. Network
@@ -213,6 +214,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool parseFrames();
   void onReadError(const std::error_code& ec);
   void dispatch(Frame frame);
+  // A frame arrived: nothing is owed from before now.
+  void heard();
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
                     std::chrono::milliseconds timeout, ResponseHandler done);
   // Times out every pending request whose deadline has passed, then arms deadlineTimer_ for
@@ -312,6 +315,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // connection started), and the frames read so far.
   asio::steady_timer silenceTimer_;
   Clock::time_point lastFrameAt_{};
+  Clock::time_point owedSince_ = Clock::time_point::max();  // see owedSince()
   std::uint64_t framesRead_ = 0;
   // Bytes in writes_ (bounded by maxQueuedBytes for a peer that is not a member).
   std::size_t queuedBytes_ = 0;

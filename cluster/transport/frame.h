@@ -29,7 +29,9 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 //    carries its wall-clock deadline; Topology publishes the dedup window.
 // 8: MemberInfo and Join carry the zone; Status carries behind and leaseLapses.
 // 9: kRecover (ingrid-cli recover: survivors of a lost quorum form a new control plane).
-inline constexpr std::uint16_t kProtocolVersion = 9;
+// 10: GetTopology with a body (WatchTopologyBody) is a watch, answered once a newer topology is
+//     installed.
+inline constexpr std::uint16_t kProtocolVersion = 10;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;

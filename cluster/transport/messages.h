@@ -109,6 +109,18 @@ struct TopologyBody {
   }
 };
 
+// kGetTopology with a body: a watch (a long poll). The member answers with its topology once it
+// has one newer than `after`, or after `waitMs` (at most 60 s), whichever is first. An empty body
+// asks for the topology now.
+struct WatchTopologyBody {
+  std::uint64_t after = 0;
+  std::uint32_t waitMs = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(after, waitMs);
+  }
+};
+
 // kInvoke: run `processor` with encoded `args` on `key`. Reply: InvokeReply, kRedirect, or an
 // error (unknown_processor, invalid_argument, processor_failed, unavailable, timeout...).
 // `client`, `seq` and `doneBelow` identify the request for exactly-once retries (RequestId,

@@ -33,8 +33,8 @@ Peer::Peer(Transport& transport, std::string address, PeerOptions options)
 // nothing here may post or call back. Queued requests keep the peer alive, so none is left.
 Peer::~Peer() = default;
 
-std::chrono::steady_clock::time_point Peer::oldestPendingSince() const noexcept {
-  auto oldest = conn_ ? conn_->oldestPendingSince() : std::chrono::steady_clock::time_point::max();
+std::chrono::steady_clock::time_point Peer::unansweredSince() const noexcept {
+  auto oldest = conn_ ? conn_->owedSince() : std::chrono::steady_clock::time_point::max();
   for (const auto& [id, q] : queue_) oldest = std::min(oldest, q.deadline - q.timeout);
   return oldest;
 }

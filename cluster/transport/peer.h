@@ -104,9 +104,10 @@ class Peer : public std::enable_shared_from_this<Peer> {
   bool closed() const noexcept { return closed_; }
   // When the latest dial failed (steady clock), or nullopt if it succeeded (or none was made).
   std::optional<std::chrono::steady_clock::time_point> lastDialFailure() const noexcept;
-  // When the oldest request still unanswered (sent, or queued for a connection) was made
+  // Since when this link has owed an answer and heard nothing: its connection's owedSince(), or
+  // when the oldest request still queued for a connection was made, whichever is earlier
   // (time_point::max() if none). Network thread only.
-  std::chrono::steady_clock::time_point oldestPendingSince() const noexcept;
+  std::chrono::steady_clock::time_point unansweredSince() const noexcept;
 
  private:
   Peer(Transport& transport, std::string address, PeerOptions options);

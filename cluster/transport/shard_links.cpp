@@ -107,7 +107,7 @@ void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger,
   std::erase_if(lingering_, [&](const auto& timer) { return timer->expiry() <= now; });
   absl::erase_if(links_, [&](const auto& link) {
     if (t.hasMember(link.first.first)) return false;
-    if (link.second.peer->oldestPendingSince() <= silentSince) {
+    if (link.second.peer->unansweredSince() <= silentSince) {
       link.second.peer->abandon(why);
       return true;
     }
@@ -127,10 +127,9 @@ void ShardLinks::closeAll() {
   lingering_.clear();
 }
 
-bool ShardLinks::pendingSince(std::chrono::steady_clock::time_point when) const {
-  return std::any_of(links_.begin(), links_.end(), [&](const auto& link) {
-    return link.second.peer->oldestPendingSince() <= when;
-  });
+bool ShardLinks::unansweredSince(std::chrono::steady_clock::time_point when) const {
+  return std::any_of(links_.begin(), links_.end(),
+                     [&](const auto& link) { return link.second.peer->unansweredSince() <= when; });
 }
 
 }  // namespace ingrid

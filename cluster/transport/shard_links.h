@@ -66,16 +66,18 @@ class ShardLinks {
   std::shared_ptr<Peer> forStream(const MemberInfo& member, PartitionId p);
   // Drops the links to members that `t` does not list: what they still queue fails as not sent
   // (routed again), and each is closed `linger` later (answers to requests already sent may
-  // still come); but a link with a request unanswered since `silentSince` or before is abandoned
-  // at once (Peer::abandon, naming `why`). Default: none is.
+  // still come); but a link that has owed an answer and heard nothing since `silentSince` or
+  // before (Peer::unansweredSince) is abandoned at once (Peer::abandon, naming `why`). Default:
+  // none is.
   void retain(const Topology& t, std::chrono::milliseconds linger,
               std::chrono::steady_clock::time_point silentSince =
                   std::chrono::steady_clock::time_point::min(),
               const std::string& why = {});
   // Closes every link (their queued and pending requests fail), those still lingering too.
   void closeAll();
-  // Whether some link has a request unanswered since before `when`.
-  bool pendingSince(std::chrono::steady_clock::time_point when) const;
+  // Whether some link has owed an answer, and heard nothing, since `when` or before
+  // (Peer::unansweredSince).
+  bool unansweredSince(std::chrono::steady_clock::time_point when) const;
 
  private:
   Transport& transport_;

@@ -56,10 +56,15 @@ struct ClientOptions {
   // the client then asks every member it knows, and the seeds, at once for a newer topology,
   // and again every half of this while a request stays unanswered (never more often, whatever
   // the number of calls), so that new calls go to the member that took over as soon as the
-  // cluster has moved on. Calls already sent to the
-  // suspected member keep waiting for their deadline (they may have run). Must be > 0.
-  // Default: 500 ms.
+  // cluster has moved on. Calls sent to a member that the new topology no longer lists, and left
+  // unanswered this long, are sent again (same id: they run at most once) to the new primaries.
+  // Must be > 0. Default: 500 ms.
   std::chrono::milliseconds suspectAfter{500};
+  // Keep a watch (a GetTopology long poll) at two members, chosen for this client by rendezvous
+  // hashing, so that a committed topology change (a failed member removed, a member added)
+  // reaches the client as soon as either installs it, not at the next refresh. false: the client
+  // learns changes only by refreshing when a route looks stale. Default: true.
+  bool watchTopology = true;
   // Send each invocation to the shard port that serves its partition, when the member lists
   // shard ports (MemberInfo::shardPorts, NodeOptions::shardPorts): one connection per (member,
   // shard) used, so a request is read, run and answered on the member's thread that owns the

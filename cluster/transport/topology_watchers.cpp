@@ -1,0 +1,105 @@
+#include "cluster/transport/topology_watchers.h"
+
+#include <algorithm>
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cluster/transport/messages.h"
+
+namespace ingrid {
+
+void TopologyWatchers::hold(const std::shared_ptr<Connection>& conn, const FrameHeader& request,
+                            std::uint64_t after, std::chrono::milliseconds wait,
+                            const TopologyPtr& current) {
+  assert(here());
+  current_ = current;
+  if (current->version > after || wait.count() <= 0) {
+    conn->reply(request, MessageType::kGetTopology, current->version,
+                encode(TopologyBody{*current}));
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() + std::min(wait, kMaxWait);
+  if (held_.size() >= purgeAt_) {  // watches of closed connections, dropped in amortized O(1)
+    std::erase_if(held_, [](const auto& kv) { return kv.second.conn.expired(); });
+    purgeAt_ = std::max<std::size_t>(64, 2 * held_.size());
+  }
+  auto [it, fresh] = held_.try_emplace(conn.get());
+  if (!fresh) {  // a second watch on one connection: the first is answered now
+    if (auto held = it->second.conn.lock()) {
+      held->reply(it->second.request, MessageType::kGetTopology, current->version,
+                  encode(TopologyBody{*current}));
+    }
+  }
+  it->second = Held{conn, request, after, until};
+  arm();
+}
+
+void TopologyWatchers::publish(const TopologyPtr& t) {
+  assert(here());
+  current_ = t;
+  if (held_.empty()) return;
+  const std::string body = encode(TopologyBody{*t});  // one encoding for every watcher
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.after >= t->version) {
+      ++it;
+      continue;
+    }
+    if (auto conn = it->second.conn.lock()) {
+      conn->reply(it->second.request, MessageType::kGetTopology, t->version, body);
+    }
+    it = held_.erase(it);
+  }
+}
+
+void TopologyWatchers::stop() {
+  assert(here());
+  timer_.cancel();
+  armedFor_ = {};
+  std::vector<Held> held;
+  for (auto& [conn, h] : held_) held.push_back(std::move(h));
+  held_.clear();
+  if (!current_) return;
+  const std::string body = encode(TopologyBody{*current_});
+  for (const Held& h : held) {
+    if (auto conn = h.conn.lock()) {
+      conn->reply(h.request, MessageType::kGetTopology, current_->version, body);
+    }
+  }
+}
+
+void TopologyWatchers::expire() {
+  const auto now = std::chrono::steady_clock::now();
+  std::optional<std::string> body;  // encoded once, if any watch ran out
+  for (auto it = held_.begin(); it != held_.end();) {
+    auto conn = it->second.conn.lock();
+    if (conn && it->second.until > now) {
+      ++it;
+      continue;
+    }
+    if (conn && current_) {
+      if (!body) body = encode(TopologyBody{*current_});
+      conn->reply(it->second.request, MessageType::kGetTopology, current_->version, *body);
+    }
+    it = held_.erase(it);  // answered, or its connection is gone
+  }
+}
+
+void TopologyWatchers::arm() {
+  if (held_.empty()) return;
+  SteadyTime next = SteadyTime::max();
+  for (const auto& [conn, h] : held_) next = std::min(next, h.until);
+  if (armedFor_ != SteadyTime{} && armedFor_ <= next) return;  // a wait that comes first is set
+  armedFor_ = next;
+  timer_.expires_at(next);
+  timer_.async_wait([this](std::error_code ec) {
+    if (ec) return;  // cancelled: stop(), or set again for an earlier deadline
+    armedFor_ = {};
+    expire();
+    arm();
+  });
+}
+
+}  // namespace ingrid
