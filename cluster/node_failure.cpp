@@ -52,7 +52,8 @@ void NodeImpl::heartbeatTick() {
   const TopologyPtr t = topology();
   const MemberId self = memberId();
   const auto now = SteadyClock::now();
-  // The silence of a member is measured from when this node first saw it listed.
+  // The silence of a member is measured from its last heartbeat answer, or from when this node
+  // first saw it listed (commitTopology).
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   const std::string beat = encode(HeartbeatBody{self});
   for (const MemberInfo& m : t->members) {

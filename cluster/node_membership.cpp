@@ -753,6 +753,12 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   }
   topoCv_.notify_all();
   watchers_.publish(next);
+  // A member's silence is measured from when this node first saw it listed (not from its next
+  // heartbeat tick, up to an interval later), until it answers a heartbeat.
+  const auto listedAt = std::chrono::steady_clock::now();
+  for (const auto& m : next->members) {
+    if (m.id != self) lastHeard_.try_emplace(m.id, listedAt);
+  }
   if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);
   retainReplicaLinks(next);
