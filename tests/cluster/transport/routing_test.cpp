@@ -142,7 +142,8 @@ TEST_CASE("Bad frames to a node's port get an error and a closed connection: oth
                Catch::Contains("exceeds"));
   }
   SECTION("a wrong protocol version") {
-    CHECK_THAT(rawSend(header(MessageType::kInvoke, 0, 9)), Catch::Contains("version"));
+    CHECK_THAT(rawSend(header(MessageType::kInvoke, 0, kProtocolVersion + 1)),
+               Catch::Contains("version"));
   }
   SECTION("an unknown message type") {
     CHECK_THAT(rawSend(header(static_cast<MessageType>(77), 0, kProtocolVersion)),

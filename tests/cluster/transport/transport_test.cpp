@@ -679,9 +679,10 @@ TEST_CASE("transport: a peer that neither reads nor closes is cut off after the 
   Net server;
   RawClient raw(server.transport.listenPort());
   FrameHeader bad;
-  bad.version = 9;
+  bad.version = kProtocolVersion + 1;
   raw.send(headerBytes(bad) + std::string(100, 'z'));
-  CHECK_THAT(raw.readErrorReply().second.message, Catch::Contains("protocol version 9"));
+  CHECK_THAT(raw.readErrorReply().second.message,
+             Catch::Contains("protocol version " + std::to_string(kProtocolVersion + 1)));
   CHECK(raw.readEof() == asio::error::eof);
   // We keep our side open: the server closes anyway, about a second later.
   const auto start = std::chrono::steady_clock::now();
