@@ -440,8 +440,16 @@ void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
     writeNext();
   }
   if (!more) return;
-  // One clock read per pass, not per frame: the idle timeout needs no finer time.
-  if (framesRead_ != framesBefore && options_.idleTimeout.count() > 0) lastFrameAt_ = Clock::now();
+  // One clock read per pass, not per frame: the idle timeout and owedSince() need no finer time.
+  if (framesRead_ != framesBefore) {
+    if (!pending_.empty() || options_.idleTimeout.count() > 0) {
+      const Clock::time_point now = Clock::now();
+      lastFrameAt_ = now;
+      owedSince_ = pending_.empty() ? Clock::time_point::max() : now;
+    } else {
+      owedSince_ = Clock::time_point::max();
+    }
+  }
   if (ec) {
     const std::size_t partial = inEnd_ - inBegin_;
     if (ec == asio::error::eof && haveHeader_) {
@@ -468,10 +476,6 @@ void Connection::onReadError(const std::error_code& ec) {
   closeNow(Error(Errc::unreachable, ec == asio::error::eof ? "closed by peer" : ec.message()));
 }
 
-void Connection::heard() {
-  owedSince_ = pending_.empty() ? Clock::time_point::max() : Clock::now();
-}
-
 void Connection::dispatch(Frame frame) {
   if (frame.header.isResponse() && frame.header.requestId == 0 && frame.header.isError()) {
     // Not an answer to any request of ours: the peer refuses the connection itself (too many
@@ -481,13 +485,9 @@ void Connection::dispatch(Frame frame) {
   }
   if (frame.header.isResponse()) {
     auto it = pending_.find(frame.header.requestId);
-    if (it == pending_.end()) {  // timed out already, or never ours: ignored, but heard
-      heard();
-      return;
-    }
+    if (it == pending_.end()) return;  // timed out already, or never ours: ignore
     Pending answered = std::move(it->second);
     pending_.erase(it);
-    heard();
     if (frame.header.isError()) {
       answered.done(decodeErrorReply(frame.body, remote_));
     } else {
@@ -495,7 +495,6 @@ void Connection::dispatch(Frame frame) {
     }
     return;
   }
-  heard();
   const FrameHeader request = frame.header;
   try {
     handler_.onRequest(shared_from_this(), std::move(frame));

@@ -214,8 +214,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool parseFrames();
   void onReadError(const std::error_code& ec);
   void dispatch(Frame frame);
-  // A frame arrived: nothing is owed from before now.
-  void heard();
   void startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
                     std::chrono::milliseconds timeout, ResponseHandler done);
   // Times out every pending request whose deadline has passed, then arms deadlineTimer_ for
