@@ -82,6 +82,7 @@ class ClientImpl final : public ConnectionHandler,
   void dialAuthenticated(const std::string& address,
                          UniqueFunction<void(Result<std::shared_ptr<Connection>>)> done) override;
   void topologyAnswered(const TopologyPtr& t) override { learnTopology(t); }
+  void watchFailed() override { refreshAll(); }
 
   // One request on a connection of its own, answered through `answered` (any thread).
   void requestAsync(const std::string& address, MessageType type, std::string body,

@@ -853,8 +853,10 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
           conn->reply(header, header.type, topology()->version, encode(TopologyBody{*topology()}));
         } else {  // a watch: answered when a newer topology is installed, or its wait ran out
           const WatchTopologyBody watch = decode<WatchTopologyBody>(frame.body);
-          watchers_.hold(conn, header, watch.after, std::chrono::milliseconds(watch.waitMs),
-                         topology());
+          // Answered before the connection's idle timeout would close it.
+          auto wait = std::chrono::milliseconds(watch.waitMs);
+          if (options_.idleTimeout.count() > 0) wait = std::min(wait, options_.idleTimeout / 2);
+          watchers_.hold(conn, header, watch.after, wait, topology());
         }
         return;
       case MessageType::kHeartbeat:  // the reply's header carries this member's topology version

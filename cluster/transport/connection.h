@@ -154,10 +154,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void onClose(CloseListener listener);
 
   bool isOpen() const noexcept;
-  // Since when this connection has owed an answer and received nothing: the sending of the first
-  // request made after the last frame that arrived (a request that timed out stays owed), or
-  // time_point::max() if every request was answered. Network thread only.
-  std::chrono::steady_clock::time_point owedSince() const noexcept { return owedSince_; }
+  // While requests wait for replies: since when this connection has heard nothing, at the
+  // granularity of a read pass (the last pass that brought frames, or the first request sent
+  // after it; a request that timed out unanswered keeps that time for the next one). With no
+  // request waiting: time_point::max(). Network thread only.
+  std::chrono::steady_clock::time_point owedSince() const noexcept {
+    return pending_.empty() ? Clock::time_point::max() : owedSince_;
+  }
   // "host:port" of the remote end, fixed at construction ("?" if unknown).
   const std::string& remote() const noexcept { return remote_; }
   // Writes started (each one gathered system call, or one TLS record), for tests. Network

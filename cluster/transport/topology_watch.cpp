@@ -68,23 +68,25 @@ void TopologyWatch::stop() {
 
 void TopologyWatch::dial(MemberId member) {
   Slot& slot = slots_.at(member);
+  if (slot.dialling || slot.conn) return;  // one connection per watched member
+  slot.dialling = true;
   const std::uint64_t generation = slot.generation = ++generations_;
   std::weak_ptr<int> life = life_;
-  host_.dialAuthenticated(
-      slot.address, [this, life, member, generation](Result<std::shared_ptr<Connection>> conn) {
-        if (life.expired()) return;
-        const auto it = slots_.find(member);
-        if (stopped_ || it == slots_.end() || it->second.generation != generation) {
-          if (conn) conn.value()->close(Error(Errc::shutting_down, "no longer watched"));
-          return;
-        }
-        if (!conn) {
-          failed(member);
-          return;
-        }
-        it->second.conn = std::move(conn).value();
-        send(member);
-      });
+  host_.dialAuthenticated(slot.address, [this, life, member,
+                                         generation](Result<std::shared_ptr<Connection>> conn) {
+    const auto it = life.expired() ? slots_.end() : slots_.find(member);
+    if (life.expired() || stopped_ || it == slots_.end() || it->second.generation != generation) {
+      if (conn) conn.value()->close(Error(Errc::shutting_down, "no longer watched"));
+      return;
+    }
+    it->second.dialling = false;
+    if (!conn) {
+      failed(member);
+      return;
+    }
+    it->second.conn = std::move(conn).value();
+    send(member);
+  });
 }
 
 void TopologyWatch::send(MemberId member) {
@@ -114,7 +116,8 @@ void TopologyWatch::send(MemberId member) {
           return;
         }
         it->second.answeredVersion = std::max(it->second.answeredVersion, t->version);
-        host_.topologyAnswered(t);  // may retarget, closing this very watch
+        it->second.backoff = std::chrono::milliseconds(0);  // it answers: no backoff
+        host_.topologyAnswered(t);                          // may retarget, closing this very watch
         const auto again = slots_.find(member);
         if (!stopped_ && again != slots_.end() && again->second.generation == generation) {
           send(member);
@@ -129,7 +132,12 @@ void TopologyWatch::failed(MemberId member) {
     slot.conn.reset();
   }
   slot.generation = ++generations_;  // late callbacks of the failed watch are ignored
-  slot.retry = std::make_shared<asio::steady_timer>(io_, options_.retryDelay);
+  slot.dialling = false;
+  slot.backoff =
+      slot.backoff.count() == 0
+          ? options_.retryDelay
+          : std::min(slot.backoff * 2, std::max(options_.maxRetryDelay, options_.retryDelay));
+  slot.retry = std::make_shared<asio::steady_timer>(io_, slot.backoff);
   std::weak_ptr<int> life = life_;
   slot.retry->async_wait([this, life, member, timer = slot.retry](std::error_code ec) {
     if (ec || life.expired() || stopped_) return;
@@ -139,6 +147,7 @@ void TopologyWatch::failed(MemberId member) {
     retarget();  // drops it if its member is no longer chosen (it left, say)
     if (slots_.count(member) != 0) dial(member);
   });
+  host_.watchFailed();  // last: it may learn a topology and retarget, erasing this slot
 }
 
 }  // namespace ingrid

@@ -4,7 +4,8 @@
 // installs a newer topology, so a committed change (a failed member removed) reaches the client
 // at once, not at its next poll. Each answer goes to the host and the watch is sent again on the
 // same connection; a watch that fails (its member died, left or did not answer within its wait
-// plus a margin) is dialled again after a short delay at the members the newest topology names.
+// plus a margin) is dialled again after a delay (100 ms, doubling up to 5 s while it keeps
+// failing) if the newest topology still chooses its member, and the host is told (to refresh).
 // Two members are watched by default, so a paused one does not hide a change: the other tells.
 // Polling (the client's stale-route refresh) remains the fallback.
 //
@@ -41,6 +42,9 @@ class TopologyWatch {
         UniqueFunction<void(Result<std::shared_ptr<Connection>>)> done) = 0;
     // A member answered a watch with `t` (which may be older or invalid: the host judges).
     virtual void topologyAnswered(const TopologyPtr& t) = 0;
+    // A watch failed (its member may be dead while the topology still lists it): the host may
+    // ask the members for a newer topology (its own rate limit applies).
+    virtual void watchFailed() = 0;
 
    protected:
     ~Host() = default;
@@ -50,8 +54,11 @@ class TopologyWatch {
     std::chrono::milliseconds wait{30'000};  // a member holds a watch at most this long
     // Past wait, how long a watch may go unanswered before its member counts as silent.
     std::chrono::milliseconds margin{5'000};
-    std::chrono::milliseconds retryDelay{100};  // before a failed watch is dialled again
-    std::uint64_t salt = 0;                     // this client's choice of members
+    // Before a failed watch is dialled again; doubled on each failure in a row, up to
+    // maxRetryDelay, and back to retryDelay once its member answers.
+    std::chrono::milliseconds retryDelay{100};
+    std::chrono::milliseconds maxRetryDelay{5'000};
+    std::uint64_t salt = 0;  // this client's choice of members
   };
 
   TopologyWatch(Host& host, asio::io_context& io, Options options);
@@ -74,12 +81,14 @@ class TopologyWatch {
     std::uint64_t generation = 0;       // callbacks of an older generation are ignored
     std::uint64_t answeredVersion = 0;  // the newest version this member gave
     std::shared_ptr<asio::steady_timer> retry;
+    std::chrono::milliseconds backoff{0};  // the next retry's delay (0: retryDelay)
+    bool dialling = false;
   };
   bool here() const noexcept { return io_.get_executor().running_in_this_thread(); }
   void dial(MemberId member);
   void send(MemberId member);
-  // The watch at `member` failed: closes it, and after retryDelay dials it again if the newest
-  // topology still chooses it.
+  // The watch at `member` failed: closes it, tells the host, and after its backoff dials it again
+  // if the newest topology still chooses it.
   void failed(MemberId member);
 
   Host& host_;

@@ -40,7 +40,8 @@ class TopologyWatchers {
             std::uint64_t after, std::chrono::milliseconds wait, const TopologyPtr& current);
   // The member installed `t`: every watch behind it is answered with it.
   void publish(const TopologyPtr& t);
-  // Answers every watch with the last topology known and cancels the timer: the member stops.
+  // Answers every watch with the last topology known (queued: sent if its connection is still
+  // open when its writes run) and cancels the timer: the member stops.
   void stop();
   std::size_t size() const noexcept { return held_.size(); }
 

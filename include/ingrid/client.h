@@ -52,7 +52,8 @@ struct ClientOptions {
   TlsOptions tls = {};
   // How long start() may try the seeds before giving up. Default: 5 s.
   std::chrono::milliseconds connectTimeout{5000};
-  // A member that leaves a request unanswered this long is suspected (paused, cut off, dead):
+  // A member whose link owes an answer and has heard nothing this long (counted from the first
+  // request still unanswered, across its retries) is suspected (paused, cut off, dead):
   // the client then asks every member it knows, and the seeds, at once for a newer topology,
   // and again every half of this while a request stays unanswered (never more often, whatever
   // the number of calls), so that new calls go to the member that took over as soon as the

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
@@ -364,6 +365,41 @@ TEST_CASE("transport: request/reply round trip, error replies and timeouts",
   // Still usable after a timeout.
   auto again = send(conn, MessageType::kInvoke, "again");
   CHECK(answer(again) == "again");
+}
+
+TEST_CASE("transport: a connection owes an answer from its first unanswered request until a frame",
+          "[cluster][transport]") {
+  // Heartbeats go unanswered by the test handler; Invokes are echoed.
+  Net server;
+  Net client({}, /*listen=*/false);
+  auto conn = dial(client.transport, server.address());
+  const auto owed = [&] {  // read on the connection's own thread
+    std::promise<std::chrono::steady_clock::time_point> p;
+    asio::post(client.io, [&] { p.set_value(conn->owedSince()); });
+    return p.get_future().get();
+  };
+  using Clock = std::chrono::steady_clock;
+  CHECK(owed() == Clock::time_point::max());  // nothing asked
+
+  const auto beforeFirst = Clock::now();
+  auto first = send(conn, MessageType::kHeartbeat, "", 50ms);
+  REQUIRE_FALSE(get(first).ok());             // timed out, unanswered
+  CHECK(owed() == Clock::time_point::max());  // nothing waits now
+  const auto beforeSecond = Clock::now();
+  auto second = send(conn, MessageType::kHeartbeat, "", kWait);
+  // Waiting again, with nothing heard since the first: owed since the first was sent.
+  const auto since = owed();
+  CHECK(since >= beforeFirst);
+  CHECK(since < beforeSecond);
+
+  // Any frame that arrives resets it, though the second still waits.
+  const auto beforeEcho = Clock::now();
+  auto echo = send(conn, MessageType::kInvoke, "x");
+  CHECK(answer(echo) == "x");
+  const auto after = owed();
+  CHECK(after >= beforeEcho);
+  CHECK(after != Clock::time_point::max());
+  CHECK(second.wait_for(0s) == std::future_status::timeout);  // still waiting (fails at stop)
 }
 
 TEST_CASE("transport: many concurrent requests are correlated", "[cluster][transport]") {
