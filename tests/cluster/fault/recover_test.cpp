@@ -91,8 +91,7 @@ void runRecoverScenario(const char* scenario, int members, int backups, bool som
   a.freshWindow = 50ms;
   GrantAudit audit(cluster.addresses(), a);
   REQUIRE(audit.start().empty());
-  // Not a wait for a condition: how long the callers load the cluster before the fault.
-  std::this_thread::sleep_for(1s);
+  REQUIRE(audit.waitForGrants(100, 10s));  // load that ran before the fault
 
   const auto killedAt = ingrid::testing::FaultClock::now();
   cluster[0].kill9();
@@ -127,8 +126,7 @@ void runRecoverScenario(const char* scenario, int members, int backups, bool som
   CHECK(jsonNumbers(*plan, "survivors") == survivors);
   const auto recoveredAt = ingrid::testing::FaultClock::now();
 
-  // Not a wait for a condition: the callers load the recovered cluster for a while.
-  std::this_thread::sleep_for(3s);
+  CHECK(audit.waitForGrants(100, 15s));  // load the recovered cluster served
   const Convergence converged = cluster.waitConverged(0, 15s);
   const AuditResult r = audit.finish(5s);
 
