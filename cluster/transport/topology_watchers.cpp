@@ -34,7 +34,8 @@ void TopologyWatchers::hold(const std::shared_ptr<Connection>& conn, const Frame
     }
   }
   it->second = Held{conn, request, after, until};
-  arm();
+  // O(1) per watch: the timer only moves earlier here (expire() finds the next deadline).
+  if (armedFor_ == SteadyTime{} || until < armedFor_) waitUntil(until);
 }
 
 void TopologyWatchers::publish(const TopologyPtr& t) {
@@ -92,6 +93,10 @@ void TopologyWatchers::arm() {
   SteadyTime next = SteadyTime::max();
   for (const auto& [conn, h] : held_) next = std::min(next, h.until);
   if (armedFor_ != SteadyTime{} && armedFor_ <= next) return;  // a wait that comes first is set
+  waitUntil(next);
+}
+
+void TopologyWatchers::waitUntil(SteadyTime next) {
   armedFor_ = next;
   timer_.expires_at(next);
   timer_.async_wait([this](std::error_code ec) {

@@ -56,7 +56,10 @@ class TopologyWatchers {
   bool here() const noexcept { return io_.get_executor().running_in_this_thread(); }
   // Answers the watches whose wait ran out, and sets the timer for the next one to.
   void expire();
+  // Sets the timer for the earliest deadline held (a scan), unless one that comes first is set.
   void arm();
+  // Sets the timer for `next`, cancelling the wait set before.
+  void waitUntil(SteadyTime next);
 
   asio::io_context& io_;
   asio::steady_timer timer_;
