@@ -24,7 +24,7 @@ void NodeImpl::judgeTick() {
     const auto now = SteadyClock::now();
     std::vector<MemberId> silent;
     for (const auto& [id, heard] : lastHeard_) {
-      if (now - heard > options_.failureTimeout) silent.push_back(id);
+      if (now - heard.at > options_.failureTimeout) silent.push_back(id);
     }
     std::sort(silent.begin(), silent.end());
     for (MemberId id : silent) coordinator_->memberFailed(id);
@@ -58,14 +58,14 @@ void NodeImpl::heartbeatTick() {
   const std::string beat = encode(HeartbeatBody{self});
   for (const MemberInfo& m : t->members) {
     if (m.id == self) continue;
-    lastHeard_.try_emplace(m.id, now);
+    lastHeard_.try_emplace(m.id, Hearing{now});
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
     if (!peer) continue;
     peer->request(MessageType::kHeartbeat, t->version, beat, options_.failureTimeout,
                   [this, id = m.id, address = m.address](Result<Frame> r) {
                     if (!r) return;
                     if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
-                      it->second = SteadyClock::now();
+                      it->second = Hearing{SteadyClock::now(), true};
                     }
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
@@ -109,10 +109,15 @@ void NodeImpl::renewLease() {
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;
   LeaseBody ask{memberId(), incarnation_.load(), t->version, {}};
+  // A member that has never answered (one admitted whose join's answer was lost, which does not
+  // know it is a member yet) is reported only after the failure timeout: before, the leader,
+  // hearing it first, would judge it cut from this member and remove it as it starts.
   const auto unreachableAfter = unreachableThreshold();
   const auto now = SteadyClock::now();
   for (const auto& [id, heard] : lastHeard_) {
-    if (now - heard > unreachableAfter) ask.unreachable.push_back(id);
+    if (now - heard.at > (heard.answered ? unreachableAfter : options_.failureTimeout)) {
+      ask.unreachable.push_back(id);
+    }
   }
   // Waits up to a lease for the grant (a slow barrier on a loaded leader still extends the lease
   // from this request's sending); the next ticks ask again meanwhile.
@@ -193,7 +198,8 @@ std::chrono::milliseconds NodeImpl::unreachableThreshold() const {
 
 bool NodeImpl::hearsFrom(MemberId id) const {
   auto it = lastHeard_.find(id);
-  return it != lastHeard_.end() && SteadyClock::now() - it->second < hearingWindow();
+  return it != lastHeard_.end() && it->second.answered &&
+         SteadyClock::now() - it->second.at < hearingWindow();
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {

@@ -351,7 +351,13 @@ class NodeImpl final : public ConnectionHandler,
   asio::steady_timer leaseTimer_{netIo_};
   asio::steady_timer judgeTimer_{netIo_};
   bool heartbeatsStopped_ = false;
-  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> lastHeard_;
+  // A member's last heartbeat answer, or when this node first saw it listed; `answered` once it
+  // has answered one since.
+  struct Hearing {
+    std::chrono::steady_clock::time_point at;
+    bool answered = false;
+  };
+  std::unordered_map<MemberId, Hearing> lastHeard_;
   bool catchingUp_ = false;
   // Clients' GetTopology watches, answered when a newer topology is installed (network thread).
   TopologyWatchers watchers_{netIo_};

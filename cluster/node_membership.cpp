@@ -757,7 +757,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   // heartbeat tick, up to an interval later), until it answers a heartbeat.
   const auto listedAt = std::chrono::steady_clock::now();
   for (const auto& m : next->members) {
-    if (m.id != self) lastHeard_.try_emplace(m.id, listedAt);
+    if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
   }
   if (options_.onTopology) options_.onTopology(*next);
   syncPeers(*next);

@@ -3,6 +3,7 @@
 // distinct loopback addresses.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -28,6 +29,11 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   auto faults = std::make_shared<FrameFaults>(/*seed=*/7);
   NodeOptions o = ingrid::testing::smallClusterOptions();
   o.frameFaults = faults;
+  // The joiner is heard by only some members until it has joined (after 5 s, below): a failure
+  // timeout well above that, and a lease well below it (a member reports a peer it heard before
+  // cut off after max(lease, 2 s) of silence).
+  o.failureTimeout = 20s;
+  o.leaseDuration = 2s;
   TestCluster cluster(o);
   cluster.useDistinctAddresses();
   REQUIRE(cluster.start(3));
@@ -45,15 +51,37 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   // TestCluster puts node i at 127.0.0.(i+2): the joiner, a fourth node, listens at 127.0.0.5.
   const int lost = faults->add(
       {.from = leaderIp, .to = "127.0.0.5", .types = {MessageType::kJoin}, .drop = 1.0});
+  // The other member does not hear the joiner (its heartbeats and answers are lost) until the
+  // joiner knows its id, while the leader does from then: a member that has never answered is
+  // not reported cut off before the failure timeout, so the leader does not remove the joiner
+  // as a partial partition as it starts.
+  const std::string otherIp = other.substr(0, other.rfind(':'));
+  const int unheard = faults->add(
+      {.from = "127.0.0.5", .to = otherIp, .types = {MessageType::kHeartbeat}, .drop = 1.0});
+  // Counts the joiner's heartbeat frames to the leader (its beats and its answers), as delayed.
+  faults->add({.from = "127.0.0.5",
+               .to = leaderIp,
+               .types = {MessageType::kHeartbeat},
+               .delayMin = 1ms,
+               .delayMax = 1ms});
   NodeOptions j = o;
   j.listenAddress = "127.0.0.5:0";
   // Two seeds: each attempt waits a quarter of joinTimeout (5 s) for its answer. The first, to
   // the leader, is answered but the answer is lost; the second, to the other member, is
   // redirected to the leader at once, and that join, sent again, must be answered with the id
-  // given first. Without that, it queues until the joiner is declared failed (failureTimeout, 10
+  // given first. Without that, it queues until the joiner is declared failed (failureTimeout, 20
   // s) and is admitted again under a new id, or the joiner gives up.
   j.seeds = {leader->address, other};
   j.joinTimeout = 20s;
+  const MemberId expected = before->nextMemberId;
+  std::atomic<bool> listed{false}, removed{false};  // the joiner's view of its own admission
+  j.onTopology = [&](const Topology& t) {
+    if (t.hasMember(expected)) {
+      listed = true;
+    } else if (listed) {
+      removed = true;
+    }
+  };
   Node joiner(j, ProcessorRegistry::withBuiltins());
   auto started = std::async(std::launch::async, [&] { return joiner.start(); });
   REQUIRE(eventually([&] { return faults->counts().dropped >= 1; }, 10s));
@@ -64,14 +92,21 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   INFO((joined ? std::string("joined") : joined.error().message()));
   REQUIRE(joined.ok());
   // The id the leader gave first: no second admission, and no member declared failed.
-  CHECK(joiner.memberId() == before->nextMemberId);
+  CHECK(joiner.memberId() == expected);
   CHECK(eventually(
       [&] {
         const TopologyPtr t = cluster.at(0).topology();
-        return t->members.size() == 4 && t->hasMember(joiner.memberId()) && t->syncing.empty() &&
-               joiner.topology()->version == t->version;
+        return t->members.size() == 4 && t->hasMember(expected) && t->syncing.empty() &&
+               joiner.topology()->version == t->version && joiner.readiness().ok &&
+               faults->counts().delayed >= 8;  // the leader has heard it for a while
       },
       20s));
+  faults->remove(unheard);
+  CHECK_FALSE(removed.load());
+  // One change admitted it (two topologies: with the joiner syncing, then synced), and none
+  // removed it.
+  INFO("topology v" << before->version << " -> v" << cluster.at(0).topology()->version);
+  CHECK(cluster.at(0).topology()->version - before->version == 2);
 }
 
 TEST_CASE("A fleet started at once through one seed forms, its joins admitted together",
