@@ -56,9 +56,11 @@ void NodeImpl::heartbeatTick() {
   // first saw it listed (commitTopology).
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   const std::string beat = encode(HeartbeatBody{self});
+  std::erase_if(probedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   for (const MemberInfo& m : t->members) {
     if (m.id == self) continue;
-    lastHeard_.try_emplace(m.id, Hearing{now});
+    const Hearing& heard = lastHeard_.try_emplace(m.id, Hearing{now}).first->second;
+    if (self != 0 && m.id < self && now - heard.at > options_.failureTimeout) probeTopology(m);
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
     if (!peer) continue;
     peer->request(MessageType::kHeartbeat, t->version, beat, options_.failureTimeout,
@@ -200,6 +202,28 @@ bool NodeImpl::hearsFrom(MemberId id) const {
   auto it = lastHeard_.find(id);
   return it != lastHeard_.end() && it->second.answered &&
          SteadyClock::now() - it->second.at < hearingWindow();
+}
+
+void NodeImpl::probeTopology(const MemberInfo& m) {
+  if (!transport_) return;
+  const auto now = SteadyClock::now();
+  auto [at, first] = probedAt_.try_emplace(m.id, now);
+  if (!first && now - at->second < options_.failureTimeout) return;
+  at->second = now;
+  // As a client (proving the client secret if there is one), not as this member: the member
+  // asked does not take the connection for its link to this one, which it may be redialing.
+  auto probe = Peer::create(*transport_, m.address, clientLinkOptions(options_.clientSecret));
+  probe->request(
+      MessageType::kGetTopology, topology()->version, {}, options_.failureTimeout,
+      [this, probe](Result<Frame> r) {
+        probe->close();
+        if (!r) return;
+        try {
+          commitTopology(std::make_shared<Topology>(decode<TopologyBody>(r->body).topology));
+        } catch (const std::exception&) {
+          // Undecodable: the next probe, a failure timeout on, asks again.
+        }
+      });
 }
 
 void NodeImpl::catchUp(MemberId from, const std::string& address) {

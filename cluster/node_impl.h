@@ -227,6 +227,11 @@ class NodeImpl final : public ConnectionHandler,
   void heartbeatTick();
   // A member answered with a newer topology than ours: fetch it and install it.
   void catchUp(MemberId from, const std::string& address) override;
+  // Asks member `m`, which this one does not dial (the smaller id dials) and has not heard for a
+  // failure timeout, for its topology over a connection of this member's own (network thread).
+  // A member removed while it was cut off learns so this way, and rejoins: the others no longer
+  // dial it. At most one per failure timeout per member.
+  void probeTopology(const MemberInfo& m);
   // Asks the control plane's leader to renew this member's primary lease (network thread).
   void renewLease();
   // Renews the lease every renewInterval() (network thread) until the node stops.
@@ -359,6 +364,7 @@ class NodeImpl final : public ConnectionHandler,
   };
   std::unordered_map<MemberId, Hearing> lastHeard_;
   bool catchingUp_ = false;
+  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> probedAt_;
   // Clients' GetTopology watches, answered when a newer topology is installed (network thread).
   TopologyWatchers watchers_{netIo_};
 

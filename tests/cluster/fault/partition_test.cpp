@@ -62,10 +62,10 @@ std::vector<std::string> probeAddresses(FaultCluster& cluster) {
   return probes;
 }
 
-// Starts the cluster in `lab`, runs the load, applies `cut(lab, leader)`, waits kCut, heals,
-// and checks every invariant.
-void runPartitionScenario(const char* scenario,
-                          const std::function<bool(NetLab&, int leader)>& cut) {
+// Starts the cluster in `lab`, runs the load, applies `cut(lab, leader)`, waits `cutFor`,
+// heals, and checks every invariant.
+void runPartitionScenario(const char* scenario, const std::function<bool(NetLab&, int leader)>& cut,
+                          std::chrono::milliseconds cutFor = kCut) {
   NetLab lab(kMembers);  // declared first: it outlives the processes in it
   if (!labUsable(lab)) return;
   NetLab::Enter inLab(lab);
@@ -93,7 +93,7 @@ void runPartitionScenario(const char* scenario,
   REQUIRE(audit.waitForGrants(100, 10s));  // load before the cut
   INFO(lab.output());
   REQUIRE(cut(lab, leader));
-  std::this_thread::sleep_for(kCut);  // the fault lasts this long
+  std::this_thread::sleep_for(cutFor);  // the fault lasts this long
   REQUIRE(lab.healAll());
   CHECK(audit.waitForGrants(20, 20s));  // load after the heal
   const std::vector<std::string> unserved = audit.servedWithin(kServeLimit);
@@ -271,6 +271,18 @@ TEST_CASE("Partition 2/1: a member cut off past the failure timeout, then healed
   runPartitionScenario("partition-2-1-member", [](NetLab& lab, int leader) {
     return lab.isolate(followers(leader).back());
   });
+}
+
+// Removed about a failure timeout into the cut, it is cut off well past the request timeout
+// after which the others close what links they had to it: none dials it again, so it must ask
+// them (NodeImpl::probeTopology) to learn that it was removed, and rejoin.
+TEST_CASE(
+    "Partition 2/1: a member cut off long after its removal learns it once healed, and "
+    "rejoins",
+    "[fault][partition]") {
+  runPartitionScenario(
+      "partition-2-1-removed",
+      [](NetLab& lab, int leader) { return lab.isolate(followers(leader).back()); }, 12s);
 }
 
 TEST_CASE("Partition 2/1: the leader cut off past the failure timeout, then healed",
