@@ -150,6 +150,33 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "comma-separated). None: start a new cluster")
       ->type_name("HOST:PORT")
       ->delimiter(',');
+  app.add_option_function<std::string>(
+         "--seed-dns",
+         [&o](const std::string& v) {
+           const auto colon = v.rfind(':');
+           o.seedProvider = ingrid::dnsSeeds(
+               v.substr(0, colon), static_cast<std::uint16_t>(std::stoi(v.substr(colon + 1))));
+         },
+         "more seeds: every address NAME resolves to (A and AAAA records,\n"
+         "asked again at each round of join attempts), each with PORT; for a\n"
+         "Kubernetes headless service. Tried after --seed. Default: none")
+      ->type_name("NAME:PORT")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const auto colon = v.rfind(':');
+            if (colon == std::string::npos || colon == 0) return "'" + v + "' is not NAME:PORT";
+            std::string port = v.substr(colon + 1);
+            const std::string why = wholeIn(1, 65535)(port);
+            return why.empty() ? why : "'" + v + "': the port " + why;
+          },
+          "NAME:PORT"));
+  app.add_option("--bootstrap-expect", o.bootstrapExpect,
+                 "with --seed-dns: start a new cluster when this many nodes (itself\n"
+                 "included) answer in one round, none in a cluster, and this one's\n"
+                 "advertised address is the smallest; give every node started together\n"
+                 "their number. 0: only join. Default: 0")
+      ->type_name("N")
+      ->check(wholeIn(0, 1000));
   app.add_option("--partitions", o.partitions,
                  "partitions of the key space; must match the cluster. Default: 1024")
       ->type_name("N")

@@ -146,7 +146,14 @@ class NodeImpl final : public ConnectionHandler,
 
   // --- membership (node_membership.cpp) ---
   Result<bool> bootstrap();
-  Result<bool> join(const std::vector<std::string>& seeds);
+  // Joins through `seeds` and options_.seedProvider's candidates; with mayBootstrap (start(), not
+  // a rejoin), starts a new cluster instead when NodeOptions::bootstrapExpect's rule holds.
+  Result<bool> join(const std::vector<std::string>& seeds, bool mayBootstrap = false);
+  // One round's candidates: `seeds`, then the provider's (its error in *providerError), without
+  // duplicates and without this node's own address; *discovered gets the provider's alone.
+  std::vector<std::string> seedRound(const std::vector<std::string>& seeds,
+                                     std::vector<std::string>* discovered,
+                                     std::string* providerError) const;
   // This member learned it was removed (paused or cut off past the failure timeout): drop the old
   // identity and join again as a new member without data (on rejoinThread_).
   void rejoin(std::vector<std::string> seeds);

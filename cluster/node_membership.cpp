@@ -263,7 +263,9 @@ Result<bool> NodeImpl::start() {
   netGuard_.emplace(netIo_.get_executor());
   netThread_ = std::thread([this] { netIo_.run(); });
   state_.store(kRunning, std::memory_order_release);
-  Result<bool> joined = options_.seeds.empty() ? bootstrap() : join(options_.seeds);
+  Result<bool> joined = options_.seeds.empty() && !options_.seedProvider
+                            ? bootstrap()
+                            : join(options_.seeds, /*mayBootstrap=*/true);
   if (!joined) {
     stop();
     return joined;
@@ -323,7 +325,29 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
   return started;
 }
 
-Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
+std::vector<std::string> NodeImpl::seedRound(const std::vector<std::string>& seeds,
+                                             std::vector<std::string>* discovered,
+                                             std::string* providerError) const {
+  std::vector<std::string> out;
+  auto add = [&](const std::string& a) {
+    if (a != selfAddress_ && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  };
+  for (const std::string& a : seeds) add(a);
+  discovered->clear();
+  providerError->clear();
+  if (options_.seedProvider) {
+    Result<std::vector<std::string>> found = options_.seedProvider();
+    if (found) {
+      *discovered = std::move(found).value();
+      for (const std::string& a : *discovered) add(a);
+    } else {
+      *providerError = "seed discovery: " + found.error().message();
+    }
+  }
+  return out;
+}
+
+Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBootstrap) {
   // Tries until admitted, refused (a wrong secret, other processors or timing) or stopped, as
   // long as some seed answers: each answer (a redirect, "unavailable" while the leader is busy
   // or a member's lease runs out) gives it joinTimeout more. It gives up only when no seed has
@@ -340,15 +364,38 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
                       static_cast<std::uint32_t>(options_.failureTimeout.count()),
                       static_cast<std::uint32_t>(options_.dedupWindow.count()),
                       options_.zone};
-  std::deque<std::string> targets(seeds.begin(), seeds.end());
+  std::vector<std::string> discovered;  // the seed provider's candidates, this round
+  std::string providerError;
+  std::vector<std::string> round = seedRound(seeds, &discovered, &providerError);
+  std::deque<std::string> targets(round.begin(), round.end());
+  // NodeOptions::bootstrapExpect: the candidates that answered this round as nodes in no
+  // cluster, and whether any answered as a member of one.
+  std::set<std::string> idle;
+  bool clusterSeen = false;
   std::string tried;
-  std::string lastError = "no seed answered";
+  std::string lastError = providerError.empty() ? "no seed answered" : providerError;
   while (SteadyClock::now() < deadline) {
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     if (targets.empty()) {
-      targets.assign(seeds.begin(), seeds.end());
-      std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
-      topoCv_.wait_for(lock, std::chrono::milliseconds(100));
+      if (mayBootstrap && options_.bootstrapExpect > 0 && !clusterSeen &&
+          std::find(discovered.begin(), discovered.end(), selfAddress_) != discovered.end() &&
+          idle.size() + 1 >= options_.bootstrapExpect &&
+          (idle.empty() || selfAddress_ < *idle.begin())) {
+        std::cerr << "ingrid: " << selfAddress_ << " starts a new cluster: it is the smallest of "
+                  << idle.size() + 1 << " nodes found in no cluster (bootstrapExpect "
+                  << options_.bootstrapExpect << ")\n";
+        return bootstrap();
+      }
+      {
+        std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
+        topoCv_.wait_for(lock, std::chrono::milliseconds(100));
+      }
+      round = seedRound(seeds, &discovered, &providerError);
+      if (!providerError.empty()) lastError = providerError;
+      targets.assign(round.begin(), round.end());
+      idle.clear();
+      clusterSeen = false;
+      if (targets.empty()) continue;
     }
     const std::string seed = targets.front();
     targets.pop_front();
@@ -360,9 +407,9 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
     // incarnation), so asking the next seed is safe.
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-    const auto share =
-        std::min(left, std::max(options_.joinTimeout / (2 * static_cast<int>(seeds.size())),
-                                std::chrono::milliseconds(200)));
+    const auto share = std::min(
+        left, std::max(options_.joinTimeout / (2 * std::max(1, static_cast<int>(round.size()))),
+                       std::chrono::milliseconds(200)));
     // Hello (role peer, no id yet, a fresh nonce), then the Join on the same connection, proven
     // over both nonces when the cluster has a secret (member_auth.h).
     const std::string& secret = options_.clusterSecret;
@@ -402,6 +449,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
     // address still leased) and a redirect that decodes (below); not a reply that does not.
     if (!reply && reply.error() == Errc::unavailable) {
       deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+      clusterSeen = true;  // a member, busy
     }
     if (!reply) {
       // Refused, or refused our credentials (no TLS, an untrusted certificate): final.
@@ -414,7 +462,12 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds) {
     try {
       if (reply->header.type == MessageType::kRedirect) {  // not the coordinator: go there
         const Topology t = decode<TopologyBody>(reply->body).topology;
-        if (const MemberInfo* c = t.member(t.coordinator())) targets.push_front(c->address);
+        if (const MemberInfo* c = t.member(t.coordinator())) {
+          targets.push_front(c->address);
+          clusterSeen = true;
+        } else {
+          idle.insert(seed);  // a node joining too, in no cluster yet
+        }
         deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
         continue;
       }

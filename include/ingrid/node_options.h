@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <ingrid/clock.h>
+#include <ingrid/discovery.h>
 #include <ingrid/hash.h>
 #include <ingrid/tls_options.h>
 
@@ -80,6 +81,18 @@ struct NodeOptions {
   // Members to join through, "host:port" each, tried in order. Empty (with a listenAddress)
   // starts a new cluster. Default: empty.
   std::vector<std::string> seeds = {};
+  // More seeds, found at each round of join attempts (include/ingrid/discovery.h): dnsSeeds() for
+  // a DNS name with one record per member, or the embedder's own source. Tried after `seeds`;
+  // this member's own advertised address is skipped. With a provider, a node that finds no
+  // cluster never starts one on its own: see bootstrapExpect. Default: none.
+  SeedProvider seedProvider = {};
+  // With a seedProvider: the node starts a new cluster when, in one round, at least this many
+  // nodes (itself included) answered, none of them a member of a cluster, and its own advertised
+  // address is the smallest of theirs (in byte order). So nodes started at once with the same
+  // discovery form one cluster, as Consul's bootstrap_expect: set it to the number started
+  // together, on each. A node whose provider does not list it, and any node once a cluster
+  // exists, joins. 0: never start one (join only). Default: 0.
+  std::uint32_t bootstrapExpect = 0;
   // Backups of each partition; the cluster's value is the first member's. Default: 1.
   std::uint32_t backups = 1;
   // When the primary answers relative to replication. Default: kSync.

@@ -371,6 +371,12 @@ class FaultCluster {
         return failed;
       }
     }
+    return startProbe();
+  }
+
+ private:
+  // The probe client, then the first settled topology with every process.
+  std::string startProbe() {
     ClientOptions c;
     c.seeds = addresses();
     c.requestTimeout = std::chrono::milliseconds(1000);
@@ -382,6 +388,18 @@ class FaultCluster {
     Convergence c0 = waitConverged(static_cast<std::size_t>(options_.members), options_.startLimit);
     if (!c0.converged) return "the cluster did not settle:\n" + c0.detail;
     return {};
+  }
+
+ public:
+  // Starts every process at once, each with options_.args and no --seed (they find each other
+  // through their own flags, --seed-dns say), then waits as start() does. Empty on success, else
+  // what went wrong.
+  std::string startAtOnce() {
+    for (int i = 0; i < options_.members; ++i) spawn(std::string());
+    for (auto& p : procs_) {
+      if (std::string failed = awaitListening(*p); !failed.empty()) return failed;
+    }
+    return startProbe();
   }
 
   // The index of the process that leads the control plane (by its own status), or -1.
@@ -477,6 +495,11 @@ class FaultCluster {
   // Starts process number procs_.size() (its --listen and launcher from the options), joining
   // through `seed` unless it is empty, and waits for its "listening on" line.
   std::string launch(const std::string& seed) {
+    if (std::string failed = spawn(seed); !failed.empty()) return failed;
+    return awaitListening(*procs_.back());
+  }
+  // Starts process procs_.size(), joining through `seed` (none: as options_.args say).
+  std::string spawn(const std::string& seed) {
     const std::size_t i = procs_.size();
     std::vector<std::string> args = options_.args;
     args.insert(args.end(),
@@ -485,7 +508,11 @@ class FaultCluster {
     const auto& launcher =
         i < options_.launchers.size() ? options_.launchers[i] : options_.launcher;
     procs_.push_back(std::make_unique<NodeProcess>(launcher, options_.program, args));
-    NodeProcess& p = *procs_.back();
+    if (!procs_.back()->started()) return "cannot start: " + procs_.back()->command();
+    return {};
+  }
+  // Waits for p's "listening on" line (it is a member), and notes its address and id.
+  std::string awaitListening(NodeProcess& p) {
     if (!p.started()) return "cannot start: " + p.command();
     auto line = p.waitForLine("listening on", options_.startLimit);
     if (!line) return "no 'listening on' from " + p.command() + "\n" + p.tail();

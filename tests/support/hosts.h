@@ -66,7 +66,9 @@ class HostLab {
     if (!setUp()) error_ = "cannot set up the hosts: " + output_;
   }
   ~HostLab() {
-    for (int i = static_cast<int>(made_) - 1; i >= 0; --i) run("ip netns del " + host(i));
+    for (int i = static_cast<int>(made_) - 1; i >= 0; --i) {
+      run("ip netns del " + host(i) + "; rm -rf /etc/netns/" + host(i));
+    }
     if (labMade_) run("ip netns del " + name_);
   }
   HostLab(const HostLab&) = delete;
@@ -98,6 +100,26 @@ class HostLab {
     std::vector<std::vector<std::string>> out;
     for (int i = 0; i < hosts_; ++i) out.push_back(launcher(i));
     return out;
+  }
+
+  // Makes `name` resolve on every host to the addresses of `hosts`, one record each, as a
+  // Kubernetes headless service lists its pods: /etc/netns/<host>/hosts, which `ip netns exec`
+  // mounts over /etc/hosts. Rewritten in place, so members already running see a later call.
+  bool publishName(const std::string& name, const std::vector<int>& hosts) {
+    std::string text = "127.0.0.1 localhost\n::1 localhost\n";
+    for (int h : hosts) text += address(h) + " " + name + "\n";
+    for (int i = 0; i < hosts_; ++i) {
+      const std::string dir = "/etc/netns/" + host(i);
+      if (!run("mkdir -p " + dir)) return false;
+      FILE* f = std::fopen((dir + "/hosts").c_str(), "w");  // same file: truncated, not replaced
+      const bool written = f != nullptr && std::fputs(text.c_str(), f) >= 0;
+      if (f != nullptr && std::fclose(f) != 0) return false;
+      if (!written) {
+        output_ = "cannot write " + dir + "/hosts";
+        return false;
+      }
+    }
+    return true;
   }
 
   // Drops packets from host a to host b (and from b to a if `bothWays`): an nft rule in a's
@@ -215,7 +237,7 @@ class HostLab {
         stale.push_back(ns);
       }
     }
-    for (const auto& ns : stale) run("ip netns del " + ns);
+    for (const auto& ns : stale) run("ip netns del " + ns + "; rm -rf /etc/netns/" + ns);
   }
 
   bool applyAll() {
