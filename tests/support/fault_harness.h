@@ -183,6 +183,14 @@ class NodeProcess {
     waitExit(std::chrono::seconds(10));
   }
   void terminate() { ::kill(pid_, SIGTERM); }
+  // SIGTERM, then waits up to `limit` for the member to leave and exit: the wait status, or
+  // nullopt if it still runs. An exit with status 0 is then no crash.
+  std::optional<int> leave(std::chrono::milliseconds limit) {
+    terminate();
+    const auto status = waitExit(limit);
+    if (status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0) killedOnPurpose_ = true;
+    return status;
+  }
   bool paused() const { return paused_; }
   bool killedOnPurpose() const { return killedOnPurpose_; }
 
@@ -366,7 +374,8 @@ class FaultCluster {
   // settled topology with all of them. Empty on success, else what went wrong.
   std::string start() {
     for (int i = 0; i < options_.members; ++i) {
-      if (std::string failed = launch(i == 0 ? std::string() : procs_.front()->address);
+      if (std::string failed =
+              launch(i == 0 ? std::string() : procs_.front()->address, static_cast<std::size_t>(i));
           !failed.empty()) {
         return failed;
       }
@@ -395,7 +404,7 @@ class FaultCluster {
   // through their own flags, --seed-dns say), then waits as start() does. Empty on success, else
   // what went wrong.
   std::string startAtOnce() {
-    for (int i = 0; i < options_.members; ++i) spawn(std::string());
+    for (int i = 0; i < options_.members; ++i) spawn(std::string(), static_cast<std::size_t>(i));
     for (auto& p : procs_) {
       if (std::string failed = awaitListening(*p); !failed.empty()) return failed;
     }
@@ -412,10 +421,13 @@ class FaultCluster {
     return -1;
   }
 
-  // Starts one more process, joining through `seed` (a live member's address). Returns once it
-  // logged "listening on": it is a member, and its snapshots may still be under way. Empty on
-  // success, else what went wrong.
-  std::string add(const std::string& seed) { return launch(seed); }
+  // Starts one more process, joining through `seed` (a live member's address, or several
+  // separated by commas). Returns once it logged "listening on": it is a member, and its
+  // snapshots may still be under way. Empty on success, else what went wrong. The new process
+  // is number size() before the call; its launcher and --listen are those of process `slot`
+  // (default: its own number), so a restart can take a dead process's place on its host.
+  std::string add(const std::string& seed) { return launch(seed, procs_.size()); }
+  std::string add(const std::string& seed, std::size_t slot) { return launch(seed, slot); }
 
   std::size_t size() const { return procs_.size(); }
   NodeProcess& operator[](std::size_t i) { return *procs_.at(i); }
@@ -492,15 +504,15 @@ class FaultCluster {
   }
 
  private:
-  // Starts process number procs_.size() (its --listen and launcher from the options), joining
-  // through `seed` unless it is empty, and waits for its "listening on" line.
-  std::string launch(const std::string& seed) {
-    if (std::string failed = spawn(seed); !failed.empty()) return failed;
+  // Starts process number procs_.size() with the --listen and launcher of process `i` (from the
+  // options), joining through `seed` unless it is empty, and waits for its "listening on" line.
+  std::string launch(const std::string& seed, std::size_t i) {
+    if (std::string failed = spawn(seed, i); !failed.empty()) return failed;
     return awaitListening(*procs_.back());
   }
-  // Starts process procs_.size(), joining through `seed` (none: as options_.args say).
-  std::string spawn(const std::string& seed) {
-    const std::size_t i = procs_.size();
+  // Starts process procs_.size() with the --listen and launcher of process `i`, joining through
+  // `seed` (none: as options_.args say).
+  std::string spawn(const std::string& seed, std::size_t i) {
     std::vector<std::string> args = options_.args;
     args.insert(args.end(),
                 {"--listen", i < options_.listen.size() ? options_.listen[i] : "127.0.0.1:0"});

@@ -66,6 +66,19 @@ struct AuditOptions {
   std::size_t clients = 0;
 };
 
+// The fault scenarios' audit: 1024 buckets of 1 token for the whole run, and a generation of 32
+// fresh buckets of 2 tokens every 50 ms, so that grants keep happening through a fault.
+inline AuditOptions scenarioAudit(std::string prefix) {
+  AuditOptions a;
+  a.prefix = std::move(prefix);
+  a.fixedBuckets = 1024;
+  a.fixedCapacity = 1;
+  a.freshBuckets = 32;
+  a.freshCapacity = 2;
+  a.freshWindow = std::chrono::milliseconds(50);
+  return a;
+}
+
 // Parameters of a bucket that never refills: 1 token per ~292 years (INT64_MAX ns).
 inline BucketParams neverRefills(std::int64_t capacity) {
   return BucketParams{capacity, 1, std::numeric_limits<Nanos>::max(), std::nullopt};
@@ -258,6 +271,14 @@ class GrantAudit {
     return eventually([&] { return granted_.load() >= target; }, limit);
   }
 
+  // Calls so far, counted as they end: for figures while the load runs (finish() has them all).
+  struct Progress {
+    std::uint64_t granted = 0;
+    std::uint64_t answered = 0;  // granted or denied
+    std::uint64_t failed = 0;    // an error
+  };
+  Progress progress() const { return Progress{granted_.load(), answered_.load(), failed_.load()}; }
+
   // Waits up to `limit` until every fixed bucket can be read (GetEntry succeeds); returns the
   // keys that still cannot, each with its last error.
   std::vector<std::string> servedWithin(std::chrono::milliseconds limit) {
@@ -380,9 +401,11 @@ class GrantAudit {
       if (r) {
         c.outcome = r->granted ? AuditCall::kGranted : AuditCall::kDenied;
         if (r->granted) granted_.fetch_add(1, std::memory_order_relaxed);
+        answered_.fetch_add(1, std::memory_order_relaxed);
       } else {
         c.code = r.error().code().value();
         c.unknown = outcomeUnknown(r.error());
+        failed_.fetch_add(1, std::memory_order_relaxed);
       }
       out.push_back(c);
       std::this_thread::sleep_for(options_.pacing);
@@ -453,7 +476,8 @@ class GrantAudit {
   std::vector<std::unique_ptr<Client>> clients_;
   FaultClock::time_point begin_;
   std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> granted_{0};  // grants acknowledged to the callers so far
+  std::atomic<std::uint64_t> granted_{0};               // grants acknowledged to the callers so far
+  std::atomic<std::uint64_t> answered_{0}, failed_{0};  // calls answered, calls failed so far
   std::atomic<std::uint64_t> fixedCursor_{0}, freshCursor_{0};
   std::vector<std::thread> threads_;
   // Each caller's record, merged by finish(); a deque, so that adding callers moves none.

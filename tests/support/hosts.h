@@ -138,6 +138,15 @@ class HostLab {
     }
     return applyAll();
   }
+  // Splits the hosts in two: those in `side` from all the others, both ways.
+  bool split(const std::set<int>& side) {
+    for (int a : side) {
+      for (int b = 0; b < hosts_; ++b) {
+        if (side.count(b) == 0) cuts_.insert({a, b}), cuts_.insert({b, a});
+      }
+    }
+    return applyAll();
+  }
   bool heal(int a, int b) {
     cuts_.erase({a, b});
     cuts_.erase({b, a});

@@ -20,16 +20,19 @@
 #include "support/eventually.h"
 #include "support/fault_harness.h"
 #include "support/grant_audit.h"
+#include "support/host_cluster.h"
 
 using namespace std::chrono_literals;
-using ingrid::testing::AuditOptions;
 using ingrid::testing::AuditResult;
 using ingrid::testing::Convergence;
 using ingrid::testing::FaultClock;
 using ingrid::testing::FaultCluster;
-using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
 using ingrid::testing::HostLab;
+using ingrid::testing::labUsable;
+using ingrid::testing::onHosts;
+using ingrid::testing::scenarioAudit;
+using ingrid::testing::startOnHosts;
 
 namespace {
 
@@ -38,14 +41,6 @@ constexpr std::uint64_t kGrantsAround = 200;  // acknowledged before, during and
 constexpr auto kGrantLimit = 20s;
 constexpr auto kReactLimit = 20s;
 constexpr auto kConvergeLimit = 20s;
-
-bool labUsable(const HostLab& lab) {
-  if (lab.error().empty()) return true;
-  if (HostLab::required())
-    FAIL("cannot make the hosts' namespaces (required as root or with CI set): " << lab.error());
-  WARN("skipped: " << lab.error());
-  return false;
-}
 
 // What a scenario's fault did, for its summary line.
 struct Fault {
@@ -63,25 +58,12 @@ void runHostScenario(const char* scenario, std::size_t expectedMembers,
   if (!labUsable(lab)) return;
   HostLab::Enter inLab(lab);
   REQUIRE(inLab.entered());
-  FaultClusterOptions o;
-  o.members = kHosts;
-  o.launchers = lab.launchers();
-  o.listen.assign(kHosts, HostLab::listen());
-  FaultCluster cluster(o);
-  const std::string started = cluster.start();
+  FaultCluster cluster(onHosts(lab));
+  const std::string started = startOnHosts(cluster);
   INFO(started);
   REQUIRE(started.empty());
-  // Each member is known by its host's address, not the wildcard it listens on.
-  for (int i = 0; i < kHosts; ++i) REQUIRE(cluster[i].address == HostLab::endpoint(i));
 
-  AuditOptions a;
-  a.prefix = scenario;
-  a.fixedBuckets = 1024;
-  a.fixedCapacity = 1;
-  a.freshBuckets = 32;
-  a.freshCapacity = 2;
-  a.freshWindow = 50ms;
-  GrantAudit audit(cluster.addresses(), a);
+  GrantAudit audit(cluster.addresses(), scenarioAudit(scenario));
   REQUIRE(audit.start().empty());
   REQUIRE(audit.waitForGrants(kGrantsAround, kGrantLimit));  // load before the fault
   const auto faultBegin = FaultClock::now();
