@@ -233,7 +233,9 @@ class Nemesis {
     const auto deadline = FaultClock::now() + limit;
     const Convergence c = cluster_.waitConverged(kHosts, limit);
     if (!c.converged) {
-      why = c.detail;
+      std::string voters;
+      fullVoters(voters);
+      why = c.detail + "  " + voters + "\n";
       return false;
     }
     const bool voters =
@@ -410,6 +412,21 @@ class Nemesis {
   int strikeHost_ = 0;                    // the first host the current fault struck
 };
 
+// Writes every process's whole log (stdout and stderr) to a new directory; returns its path.
+std::string keepLogs(FaultCluster& cluster) {
+  char dir[] = "/tmp/ingrid-nemesis-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return "(mkdtemp failed)";
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    const std::string path = std::string(dir) + "/process-" + std::to_string(i) + ".log";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      const std::string log = cluster[i].command() + "\n" + cluster[i].tail(SIZE_MAX);
+      std::fwrite(log.data(), 1, log.size(), f);
+      std::fclose(f);
+    }
+  }
+  return dir;
+}
+
 void print(const Record& r, FaultClock::time_point begin) {
   const auto during = [](const GrantAudit::Progress& from, const GrantAudit::Progress& to) {
     char buf[96];
@@ -500,6 +517,30 @@ TEST_CASE(
   for (const auto& c : r.calls) {
     maxLatency = std::max(maxLatency, std::chrono::duration_cast<milliseconds>(c.end - c.start));
   }
+  // The failed calls of each fault (ended between its strike and the safe cluster after it), by
+  // error, with the slowest call then: one more line for each fault that saw a failure.
+  std::vector<std::map<std::string, std::uint64_t>> failures(records.size());
+  std::vector<milliseconds> slowest(records.size(), 0ms);
+  for (const auto& c : r.calls) {
+    const auto it = std::upper_bound(records.begin(), records.end(), c.end,
+                                     [](auto t, const Record& rec) { return t < rec.struck; });
+    if (it == records.begin() || c.end > std::prev(it)->settled) continue;
+    const auto i = static_cast<std::size_t>(std::prev(it) - records.begin());
+    slowest[i] = std::max(slowest[i], std::chrono::duration_cast<milliseconds>(c.end - c.start));
+    if (c.outcome == ingrid::testing::AuditCall::kError) {
+      ++failures[i][ingrid::testing::errcName(c.code)];
+    }
+  }
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    if (failures[i].empty()) continue;
+    std::string codes;
+    for (const auto& [code, n] : failures[i]) {
+      codes += (codes.empty() ? "" : ",") + code + ":" + std::to_string(n);
+    }
+    std::printf("[nemesis] #%d %s: failed calls {%s}, slowest call %lld ms\n", records[i].number,
+                nameOf(records[i].planned.kind), codes.c_str(),
+                static_cast<long long>(slowest[i].count()));
+  }
   std::string kinds;
   for (const auto& [kind, n] : byKind) {
     kinds += (kinds.empty() ? "" : " ") + kind + "=" + std::to_string(n);
@@ -514,6 +555,18 @@ TEST_CASE(
       safeAtEnd ? "yes" : "no", crashes.size(), unserved.size(), r.summary.line().c_str());
   std::fflush(stdout);
 
+  const bool failed = !safeAtEnd || !crashes.empty() || !unserved.empty() ||
+                      r.summary.lost + r.summary.doubled + r.summary.phantom +
+                              r.summary.overDeadline + r.summary.unreadable !=
+                          0 ||
+                      std::any_of(records.begin(), records.end(), [](const Record& rec) {
+                        return !rec.problem.empty() || !rec.loadBefore || !rec.loadAfter;
+                      });
+  if (failed) {
+    std::printf("[nemesis] seed %llu failed; every member's log is in %s\n", u(seed),
+                keepLogs(cluster).c_str());
+    std::fflush(stdout);
+  }
   for (const Record& rec : records) {
     INFO("fault #" << rec.number << " " << nameOf(rec.planned.kind) << " " << rec.target << ": "
                    << rec.problem);
