@@ -13,8 +13,8 @@
 // before it and after it.
 //
 // Faults (drawn from a shuffled bag of every kind, so each kind comes once in every ten):
-//   kill          kill -9 of a member; after the hold a new process on its host joins (a new
-//   member) kill-leader   kill -9 of the control plane's leader (found then), restarted likewise
+//   kill          kill -9 of a member; a new process on its host joins after the hold
+//   kill-leader   kill -9 of the control plane's leader (found then), restarted likewise
 //   kill-two      kill -9 of two members at once (5 voters survive 2 losses, 2 backups keep a
 //                 copy of every partition), both restarted after the hold
 //   restart       SIGTERM (a graceful leave), and a new process on its host after the hold
@@ -36,9 +36,9 @@
 // INGRID_NEMESIS_SEED=N replays a seed (else one is drawn and printed first);
 // INGRID_NEMESIS_SECONDS (default 60, as CTest runs it) is the length of the schedule: no fault is
 // struck that would not end within it. It prints one line per fault (start, kind, target, hold,
-// calls ok/failed while it lasted and while the cluster settled) and a summary. `scripts/nemesis.sh
-// --minutes 10` runs it by hand. As root (namespaces); skipped with a warning otherwise, failed
-// with CI set.
+// calls ok/failed while it lasted and while the cluster settled) and a summary; a failing run
+// keeps every member's log in a directory it names. By hand: `scripts/nemesis.sh --minutes 10`.
+// As root (namespaces); skipped with a warning otherwise, failed with CI set.
 #include "support/host_cluster.h"
 
 #include <signal.h>
