@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -92,7 +93,11 @@ class TestCluster {
   bool start(int n) {
     for (int i = 0; i < n; ++i) {
       add();
-      if (!lastStart_) return false;
+      if (!lastStart_) {
+        std::cerr << "TestCluster: node " << nodes_.size() - 1
+                  << " did not start: " << lastStart_.error().message() << "\n";
+        return false;
+      }
     }
     return eventually([this] { return settled(); });
   }
