@@ -3,6 +3,7 @@
 // election, and the new leader judges the old one.
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "cluster/node_impl.h"
 
@@ -20,8 +21,9 @@ void NodeImpl::judgeTick() {
   if (heartbeatsStopped_) return;
   // Only the leader judges: a member silent for failureTimeout is reported failed within a
   // twentieth of it (not a whole heartbeat interval) after.
+  const auto now = SteadyClock::now();
+  discountStall(now);
   if (coordinator_ && memberId() != 0) {
-    const auto now = SteadyClock::now();
     std::vector<MemberId> silent;
     for (const auto& [id, heard] : lastHeard_) {
       if (now - heard.at > options_.failureTimeout) silent.push_back(id);
@@ -29,9 +31,7 @@ void NodeImpl::judgeTick() {
     std::sort(silent.begin(), silent.end());
     for (MemberId id : silent) coordinator_->memberFailed(id);
   }
-  judgeTimer_.expires_after(
-      std::min(std::max(options_.failureTimeout / 20, std::chrono::milliseconds(10)),
-               std::max(options_.heartbeatInterval, std::chrono::milliseconds(10))));
+  judgeTimer_.expires_after(judgeInterval());
   judgeTimer_.async_wait([this](std::error_code ec) {
     if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
   });
@@ -52,6 +52,7 @@ void NodeImpl::heartbeatTick() {
   const TopologyPtr t = topology();
   const MemberId self = memberId();
   const auto now = SteadyClock::now();
+  discountStall(now);
   // The silence of a member is measured from its last heartbeat answer, or from when this node
   // first saw it listed (commitTopology).
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
@@ -116,6 +117,7 @@ void NodeImpl::renewLease() {
   // hearing it first, would judge it cut from this member and remove it as it starts.
   const auto unreachableAfter = unreachableThreshold();
   const auto now = SteadyClock::now();
+  discountStall(now);
   for (const auto& [id, heard] : lastHeard_) {
     if (now - heard.at > (heard.answered ? unreachableAfter : options_.failureTimeout)) {
       ask.unreachable.push_back(id);
@@ -181,6 +183,24 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
           conn->replyError(header, r.error());
         }
       });
+}
+
+std::chrono::milliseconds NodeImpl::judgeInterval() const {
+  return std::min(std::max(options_.failureTimeout / 20, std::chrono::milliseconds(10)),
+                  std::max(options_.heartbeatInterval, std::chrono::milliseconds(10)));
+}
+
+void NodeImpl::discountStall(SteadyClock::time_point now) {
+  // A stalled leader (a stalled host: every member at once) would otherwise find every member
+  // silent the moment it runs again, before it reads the answers waiting for it, and remove them
+  // all one after another; a stalled member would report every other one cut off.
+  const auto ranAt = std::exchange(detectorRanAt_, now);
+  if (ranAt == SteadyClock::time_point{} ||
+      now - ranAt <= std::max(options_.heartbeatInterval, 2 * judgeInterval())) {
+    return;
+  }
+  const auto stalled = now - ranAt - judgeInterval();
+  for (auto& [id, heard] : lastHeard_) heard.at = std::min(now, heard.at + stalled);
 }
 
 std::chrono::milliseconds NodeImpl::hearingWindow() const {

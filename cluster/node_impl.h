@@ -288,6 +288,15 @@ class NodeImpl final : public ConnectionHandler,
   bool hearsFrom(MemberId id) const override;
   // hearsFrom's window: a member answered within it.
   std::chrono::milliseconds hearingWindow() const;
+  // How often judgeTick runs: a twentieth of the failure timeout, at least 10 ms and at most a
+  // heartbeat interval.
+  std::chrono::milliseconds judgeInterval() const;
+  // Time during which this node's failure detection did not run (its process was paused, or
+  // starved of CPU with its host) is nobody's silence: answers that came meanwhile wait unread.
+  // Called first by each detection step (network thread); a gap since the previous step longer
+  // than a heartbeat interval (and two judge intervals) moves every member's last hearing forward
+  // by the gap less one judge interval (never past `now`).
+  void discountStall(std::chrono::steady_clock::time_point now);
   // Silence after which a member reports a peer as unreachable to the leader (with its lease
   // requests); always longer than hearingWindow().
   std::chrono::milliseconds unreachableThreshold() const;
@@ -370,6 +379,8 @@ class NodeImpl final : public ConnectionHandler,
     bool answered = false;
   };
   std::unordered_map<MemberId, Hearing> lastHeard_;
+  // When failure detection last ran here (discountStall); the epoch before its first run.
+  std::chrono::steady_clock::time_point detectorRanAt_{};
   bool catchingUp_ = false;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> probedAt_;
   // Clients' GetTopology watches, answered when a newer topology is installed (network thread).
