@@ -201,6 +201,11 @@ Result<bool> NodeImpl::start() {
       return Error(Errc::invalid_configuration, "seed '" + seed + "' is not host:port");
     }
   }
+  if (options_.bootstrapExpect > 0 && !options_.seedProvider) {
+    return Error(Errc::invalid_configuration,
+                 "NodeOptions.bootstrapExpect needs a seedProvider (--seed-dns): it counts the "
+                 "discovered nodes");
+  }
   unsigned threads = options_.workerThreads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   data_ = std::make_unique<DataPlane>(static_cast<DataPlaneHost&>(*this), options_, registry_,
@@ -372,6 +377,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
   // cluster, and whether any answered as a member of one.
   std::set<std::string> idle;
   bool clusterSeen = false;
+  bool warnedNotListed = false;
   std::string tried;
   std::string lastError = providerError.empty() ? "no seed answered" : providerError;
   while (SteadyClock::now() < deadline) {
@@ -385,6 +391,14 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
                   << idle.size() + 1 << " nodes found in no cluster (bootstrapExpect "
                   << options_.bootstrapExpect << ")\n";
         return bootstrap();
+      }
+      if (mayBootstrap && options_.bootstrapExpect > 0 && !warnedNotListed && !discovered.empty() &&
+          std::find(discovered.begin(), discovered.end(), selfAddress_) == discovered.end()) {
+        warnedNotListed = true;
+        std::cerr << "ingrid: " << selfAddress_ << " is not among the " << discovered.size()
+                  << " discovered addresses (first: " << discovered.front()
+                  << "): it will join, never start a cluster (bootstrapExpect "
+                  << options_.bootstrapExpect << "); advertise the address the name lists\n";
       }
       {
         std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
@@ -466,7 +480,16 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
           targets.push_front(c->address);
           clusterSeen = true;
         } else {
-          idle.insert(seed);  // a node joining too, in no cluster yet
+          // A node in no cluster yet, counted once: only a discovered address, of this node's
+          // own family (a dual-stack name lists each node twice, this one too).
+          const bool v6 = !seed.empty() && seed.front() == '[';
+          const bool selfV6 = !selfAddress_.empty() && selfAddress_.front() == '[';
+          if (t.members.empty() && v6 == selfV6 &&
+              std::find(discovered.begin(), discovered.end(), seed) != discovered.end()) {
+            idle.insert(seed);
+          } else if (!t.members.empty()) {
+            clusterSeen = true;  // a member between leaders, or rejoining: a cluster exists
+          }
         }
         deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
         continue;
