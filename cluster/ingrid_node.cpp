@@ -1,8 +1,9 @@
 // ingrid-node: a standalone ingrid member, for a separate tier and for multi-process tests.
 //
 // Prints "ingrid-node: member ID listening on HOST:PORT" once started, one line per topology
-// change, and leaves the cluster gracefully on SIGINT or SIGTERM. Options are parsed by CLI11;
-// each can also come from the environment variable INGRID_<OPTION_IN_UPPER_SNAKE> (for
+// change, and leaves the cluster gracefully on SIGINT or SIGTERM. SIGHUP reloads the --rls-config
+// file (a bad one is reported on stderr and the old configuration kept). Options are parsed by
+// CLI11; each can also come from the environment variable INGRID_<OPTION_IN_UPPER_SNAKE> (for
 // containers), and the command line wins over the environment. A refused option exits with 2.
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -29,6 +31,9 @@
 #include "cluster/resp/resp_server.h"
 #ifdef INGRID_HTTP_GATEWAY
 #include "cluster/http_gateway/http_gateway.h"
+#endif
+#ifdef INGRID_RLS_GATEWAY
+#include "cluster/rls_gateway/rls_gateway.h"
 #endif
 
 namespace {
@@ -126,6 +131,10 @@ struct Gateways {
 #ifdef INGRID_HTTP_GATEWAY
   std::string http;
   ingrid::HttpGatewayOptions httpOptions;
+#endif
+#ifdef INGRID_RLS_GATEWAY
+  std::string rls;
+  ingrid::RlsGatewayOptions rlsOptions;
 #endif
 };
 
@@ -345,6 +354,31 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
       ->type_name("N")
       ->check(wholeIn(1000, 86'400'000));
 #endif
+#ifdef INGRID_RLS_GATEWAY
+  app.add_option("--rls", gw.rls,
+                 "serve Envoy's Rate Limit Service v3 (gRPC ShouldRateLimit) there,\n"
+                 "with the limits of --rls-config (docs/gateways.md); port 0 picks a\n"
+                 "free port (printed on start). Default: none")
+      ->type_name("HOST:PORT");
+  app.add_option("--rls-config", gw.rlsOptions.configFile,
+                 "the RLS descriptor limits, in envoyproxy/ratelimit's YAML shape;\n"
+                 "SIGHUP reloads it (a bad file keeps the old). Needed with --rls")
+      ->type_name("PATH");
+  app.add_option("--rls-max-in-flight", gw.rlsOptions.maxInFlight,
+                 "RLS calls in progress at once; one more is answered\n"
+                 "RESOURCE_EXHAUSTED. Default: 4096")
+      ->type_name("N")
+      ->check(wholeIn(1, 1'000'000));
+  app.add_option("--rls-max-message-bytes", gw.rlsOptions.maxMessageBytes,
+                 "bytes of one RLS request message; a longer one is refused\n"
+                 "RESOURCE_EXHAUSTED. Default: 1048576")
+      ->type_name("N")
+      ->check(wholeIn(1024, 1LL << 30));
+  app.add_option("--rls-max-concurrent-streams", gw.rlsOptions.maxConcurrentStreams,
+                 "RLS calls at once on one HTTP/2 connection. Default: 100")
+      ->type_name("N")
+      ->check(wholeIn(1, 1'000'000));
+#endif
   app.add_option("--max-connections", o.maxConnections,
                  "connections accepted at once; one more is refused with an error\n"
                  "naming the limit. Default: 4096")
@@ -408,6 +442,13 @@ std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::str
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+#ifdef INGRID_RLS_GATEWAY
+  if (!gw.rls.empty() && gw.rlsOptions.configFile.empty()) {
+    std::fprintf(stderr,
+                 "ingrid-node: --rls needs --rls-config\nRun with --help for the options.\n");
+    return 2;
+  }
+#endif
   if (app.get_option("--request-timeout-ms")->count() == 0) {
     o.requestTimeout = std::min(o.requestTimeout, o.dedupWindow / 2);
   }
@@ -446,6 +487,10 @@ int main(int argc, char** argv) {
   ingrid::HttpGateway http(node, gateways.httpOptions);
   if (!gateways.http.empty()) probes.appendMetrics([&http] { return http.metricsText(); });
 #endif
+#ifdef INGRID_RLS_GATEWAY
+  ingrid::RlsGateway rls(node, gateways.rlsOptions);
+  if (!gateways.rls.empty()) probes.appendMetrics([&rls] { return rls.metricsText(); });
+#endif
   if (!metricsAddress.empty()) {
     const auto port = probes.start(metricsAddress);
     if (!port) {
@@ -481,6 +526,23 @@ int main(int argc, char** argv) {
                 gateways.http.substr(0, gateways.http.rfind(':')).c_str(), unsigned{*port});
   }
 #endif
+#ifdef INGRID_RLS_GATEWAY
+  if (!gateways.rls.empty()) {
+    const auto port = rls.start(gateways.rls);
+    if (!port) {
+      std::fprintf(stderr, "ingrid-node: --rls: %s\n", port.error().message().c_str());
+#ifdef INGRID_HTTP_GATEWAY
+      http.stop();
+#endif
+      resp.stop();
+      probes.stop();
+      node.stop();
+      return 2;
+    }
+    std::printf("ingrid-node: RLS on %s:%u\n",
+                gateways.rls.substr(0, gateways.rls.rfind(':')).c_str(), unsigned{*port});
+  }
+#endif
   std::string shardPorts;
   // Held while `me` is read: the network thread may install a newer topology meanwhile.
   const ingrid::TopologyPtr topology = node.topology();
@@ -496,9 +558,32 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   asio::io_context signals;
-  asio::signal_set set(signals, SIGINT, SIGTERM);
+  asio::signal_set set(signals, SIGINT, SIGTERM, SIGHUP);
   int received = 0;
-  set.async_wait([&](std::error_code, int sig) { received = sig; });
+  // SIGHUP reloads the RLS configuration and waits again; SIGINT and SIGTERM end the wait.
+  std::function<void(std::error_code, int)> onSignal = [&](std::error_code ec, int sig) {
+    if (ec) return;
+    if (sig != SIGHUP) {
+      received = sig;
+      return;
+    }
+#ifdef INGRID_RLS_GATEWAY
+    if (!gateways.rls.empty()) {
+      const std::string& file = gateways.rlsOptions.configFile;
+      if (auto rules = rls.reload()) {
+        std::printf("ingrid-node: SIGHUP: RLS config reloaded from %s (%zu descriptors)\n",
+                    file.c_str(), *rules);
+      } else {
+        std::fprintf(stderr, "ingrid-node: SIGHUP: RLS config not reloaded, keeping the old: %s\n",
+                     rules.error().message().c_str());
+        std::printf("ingrid-node: SIGHUP: RLS config kept (reload of %s failed)\n", file.c_str());
+      }
+      std::fflush(stdout);
+    }
+#endif
+    set.async_wait(onSignal);
+  };
+  set.async_wait(onSignal);
   signals.run();
   if (level >= kInfo) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
@@ -508,6 +593,9 @@ int main(int argc, char** argv) {
   resp.stop();
 #ifdef INGRID_HTTP_GATEWAY
   http.stop();
+#endif
+#ifdef INGRID_RLS_GATEWAY
+  rls.stop();
 #endif
   probes.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
