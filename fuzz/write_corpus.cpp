@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <asio/io_context.hpp>
@@ -526,6 +527,67 @@ void addGubernatorJson(Corpus& corpus) {
   seeds["bad_type"] = R"({"requests":[{"name":"n","hits":"many"}]})";
 }
 
+// Protocol Buffers' encoding of a length-delimited field (tag `field`, wire type 2) and of a
+// varint field (wire type 0), for the RLS seeds: the corpus generator links no protobuf.
+std::string pbVarint(std::uint64_t v) {
+  std::string out;
+  while (v >= 0x80) {
+    out += static_cast<char>((v & 0x7F) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+  return out;
+}
+std::string pbBytes(int field, const std::string& bytes) {
+  return pbVarint(static_cast<std::uint64_t>(field) << 3 | 2) + pbVarint(bytes.size()) + bytes;
+}
+std::string pbUint(int field, std::uint64_t v) {
+  return pbVarint(static_cast<std::uint64_t>(field) << 3) + pbVarint(v);
+}
+// A RateLimitDescriptor (envoy/extensions/common/ratelimit/v3/ratelimit.proto) of these entries.
+std::string rlsDescriptor(const std::vector<std::pair<std::string, std::string>>& entries,
+                          const std::string& extra = "") {
+  std::string d;
+  for (const auto& [k, v] : entries) d += pbBytes(1, pbBytes(1, k) + pbBytes(2, v));
+  return d + extra;
+}
+
+// fuzz_rls: byte 0 even, a RateLimitRequest; odd, a YAML configuration.
+void addRls(Corpus& corpus) {
+  auto& seeds = corpus["fuzz_rls"];
+  const std::string request = "\x00";
+  seeds["request_nested"] =
+      request + pbBytes(1, "edge") +
+      pbBytes(2, rlsDescriptor({{"tenant", "acme"}, {"path", "/login"}})) +
+      pbBytes(2, rlsDescriptor({{"tenant", "vip"}})) + pbBytes(2, rlsDescriptor({{"closed", "x"}})) +
+      pbUint(3, 5);
+  seeds["request_override_hits"] =
+      request + pbBytes(1, "edge") +
+      pbBytes(2, rlsDescriptor({{"big", "1"}}, pbBytes(2, pbUint(1, 10) + pbUint(2, 2)) +
+                                                    pbBytes(3, pbUint(1, 1000)))) +
+      pbBytes(2, rlsDescriptor({{"tenant", "a|b=c"}}, pbBytes(3, "")));
+  seeds["request_refused"] = request + pbBytes(1, "") + pbBytes(2, rlsDescriptor({{"", ""}}));
+  const std::string yaml = "\x01";
+  seeds["config_nested"] = yaml + R"(domain: edge
+descriptors:
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 7, name: t}
+    detailed_metric: true
+    descriptors:
+      - key: path
+        value: /login
+        shadow_mode: true
+        rate_limit:
+          unit: second
+          requests_per_unit: 2
+  - key: tenant
+    value: vip
+    rate_limit: {unlimited: true}
+)";
+  seeds["config_refused"] = yaml + "domain: d\ndescriptors:\n  - key: a\n    rate_limit: "
+                                   "{unit: week}\n  - key: a\n";
+}
+
 void write(const Corpus& corpus, const std::filesystem::path& dir) {
   for (const auto& [harness, seeds] : corpus) {
     std::filesystem::create_directories(dir / harness);
@@ -554,6 +616,7 @@ int main(int argc, char** argv) {
     ingrid::fuzz::addProcessors(corpus);
     ingrid::fuzz::addResp(corpus);
     ingrid::fuzz::addGubernatorJson(corpus);
+    ingrid::fuzz::addRls(corpus);
     ingrid::fuzz::write(corpus, argv[1]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_write_corpus: %s\n", e.what());

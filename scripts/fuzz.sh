@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${INGRID_BUILD_DIR:-$root/build-fuzz}
 harnesses=(fuzz_frame_header fuzz_messages fuzz_raft fuzz_processors fuzz_resp
-           fuzz_gubernator_json)
+           fuzz_gubernator_json fuzz_rls)
 
 write_corpus=0
 seconds=${INGRID_FUZZ_SECONDS:-20}
