@@ -20,10 +20,15 @@ set -euo pipefail
 # redis-tools and python3-redis (tests only): redis-cli and redis-py against the RESP gateway.
 # libhiredis-dev (tests only): a C client pipelining against the RESP gateway (docs/ARCHITECTURE.md
 # "Dependencies"); its test program is built only when hiredis is found.
+# libgrpc++-dev, libprotobuf-dev, protobuf-compiler, protobuf-compiler-grpc: the Envoy RLS v3
+# gateway's gRPC server and messages, compiled from its .proto at build time (optional).
+# libyaml-cpp-dev: the RLS gateway's envoyproxy/ratelimit YAML config (docs/ARCHITECTURE.md).
+# python3-grpcio and python3-protobuf (tests only): a Python gRPC client of the RLS gateway.
 packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2 prometheus-cpp-dev
           libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux redis-tools
-          python3-redis libhiredis-dev)
+          python3-redis libhiredis-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
+          protobuf-compiler-grpc libyaml-cpp-dev python3-grpcio python3-protobuf)
 for arg in "$@"; do
   case "$arg" in
     # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).
