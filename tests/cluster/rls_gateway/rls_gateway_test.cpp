@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -167,6 +168,16 @@ struct RlsNode {
 
   explicit RlsNode(const Limits& limits) {
     writeFile(config, configYaml(limits));
+#ifdef INGRID_RLS_TSAN_SUPPRESSIONS
+    // Read by the child only (TSan reads its options at start): tsan-grpc.supp says why.
+    static const bool once = [] {
+      const char* given = std::getenv("TSAN_OPTIONS");
+      const std::string options = std::string(given ? given : "") + (given && *given ? ":" : "") +
+                                  "suppressions=" INGRID_RLS_TSAN_SUPPRESSIONS;
+      return ::setenv("TSAN_OPTIONS", options.c_str(), 1) == 0;
+    }();
+    REQUIRE(once);
+#endif
     proc = std::make_unique<ChildProcess>(
         INGRID_NODE_PATH, std::vector<std::string>{"--partitions", "16", "--workers", "1", "--rls",
                                                    "127.0.0.1:0", "--rls-config", config});
