@@ -555,16 +555,15 @@ std::string rlsDescriptor(const std::vector<std::pair<std::string, std::string>>
 // fuzz_rls: byte 0 even, a RateLimitRequest; odd, a YAML configuration.
 void addRls(Corpus& corpus) {
   auto& seeds = corpus["fuzz_rls"];
-  const std::string request = "\x00";
-  seeds["request_nested"] =
-      request + pbBytes(1, "edge") +
-      pbBytes(2, rlsDescriptor({{"tenant", "acme"}, {"path", "/login"}})) +
-      pbBytes(2, rlsDescriptor({{"tenant", "vip"}})) + pbBytes(2, rlsDescriptor({{"closed", "x"}})) +
-      pbUint(3, 5);
+  const std::string request(1, '\0');
+  seeds["request_nested"] = request + pbBytes(1, "edge") +
+                            pbBytes(2, rlsDescriptor({{"tenant", "acme"}, {"path", "/login"}})) +
+                            pbBytes(2, rlsDescriptor({{"tenant", "vip"}})) +
+                            pbBytes(2, rlsDescriptor({{"closed", "x"}})) + pbUint(3, 5);
   seeds["request_override_hits"] =
       request + pbBytes(1, "edge") +
       pbBytes(2, rlsDescriptor({{"big", "1"}}, pbBytes(2, pbUint(1, 10) + pbUint(2, 2)) +
-                                                    pbBytes(3, pbUint(1, 1000)))) +
+                                                   pbBytes(3, pbUint(1, 1000)))) +
       pbBytes(2, rlsDescriptor({{"tenant", "a|b=c"}}, pbBytes(3, "")));
   seeds["request_refused"] = request + pbBytes(1, "") + pbBytes(2, rlsDescriptor({{"", ""}}));
   const std::string yaml = "\x01";
@@ -584,8 +583,9 @@ descriptors:
     value: vip
     rate_limit: {unlimited: true}
 )";
-  seeds["config_refused"] = yaml + "domain: d\ndescriptors:\n  - key: a\n    rate_limit: "
-                                   "{unit: week}\n  - key: a\n";
+  seeds["config_refused"] = yaml +
+                            "domain: d\ndescriptors:\n  - key: a\n    rate_limit: "
+                            "{unit: week}\n  - key: a\n";
 }
 
 void write(const Corpus& corpus, const std::filesystem::path& dir) {
