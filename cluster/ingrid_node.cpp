@@ -543,20 +543,8 @@ int main(int argc, char** argv) {
                 gateways.rls.substr(0, gateways.rls.rfind(':')).c_str(), unsigned{*port});
   }
 #endif
-  std::string shardPorts;
-  // Held while `me` is read: the network thread may install a newer topology meanwhile.
-  const ingrid::TopologyPtr topology = node.topology();
-  if (const ingrid::MemberInfo* me = topology->member(node.memberId())) {
-    for (std::uint16_t port : me->shardPorts) {
-      shardPorts += (shardPorts.empty() ? "" : ",") + std::to_string(port);
-    }
-  }
-  // On a line of its own, before the one that scripts read the address from (its last word).
-  if (!shardPorts.empty()) std::printf("ingrid-node: shard ports %s\n", shardPorts.c_str());
-  std::printf("ingrid-node: member %llu listening on %s\n",
-              static_cast<unsigned long long>(node.memberId()), node.listenAddress().c_str());
-  std::fflush(stdout);
-
+  // Registered before the "listening on" line, which scripts and tests wait for before they
+  // signal: SIGHUP must not find its default action (ending the process).
   asio::io_context signals;
   asio::signal_set set(signals, SIGINT, SIGTERM, SIGHUP);
   int received = 0;
@@ -584,6 +572,20 @@ int main(int argc, char** argv) {
     set.async_wait(onSignal);
   };
   set.async_wait(onSignal);
+  std::string shardPorts;
+  // Held while `me` is read: the network thread may install a newer topology meanwhile.
+  const ingrid::TopologyPtr topology = node.topology();
+  if (const ingrid::MemberInfo* me = topology->member(node.memberId())) {
+    for (std::uint16_t port : me->shardPorts) {
+      shardPorts += (shardPorts.empty() ? "" : ",") + std::to_string(port);
+    }
+  }
+  // On a line of its own, before the one that scripts read the address from (its last word).
+  if (!shardPorts.empty()) std::printf("ingrid-node: shard ports %s\n", shardPorts.c_str());
+  std::printf("ingrid-node: member %llu listening on %s\n",
+              static_cast<unsigned long long>(node.memberId()), node.listenAddress().c_str());
+  std::fflush(stdout);
+
   signals.run();
   if (level >= kInfo) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
