@@ -56,4 +56,8 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libasio-dev, libcereal-dev, libxxhash-dev, libraft-dev, libabsl-dev, libssl-dev, prometheus-cpp-dev, libcpp-httplib-dev")
+# ingrid-node with --rls links gRPC, protobuf and yaml-cpp (INGRID_RLS_GATEWAY).
+if(INGRID_RLS_GATEWAY)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libgrpc++-dev, libprotobuf-dev, libyaml-cpp-dev")
+endif()
 include(CPack)
