@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <ingrid/node.h>
+
 #include "cluster/rls_gateway/rls_mapping.h"
 #include "support/child_process.h"
 
@@ -323,4 +325,48 @@ TEST_CASE("A Python gRPC client gets Envoy RLS v3 answers as the YAML config say
     CHECK(parse(lines[1]).error.find("kMaxDescriptors") != std::string::npos);
     CHECK(parse(lines[2]).error.find("kMaxHitsAddend") != std::string::npos);
   }
+}
+
+TEST_CASE("An embedded RlsGateway reloads through its API and counts each reload",
+          "[rls_gateway]") {
+  ingrid::NodeOptions options;
+  options.partitions = 16;
+  options.workerThreads = 1;
+  options.listenAddress = "127.0.0.1:0";
+  ingrid::Node node(options);
+  REQUIRE(node.start());
+  const std::string file = tempPath("embedded.yaml");
+  writeFile(file, "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: not-a-unit}\n");
+  {
+    ingrid::RlsGateway refused(node, {.configFile = file});
+    auto port = refused.start("127.0.0.1:0");
+    REQUIRE_FALSE(port);
+    CHECK(port.error().message().find(file + ":4: rate_limit.unit") != std::string::npos);
+  }
+  writeFile(file, configYaml(Limits{3, 2, 4, 1, true}));
+  ingrid::RlsGateway rls(node, {.configFile = file});
+  auto port = rls.start("127.0.0.1:0");
+  INFO((port ? "" : port.error().message()));
+  REQUIRE(port);
+  CHECK(rls.config()->domain == "edge");
+
+  writeFile(file, "domain: other\n");
+  auto good = rls.reload();
+  REQUIRE(good);
+  CHECK(*good == 0);
+  CHECK(rls.config()->domain == "other");
+  writeFile(file, "domain: [\n");
+  auto bad = rls.reload();
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message().find(file + ":") != std::string::npos);
+  CHECK(rls.config()->domain == "other");  // kept
+  const ingrid::RlsGatewayCounts c = rls.counts();
+  CHECK(c.reloadsOk == 1);
+  CHECK(c.reloadsError == 1);
+  const std::string metrics = rls.metricsText();
+  CHECK(metrics.find("ingrid_rls_config_reloads_total{result=\"ok\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("ingrid_rls_config_reloads_total{result=\"error\"} 1\n") != std::string::npos);
+  rls.stop();
+  node.stop();
+  std::remove(file.c_str());
 }
