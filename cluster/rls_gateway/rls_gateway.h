@@ -70,7 +70,8 @@ class RlsGateway {
   void stop();
   // Reads options.configFile again: a good file replaces the configuration for calls that start
   // after it (returns its rule count); a bad one keeps the old and returns the error naming the
-  // file, the line and the reason. Counted in ingrid_rls_config_reloads_total{result}.
+  // file, the line and the reason. Counted in ingrid_rls_config_reloads_total{result}. Before
+  // start() it loads the file too (start() reads it again).
   Result<std::size_t> reload();
   // The configuration in use (nullptr before start()).
   RlsConfigPtr config() const;

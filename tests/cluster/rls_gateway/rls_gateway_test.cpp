@@ -345,10 +345,17 @@ TEST_CASE("An embedded RlsGateway reloads through its API and counts each reload
   }
   writeFile(file, configYaml(Limits{3, 2, 4, 1, true}));
   ingrid::RlsGateway rls(node, {.configFile = file});
+#ifndef INGRID_RLS_TSAN_SUPPRESSIONS
   auto port = rls.start("127.0.0.1:0");
   INFO((port ? "" : port.error().message()));
   REQUIRE(port);
+#else
+  // Under TSan gRPC's server stays out of this process: its uninstrumented threads would be
+  // reported (tsan-grpc.supp, used by the ingrid-node child above). reload() loads it alike.
+  REQUIRE(rls.reload());
+#endif
   CHECK(rls.config()->domain == "edge");
+  const ingrid::RlsGatewayCounts before = rls.counts();
 
   writeFile(file, "domain: other\n");
   auto good = rls.reload();
@@ -361,10 +368,11 @@ TEST_CASE("An embedded RlsGateway reloads through its API and counts each reload
   CHECK(bad.error().message().find(file + ":") != std::string::npos);
   CHECK(rls.config()->domain == "other");  // kept
   const ingrid::RlsGatewayCounts c = rls.counts();
-  CHECK(c.reloadsOk == 1);
+  CHECK(c.reloadsOk == before.reloadsOk + 1);
   CHECK(c.reloadsError == 1);
   const std::string metrics = rls.metricsText();
-  CHECK(metrics.find("ingrid_rls_config_reloads_total{result=\"ok\"} 1\n") != std::string::npos);
+  CHECK(metrics.find("ingrid_rls_config_reloads_total{result=\"ok\"} " +
+                     std::to_string(c.reloadsOk) + "\n") != std::string::npos);
   CHECK(metrics.find("ingrid_rls_config_reloads_total{result=\"error\"} 1\n") != std::string::npos);
   rls.stop();
   node.stop();
