@@ -37,8 +37,13 @@ void checkCommand(std::vector<std::string>& args, const RespLimits& limits, Resp
     if (a.size() > std::max(limits.maxBulk, limits.maxInline)) fail("an argument over the limits");
   }
   const bool before = session.authenticated;
+  const int protocolBefore = session.protocol;
   const std::string name = lower(args[0]);
   RespAction action = respCommand(args, session);
+  if (session.protocol != 2 && session.protocol != 3) fail("a protocol other than RESP2 or RESP3");
+  if (session.protocol != protocolBefore && (name != "hello" || action.reply[0] == '-')) {
+    fail("the protocol changed by something other than a successful HELLO");
+  }
   if (!before && name != "auth" && name != "hello" && name != "quit" &&
       (action.request || action.reply.rfind("-NOAUTH", 0) != 0)) {
     fail("a command other than AUTH, HELLO and QUIT ran before AUTH");
@@ -60,7 +65,7 @@ void checkCommand(std::vector<std::string>& args, const RespLimits& limits, Resp
     return;
   }
   const std::string& reply = action.reply;
-  if (reply.size() < 3 || std::string_view("+-:$*").find(reply[0]) == std::string_view::npos ||
+  if (reply.size() < 3 || std::string_view("+-:$*%_").find(reply[0]) == std::string_view::npos ||
       reply.compare(reply.size() - 2, 2, "\r\n") != 0) {
     fail("a reply that is not a RESP value: " + reply.substr(0, 64));
   }

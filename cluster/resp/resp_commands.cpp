@@ -212,6 +212,8 @@ std::string auth(const std::string* user, const std::string& password, RespSessi
 
 RespAction hello(const std::vector<std::string>& args, RespSession& session) {
   RespAction a;
+  // The version asked for; the session speaks it only if HELLO succeeds, as in Redis.
+  int protocol = session.protocol;
   std::size_t i = 1;
   if (args.size() > 1) {
     const auto version = parseInt(args[1]);
@@ -219,10 +221,11 @@ RespAction hello(const std::vector<std::string>& args, RespSession& session) {
       a.reply = respError("Protocol version is not an integer or out of range");
       return a;
     }
-    if (*version != 2) {
+    if (*version != 2 && *version != 3) {
       a.reply = "-NOPROTO unsupported protocol version\r\n";
       return a;
     }
+    protocol = static_cast<int>(*version);
     i = 2;
   }
   for (; i < args.size(); ++i) {
@@ -248,14 +251,15 @@ RespAction hello(const std::vector<std::string>& args, RespSession& session) {
     return a;
   }
   const std::uint64_t id = session.id;
-  a.reply = "*14\r\n" + bulk("server") + bulk("ingrid") + bulk("version") + bulk(INGRID_VERSION) +
-            bulk("proto") + integer(2) + bulk("id") + integer(static_cast<std::int64_t>(id)) +
-            bulk("mode") + bulk("standalone") + bulk("role") + bulk("master") + bulk("modules") +
-            "*0\r\n";
+  session.protocol = protocol;
+  a.reply = (protocol == 3 ? "%7\r\n" : "*14\r\n") + bulk("server") + bulk("ingrid") +
+            bulk("version") + bulk(INGRID_VERSION) + bulk("proto") + integer(protocol) +
+            bulk("id") + integer(static_cast<std::int64_t>(id)) + bulk("mode") +
+            bulk("standalone") + bulk("role") + bulk("master") + bulk("modules") + "*0\r\n";
   return a;
 }
 
-RespAction client(const std::vector<std::string>& args, std::uint64_t id) {
+RespAction client(const std::vector<std::string>& args, std::uint64_t id, int protocol) {
   RespAction a;
   const std::string sub = args.size() > 1 ? lower(args[1]) : "";
   if (sub == "setname" && args.size() == 3) {
@@ -263,7 +267,7 @@ RespAction client(const std::vector<std::string>& args, std::uint64_t id) {
   } else if (sub == "setinfo" && args.size() == 4) {
     a.reply = "+OK\r\n";
   } else if (sub == "getname" && args.size() == 2) {
-    a.reply = "$-1\r\n";  // names are accepted, not kept
+    a.reply = protocol == 3 ? "_\r\n" : "$-1\r\n";  // names are accepted, not kept
   } else if (sub == "id" && args.size() == 2) {
     a.reply = integer(static_cast<std::int64_t>(id));
   } else if (args.size() > 1) {
@@ -354,26 +358,27 @@ bool grantedOf(const Answer& r) {
 }  // namespace
 
 template <class Answer>
-std::string respAcquireReply(const Result<Answer>& answer) {
+std::string respAcquireReply(const Result<Answer>& answer, int protocol) {
   if (!answer) {
     return respError(std::string(errcName(answer.error().code().value())) + ": " +
                      answer.error().message());
   }
   const Fields fields = fieldsOf(*answer);
-  std::string out = "*" + std::to_string(2 * (fields.size() + 1)) + "\r\n" + bulk("granted") +
-                    integer(grantedOf(*answer) ? 1 : 0);
+  std::string out = (protocol == 3 ? "%" + std::to_string(fields.size() + 1)
+                                   : "*" + std::to_string(2 * (fields.size() + 1))) +
+                    "\r\n" + bulk("granted") + integer(grantedOf(*answer) ? 1 : 0);
   for (const auto& [name, value] : fields) out += bulk(name) + integer(value);
   return out;
 }
 
-template std::string respAcquireReply(const Result<AcquireAnswer>&);
-template std::string respAcquireReply(const Result<ReserveAnswer>&);
-template std::string respAcquireReply(const Result<WarmupAnswer>&);
-template std::string respAcquireReply(const Result<GcraAnswer>&);
-template std::string respAcquireReply(const Result<LimitAnswer>&);
-template std::string respAcquireReply(const Result<ShaperAnswer>&);
-template std::string respAcquireReply(const Result<LeaseAnswer>&);
-template std::string respAcquireReply(const Result<CompositeAnswer>&);
+template std::string respAcquireReply(const Result<AcquireAnswer>&, int);
+template std::string respAcquireReply(const Result<ReserveAnswer>&, int);
+template std::string respAcquireReply(const Result<WarmupAnswer>&, int);
+template std::string respAcquireReply(const Result<GcraAnswer>&, int);
+template std::string respAcquireReply(const Result<LimitAnswer>&, int);
+template std::string respAcquireReply(const Result<ShaperAnswer>&, int);
+template std::string respAcquireReply(const Result<LeaseAnswer>&, int);
+template std::string respAcquireReply(const Result<CompositeAnswer>&, int);
 
 RespAction respCommand(std::vector<std::string>& args, RespSession& session) {
   const std::string name = lower(args[0]);
@@ -410,7 +415,7 @@ RespAction respCommand(std::vector<std::string>& args, RespSession& session) {
     a.reply = "+OK\r\n";
     a.close = true;
   } else if (name == "client") {
-    return client(args, connectionId);
+    return client(args, connectionId, session.protocol);
   } else if (name == "command") {
     a.reply = "*0\r\n";  // no command table: clients (redis-cli) start without one
   } else {

@@ -156,10 +156,11 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
               self->waiting_ = false;
               if (self->closed_) return;
               if constexpr (std::is_same_v<Answer, GcraAnswer>) {
-                self->queued_ += throttle ? respThrottleReply(answer) : respAcquireReply(answer);
+                self->queued_ += throttle ? respThrottleReply(answer)
+                                          : respAcquireReply(answer, self->session_.protocol);
               } else {
                 static_cast<void>(throttle);  // only CL.THROTTLE's GCRA has a reply of its own
-                self->queued_ += respAcquireReply(answer);
+                self->queued_ += respAcquireReply(answer, self->session_.protocol);
               }
               self->run();
             }));

@@ -144,7 +144,7 @@ TEST_CASE("RESP gateway: redis-cli runs a scripted CL.THROTTLE sequence", "[resp
   CHECK(g.cli("ECHO hi") == "hi\n");
   CHECK(g.cli("COMMAND DOCS") == "\n");
   CHECK(g.cli("CLIENT SETNAME me") == "OK\n");
-  CHECK(g.cli("HELLO 3") == "NOPROTO unsupported protocol version\n\n");
+  CHECK(g.cli("HELLO 4") == "NOPROTO unsupported protocol version\n\n");
   CHECK(g.cli("HELLO 2").find("server\ningrid\nversion\n") == 0);
 
   // max_burst 4, count 5, period 3600: E = 720 s, L = 5, tau = 3600 s.
@@ -340,6 +340,51 @@ TEST_CASE("RESP gateway: AUTH with the client secret", "[resp][cluster]") {
   // Without a secret, AUTH is refused as Redis refuses it.
   Gateway open;
   CHECK(open.cli("AUTH x").find("ERR AUTH <password> called without any password configured") == 0);
+}
+
+TEST_CASE("RESP gateway: RESP3 after HELLO 3, with redis-cli -3 and on the wire",
+          "[resp][cluster]") {
+  Gateway g;
+  // redis-cli -3 sends HELLO 3 first; it prints a map one "key value" pair per line (an array,
+  // under RESP2, one element per line).
+  CHECK(g.cli("-3 INGRID.ACQUIRE tb3 2 token-bucket capacity 5 period-ms 3600000") ==
+        "granted 1\nremaining 3\nwait_ns 0\n");
+  // CL.THROTTLE's five integers are an array under either protocol (redis-cell's reply).
+  CHECK(g.cli("-3 CL.THROTTLE burst3 4 5 3600") == "0\n5\n4\n-1\n720\n");
+
+  RawClient c(g.port);
+  // Reads until `end` came (at most 512 bytes, one at a time: the reply's length is unknown).
+  const auto readUntil = [&c](const std::string& end) {
+    std::string got;
+    for (int i = 0; i < 512 && got.find(end) == std::string::npos; ++i) {
+      const std::string byte = c.read(1);
+      if (byte.empty()) break;
+      got += byte;
+    }
+    return got;
+  };
+  // HELLO 3: the field/value reply is a map of 7 pairs, proto 3.
+  c.send("HELLO 3\r\n");
+  const std::string hello3 = readUntil("$7\r\nmodules\r\n*0\r\n");
+  CHECK(hello3.rfind("%7\r\n$6\r\nserver\r\n$6\r\ningrid\r\n$7\r\nversion\r\n", 0) == 0);
+  CHECK(hello3.find("$5\r\nproto\r\n:3\r\n$2\r\nid\r\n") != std::string::npos);
+  // A null is RESP3's `_`; INGRID.ACQUIRE's fields are a map.
+  c.send("CLIENT GETNAME\r\n");
+  CHECK(c.read(3) == "_\r\n");
+  c.send("INGRID.ACQUIRE tb3w 1 token-bucket capacity 5 period-ms 3600000\r\n");
+  const std::string map =
+      "%3\r\n$7\r\ngranted\r\n:1\r\n$9\r\nremaining\r\n:4\r\n$7\r\nwait_ns\r\n:0\r\n";
+  CHECK(c.read(map.size()) == map);
+  // An unsupported version answers NOPROTO and keeps RESP3; HELLO 2 returns to RESP2.
+  c.send("HELLO 9\r\nCLIENT GETNAME\r\n");
+  const std::string noproto = "-NOPROTO unsupported protocol version\r\n_\r\n";
+  CHECK(c.read(noproto.size()) == noproto);
+  c.send("HELLO 2\r\n");
+  CHECK(c.read(5) == "*14\r\n");
+  CHECK(readUntil("$5\r\nproto\r\n:2\r\n").find("$5\r\nproto\r\n:2\r\n") != std::string::npos);
+  readUntil("$7\r\nmodules\r\n*0\r\n");
+  c.send("CLIENT GETNAME\r\n");
+  CHECK(c.read(5) == "$-1\r\n");
 }
 
 TEST_CASE("RESP gateway: INGRID.ACQUIRE on every limiter", "[resp][cluster]") {
