@@ -246,6 +246,19 @@ class NodeProcess {
     std::lock_guard lock(mu_);
     return latest_;
   }
+  // Every line, each prefixed with the seconds since `begin` at which it was read, for a log
+  // kept after a failure (ingrid-node's own lines carry no time).
+  std::string timedLog(FaultClock::time_point begin) const {
+    std::lock_guard lock(mu_);
+    std::string out;
+    char stamp[32];
+    for (std::size_t i = 0; i < lines_.size(); ++i) {
+      std::snprintf(stamp, sizeof stamp, "[%9.3f] ",
+                    std::chrono::duration<double>(readAt_[i] - begin).count());
+      out += stamp + lines_[i] + "\n";
+    }
+    return out;
+  }
   // The last `n` lines, for a failure message.
   std::string tail(std::size_t n = 8) const {
     std::lock_guard lock(mu_);
@@ -307,6 +320,7 @@ class NodeProcess {
       std::lock_guard lock(mu_);
       for (auto nl = buffer.find('\n'); nl != std::string::npos; nl = buffer.find('\n')) {
         lines_.push_back(buffer.substr(0, nl));
+        readAt_.push_back(FaultClock::now());
         buffer.erase(0, nl + 1);
         if (auto t = parseTopologyLine(lines_.back())) latest_ = std::move(t);
       }
@@ -328,6 +342,7 @@ class NodeProcess {
   mutable std::mutex mu_;  // guards lines_, latest_, eof_
   std::condition_variable changed_;
   std::vector<std::string> lines_;
+  std::vector<FaultClock::time_point> readAt_;  // when each of lines_ was read
   std::optional<TopologyLine> latest_;
   bool eof_ = false;
 };

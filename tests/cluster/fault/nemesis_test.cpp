@@ -416,14 +416,15 @@ class Nemesis {
   int strikeHost_ = 0;                    // the first host the current fault struck
 };
 
-// Writes every process's whole log (stdout and stderr) to a new directory; returns its path.
-std::string keepLogs(FaultCluster& cluster) {
+// Writes every process's whole log (stdout and stderr) to a new directory, each line stamped
+// with its seconds since `begin` (the schedule's t=); returns the directory's path.
+std::string keepLogs(FaultCluster& cluster, FaultClock::time_point begin) {
   char dir[] = "/tmp/ingrid-nemesis-XXXXXX";
   if (mkdtemp(dir) == nullptr) return "(mkdtemp failed)";
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     const std::string path = std::string(dir) + "/process-" + std::to_string(i) + ".log";
     if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-      const std::string log = cluster[i].command() + "\n" + cluster[i].tail(SIZE_MAX);
+      const std::string log = cluster[i].command() + "\n" + cluster[i].timedLog(begin);
       std::fwrite(log.data(), 1, log.size(), f);
       std::fclose(f);
     }
@@ -568,7 +569,7 @@ TEST_CASE(
                       });
   if (failed) {
     std::printf("[nemesis] seed %llu failed; every member's log is in %s\n", u(seed),
-                keepLogs(cluster).c_str());
+                keepLogs(cluster, begin).c_str());
     std::fflush(stdout);
   }
   for (const Record& rec : records) {
