@@ -7,6 +7,10 @@
 // generation of `freshBuckets` full buckets every freshWindow, so that grants keep happening
 // through a fault (a fixed bucket is soon empty and then only denies).
 //
+// Calls: each caller takes 1 token per call through its Client (TokenBucketAcquire), or through
+// an AuditCaller the test gives (a gateway's protocol, say); the final state is read with the
+// Client either way.
+//
 // Thread safety: start(), addCallers(), servedWithin() and finish() from one thread; the callers
 // run on their own threads.
 #pragma once
@@ -18,6 +22,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -124,6 +129,21 @@ struct AuditCall {
   FaultClock::time_point start, end;
 };
 
+// What one call answered: granted or denied, or an error (its Errc value, and whether the grant
+// may have happened).
+struct CallOutcome {
+  AuditCall::Outcome outcome = AuditCall::kError;
+  int code = 0;
+  bool unknown = false;
+};
+
+// One caller's way to take 1 token from `key`, a bucket of `capacity` that never refills
+// (neverRefills). Called on that caller's thread only, one call at a time, so it may keep a
+// connection of its own.
+using AuditCaller = std::function<CallOutcome(const std::string& key, std::int64_t capacity)>;
+// Makes caller number `index`'s AuditCaller (0 <= index < AuditOptions::callers).
+using AuditCallerFactory = std::function<AuditCaller(int index)>;
+
 // One bucket's verdict.
 struct KeyVerdict {
   std::string key;
@@ -227,6 +247,12 @@ class GrantAudit {
       clients_.push_back(std::make_unique<Client>(c));
     }
   }
+  // Callers made by `makeCaller` instead of the Clients: one Client, seeded with `seeds`, only
+  // reads the final state (finish(), servedWithin()).
+  GrantAudit(std::vector<std::string> seeds, AuditOptions options, AuditCallerFactory makeCaller)
+      : GrantAudit(std::move(seeds), oneClient(std::move(options))) {
+    makeCaller_ = std::move(makeCaller);
+  }
   ~GrantAudit() {
     stopCallers();
     for (auto& c : clients_) c->stop();
@@ -241,7 +267,9 @@ class GrantAudit {
     }
     begin_ = FaultClock::now();
     for (int t = 0; t < options_.callers; ++t) {
-      spawnCaller(*clients_[static_cast<std::size_t>(t) % clients_.size()]);
+      spawnCaller(makeCaller_
+                      ? makeCaller_(t)
+                      : clientCaller(*clients_[static_cast<std::size_t>(t) % clients_.size()]));
     }
     return {};
   }
@@ -256,7 +284,7 @@ class GrantAudit {
     auto client = std::make_unique<Client>(c);
     if (auto started = client->start(); !started) return started.error().message();
     clients_.push_back(std::move(client));
-    for (int t = 0; t < callers; ++t) spawnCaller(*clients_.back());
+    for (int t = 0; t < callers; ++t) spawnCaller(clientCaller(*clients_.back()));
     return {};
   }
 
@@ -385,7 +413,27 @@ class GrantAudit {
  private:
   bool freshEnabled() const { return options_.freshWindow.count() > 0 && options_.freshBuckets; }
 
-  void callLoop(Client& client, std::vector<AuditCall>& out) {
+  static AuditOptions oneClient(AuditOptions o) {
+    o.clients = 1;
+    return o;
+  }
+
+  // Takes the token with `client`'s TokenBucketAcquire.
+  static AuditCaller clientCaller(Client& client) {
+    return [&client](const std::string& key, std::int64_t capacity) {
+      CallOutcome o;
+      auto r = client.invoke(key, TokenBucketAcquire{neverRefills(capacity)});
+      if (r) {
+        o.outcome = r->granted ? AuditCall::kGranted : AuditCall::kDenied;
+      } else {
+        o.code = r.error().code().value();
+        o.unknown = outcomeUnknown(r.error());
+      }
+      return o;
+    };
+  }
+
+  void callLoop(const AuditCaller& call, std::vector<AuditCall>& out) {
     for (std::uint64_t i = 0; !stop_.load(std::memory_order_relaxed); ++i) {
       AuditCall c;
       c.start = FaultClock::now();
@@ -396,15 +444,15 @@ class GrantAudit {
       } else {
         c.key = static_cast<std::uint32_t>(fixedCursor_++ % options_.fixedBuckets);
       }
-      auto r = client.invoke(keyName(c.key), TokenBucketAcquire{neverRefills(capacityOf(c.key))});
+      const CallOutcome o = call(keyName(c.key), capacityOf(c.key));
       c.end = FaultClock::now();
-      if (r) {
-        c.outcome = r->granted ? AuditCall::kGranted : AuditCall::kDenied;
-        if (r->granted) granted_.fetch_add(1, std::memory_order_relaxed);
+      c.outcome = o.outcome;
+      if (o.outcome != AuditCall::kError) {
+        if (o.outcome == AuditCall::kGranted) granted_.fetch_add(1, std::memory_order_relaxed);
         answered_.fetch_add(1, std::memory_order_relaxed);
       } else {
-        c.code = r.error().code().value();
-        c.unknown = outcomeUnknown(r.error());
+        c.code = o.code;
+        c.unknown = o.unknown;
         failed_.fetch_add(1, std::memory_order_relaxed);
       }
       out.push_back(c);
@@ -412,9 +460,9 @@ class GrantAudit {
     }
   }
 
-  void spawnCaller(Client& client) {
+  void spawnCaller(AuditCaller call) {
     std::vector<AuditCall>& record = perCaller_.emplace_back();
-    threads_.emplace_back([this, &client, &record] { callLoop(client, record); });
+    threads_.emplace_back([this, call = std::move(call), &record] { callLoop(call, record); });
   }
 
   void stopCallers() {
@@ -474,6 +522,7 @@ class GrantAudit {
 
   AuditOptions options_;
   std::vector<std::unique_ptr<Client>> clients_;
+  AuditCallerFactory makeCaller_;  // empty: the callers use clients_
   FaultClock::time_point begin_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> granted_{0};               // grants acknowledged to the callers so far
