@@ -74,11 +74,11 @@ class RespClient {
     const auto colon = address.rfind(':');
     sockaddr_in to{};
     to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<std::uint16_t>(std::atoi(address.c_str() + colon + 1)));
     if (colon == std::string::npos ||
         ::inet_pton(AF_INET, address.substr(0, colon).c_str(), &to.sin_addr) != 1) {
       return "not an IPv4 HOST:PORT: " + address;
     }
+    to.sin_port = htons(static_cast<std::uint16_t>(std::atoi(address.c_str() + colon + 1)));
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd_ < 0) return "socket: " + std::string(std::strerror(errno));
     const int one = 1;
