@@ -175,6 +175,8 @@ struct SocketLoad {
   std::function<std::size_t(const std::string& buffer)> complete;
   // If set: a connection sends again only while this returns true (a count-bound run).
   std::function<bool()> more;
+  // If set: a whole reply it refuses counts as a failure, not as an operation.
+  std::function<bool(std::string_view reply)> accept;
 };
 
 // Connection k goes to portOf(k).
@@ -218,9 +220,13 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
         read(k);
         return;
       }
-      me.in.erase(0, whole);
       const auto end = Clock::now();
-      me.latencies.push_back((end - me.start).count());
+      if (load.accept && !load.accept(std::string_view(me.in).substr(0, whole))) {
+        ++me.failures;
+      } else {
+        me.latencies.push_back((end - me.start).count());
+      }
+      me.in.erase(0, whole);
       if (end < deadline && (!load.more || load.more())) send(k);
     });
   };
@@ -314,6 +320,48 @@ redis.call('setex', KEYS[2], ttl, now)
 return allowed
 )";
 
+// redis-cell's CL.THROTTLE (GCRA) as a Lua script, for the same work as the RESP gateway's
+// CL.THROTTLE: KEYS[1] holds the TAT, ARGV is max_burst, count, period (s) and quantity, the
+// clock is the server's (TIME, as redis-cell and ingrid-node read their own), and the reply is
+// the five integers (limited, limit, remaining, retry_after s, reset_after s; docs/gcra.md's
+// formulas and rounding). Microseconds, so that every value stays exact in Lua's doubles (ingrid
+// counts nanoseconds: the two agree when the emission interval is whole microseconds).
+constexpr const char* kGcraLua = R"(
+local burst = tonumber(ARGV[1])
+local count = tonumber(ARGV[2])
+local period = tonumber(ARGV[3]) * 1000000
+local quantity = tonumber(ARGV[4] or '1')
+local clock = redis.call('time')
+local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
+local function secs(us)
+  local whole = math.floor(us / 1000000)
+  if us - whole * 1000000 >= 1000 then whole = whole + 1 end
+  return whole
+end
+local e = math.ceil(period / count)
+local limit = burst + 1
+local tau = limit * e
+local tat = tonumber(redis.call('get', KEYS[1]) or now)
+local base = math.max(tat, now)
+local inc = quantity * e
+local newTat = base + inc
+local limited, ttl, retry = 0, 0, -1
+if newTat - tau <= now then
+  ttl = newTat - now
+  if quantity > 0 then
+    redis.call('set', KEYS[1], string.format('%d', newTat), 'px',
+               string.format('%d', math.ceil(ttl / 1000)))
+  end
+else
+  limited = 1
+  ttl = base - now
+  if inc <= tau then retry = secs(newTat - tau - now) end
+end
+local remaining = 0
+if tau - ttl > 0 then remaining = math.floor((tau - ttl) / e) end
+return {limited, limit, remaining, retry, secs(ttl)}
+)";
+
 std::string resp(const std::vector<std::string>& parts) {
   std::string out = "*" + std::to_string(parts.size()) + "\r\n";
   for (const auto& p : parts) out += "$" + std::to_string(p.size()) + "\r\n" + p + "\r\n";
@@ -346,6 +394,25 @@ std::size_t redisReplyLength(const std::string& b) {
   const auto end = b.find("\r\n");
   return end == std::string::npos ? 0 : end + 2;  // integer or error: one line
 }
+
+// An array of one-line items (CL.THROTTLE's five integers) or one line (an error), or 0 while
+// the buffer does not hold all of it.
+std::size_t arrayReplyLength(const std::string& b) {
+  const auto end = b.find("\r\n");
+  if (end == std::string::npos) return 0;
+  if (b[0] != '*') return end + 2;
+  long items = std::strtol(b.c_str() + 1, nullptr, 10);
+  std::size_t at = end + 2;
+  for (; items > 0; --items) {
+    const auto line = b.find("\r\n", at);
+    if (line == std::string::npos) return 0;
+    at = line + 2;
+  }
+  return at;
+}
+
+// CL.THROTTLE's reply for a request that was allowed: five integers, the first 0.
+bool throttleAllowed(std::string_view reply) { return reply.starts_with("*5\r\n:0\r\n"); }
 
 // Redis Cluster's hash slot of a key: CRC16 (XMODEM) of the key, or of its {hashtag}, mod 16384.
 std::uint16_t redisSlot(const std::string& key) {
@@ -399,8 +466,10 @@ struct Row {
   int inflight = 0;
   double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
   std::uint64_t failures = 0;
-  double ratio = 0;            // to the matching Redis row; 0: none
+  double ratio = 0;  // to the matching Redis row (`ratioTo`); 0: none
+  std::string ratioTo = "redis";
   double clusterRatio = 0;     // ingrid-3 only: to the matching Redis Cluster 3+3 row
+  double nativeRatio = 0;      // the gateways' rows only: to the matching ingrid-1 row
   double memoryPerBucket = 0;  // memory rows only: bytes per bucket per copy
 };
 
@@ -429,8 +498,9 @@ void print(const Row& r) {
       "  server CPU %6.2f us/op  failed %llu",
       r.system.c_str(), r.keys.c_str(), r.inflight, r.opsPerSec, r.p50, r.p99, r.p999, r.cpuPerOp,
       static_cast<unsigned long long>(r.failures));
-  if (r.ratio > 0) std::printf("  %.2fx redis", r.ratio);
+  if (r.ratio > 0) std::printf("  %.2fx %s", r.ratio, r.ratioTo.c_str());
   if (r.clusterRatio > 0) std::printf(", %.2fx redis-3+3", r.clusterRatio);
+  if (r.nativeRatio > 0) std::printf("%s%.2fx ingrid-1", r.ratio > 0 ? ", " : "  ", r.nativeRatio);
   std::printf("\n");
   std::fflush(stdout);
 }
@@ -450,7 +520,30 @@ struct Config {
   std::size_t memoryBuckets = 1'000'000;  // 0: no memory case
   bool singleThread = true;               // ingrid-node --single-thread (else --workers 1)
   bool shardPorts = true;                 // with --workers: the worker's shard port serves clients
+  std::vector<std::string> cases;         // the systems to run (--cases); empty: all
+  bool wants(const std::string& system) const {
+    return cases.empty() || std::find(cases.begin(), cases.end(), system) != cases.end();
+  }
 };
+
+// Every system --cases may name.
+const std::vector<std::string> kSystems{"floor",      "redis",        "redis-3+3",  "ingrid-1",
+                                        "ingrid-3",   "ingrid-batch", "redis-gcra", "ingrid-resp",
+                                        "ingrid-rls", "memory"};
+
+std::vector<std::string> parseCases(const char* s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (std::find(kSystems.begin(), kSystems.end(), item) == kSystems.end()) {
+      std::string known;
+      for (const auto& k : kSystems) known += (known.empty() ? "" : ",") + k;
+      die("--cases takes a comma-separated list of " + known + ", got '" + item + "'");
+    }
+    out.push_back(item);
+  }
+  return out;
+}
 
 std::vector<int> parseList(const char* s) {
   std::vector<int> out;
@@ -503,6 +596,8 @@ int main(int argc, char** argv) {
       cfg.serverCpu = std::atoi(value());
     } else if (a == "--client-cpu") {
       cfg.clientCpu = std::atoi(value());
+    } else if (a == "--cases") {
+      cfg.cases = parseCases(value());
     } else if (a == "--smoke") {
       cfg.seconds = 0.5;
       cfg.warmup = 0.1;
@@ -513,7 +608,7 @@ int main(int argc, char** argv) {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
           "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread|--workers] "
-          "[--no-shard-ports] [--server-cpu C] [--client-cpu C]");
+          "[--no-shard-ports] [--server-cpu C] [--client-cpu C] [--cases SYSTEM,...]");
     }
   }
   if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
@@ -540,6 +635,8 @@ int main(int argc, char** argv) {
   const pid_t redisPid = children.back().pid;
   const std::string sha = redisCommand(redisPort, {"SCRIPT", "LOAD", kTokenBucketLua});
   if (sha.size() != 40) die("SCRIPT LOAD answered '" + sha + "'");
+  const std::string gcraSha = redisCommand(redisPort, {"SCRIPT", "LOAD", kGcraLua});
+  if (gcraSha.size() != 40) die("SCRIPT LOAD of the GCRA script answered '" + gcraSha + "'");
 
   // Redis Cluster 3+3: six redis-server processes in cluster mode (persistence off), made into
   // three masters with one replica each by redis-cli. slotPort[s]: the master serving slot s.
@@ -547,7 +644,8 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(clusterDir);
   std::vector<std::uint16_t> clusterPorts;
   std::vector<pid_t> clusterPids;
-  for (int i = 0; i < 6; ++i) {
+  const bool withCluster = cfg.wants("redis-3+3");
+  for (int i = 0; i < (withCluster ? 6 : 0); ++i) {
     const std::uint16_t port = freePort();
     const std::uint16_t bus = freePort();
     children.push_back(
@@ -561,7 +659,7 @@ int main(int argc, char** argv) {
     clusterPorts.push_back(port);
     clusterPids.push_back(children.back().pid);
   }
-  {
+  if (withCluster) {
     std::vector<std::string> create{"/usr/bin/redis-cli", "--cluster", "create"};
     for (auto port : clusterPorts) create.push_back("127.0.0.1:" + std::to_string(port));
     create.insert(create.end(), {"--cluster-replicas", "1", "--cluster-yes"});
@@ -578,7 +676,7 @@ int main(int argc, char** argv) {
     std::remove(made.log.c_str());
   }
   std::vector<std::uint16_t> slotPort(16384, 0);
-  {
+  if (withCluster) {
     // Every node agrees the cluster is ok, and every master has its replica online.
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     for (bool ready = false; !ready;) {
@@ -675,6 +773,16 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The gateways, each on an ingrid-node of its own without backups (as ingrid-1): the RESP
+  // gateway's CL.THROTTLE, and Envoy's RLS when this build has it. The port each listens on is
+  // the rest of its "RESP on "/"RLS on " line, printed before "listening on".
+  auto gatewayPort = [&](const std::string& marker) {
+    const std::string rest = awaitLine(children.back(), marker, std::chrono::seconds(5));
+    return static_cast<std::uint16_t>(std::stoi(rest.substr(rest.rfind(':') + 1)));
+  };
+  const pid_t respPid = startNode("ingrid-resp", {"--backups", "0", "--resp", "127.0.0.1:0"}).first;
+  const std::uint16_t respPort = gatewayPort("RESP on ");
+
   // Buckets that refill fast enough never to deny under this load: every call does the full
   // read-modify-write on both sides.
   const ingrid::BucketParams bucket =
@@ -733,6 +841,27 @@ int main(int argc, char** argv) {
     l.complete = twoReplyLength;
     return l;
   };
+  // CL.THROTTLE's work on both sides, sent by the same code: GCRA with max_burst 10^9, 1 unit per
+  // 1 s period, quantity 1. A TAT moves 1 s per call and stays far below now + tau, so every call
+  // is allowed and rewrites an entry that exists (the prefill made it): Redis runs the script by
+  // EVALSHA (TIME, GET, SET PX), the gateway runs ingrid's GCRA processor on the key's primary.
+  std::vector<std::string> gatewayKeys;  // the RESP keys, and the RLS descriptors' values
+  for (int k = 0; k < cfg.keys; ++k) gatewayKeys.push_back("g-" + std::to_string(k));
+  auto throttleRequest = [&](bool redis, const std::string& key) {
+    return redis ? resp({"EVALSHA", gcraSha, "1", key, "1000000000", "1", "1", "1"})
+                 : resp({"CL.THROTTLE", key, "1000000000", "1", "1", "1"});
+  };
+  auto throttleLoad = [&](bool redis, bool uniform) {
+    SocketLoad l;
+    l.request = [&, redis, uniform](std::size_t conn, std::uint64_t i) {
+      const std::size_t k =
+          uniform ? ingrid::bench::uniformIndex(static_cast<int>(conn), i, gatewayKeys.size()) : 0;
+      return throttleRequest(redis, gatewayKeys[k]);
+    };
+    l.complete = arrayReplyLength;
+    l.accept = throttleAllowed;
+    return l;
+  };
   auto ingridOp = [&](ingrid::Client& client, bool uniform) {
     return [&client, &ingridKeys, bucket, uniform](int chain, std::uint64_t i,
                                                    std::function<void(bool)> done) {
@@ -751,7 +880,7 @@ int main(int argc, char** argv) {
   };
 
   // Prefill: every key once, on every system (not measured).
-  std::printf("prefilling %d keys on redis, ingrid-1 and ingrid-3...\n", cfg.keys);
+  std::printf("prefilling %d keys on each system...\n", cfg.keys);
   std::fflush(stdout);
   {
     auto seq = [&](int chain, std::uint64_t i) {
@@ -764,9 +893,12 @@ int main(int argc, char** argv) {
                    "0", "1"});
     };
     const double fillSeconds = std::max(1.0, cfg.keys / 20000.0);
-    runSockets(redisPort, 64, fillSeconds, fill);
-    runSockets(clusterPortOf(true), 63, fillSeconds, clusterLoad(true));
-    for (ingrid::Client* c : {soloClient.get(), trioClient.get()}) {
+    if (cfg.wants("redis")) runSockets(redisPort, 64, fillSeconds, fill);
+    if (withCluster) runSockets(clusterPortOf(true), 63, fillSeconds, clusterLoad(true));
+    std::vector<ingrid::Client*> clients;
+    if (cfg.wants("ingrid-1") || cfg.wants("ingrid-batch")) clients.push_back(soloClient.get());
+    if (cfg.wants("ingrid-3")) clients.push_back(trioClient.get());
+    for (ingrid::Client* c : clients) {
       ingrid::bench::runClosedLoop(
           [&](int chain, std::uint64_t i, std::function<void(bool)> done) {
             c->invokeAsync(ingridKeys[seq(chain, i) % ingridKeys.size()],
@@ -777,18 +909,50 @@ int main(int argc, char** argv) {
           },
           64, fillSeconds);
     }
+    // The gateways' keys: each once, count-bound.
+    for (const bool redis : {true, false}) {
+      if (!cfg.wants(redis ? "redis-gcra" : "ingrid-resp")) continue;
+      std::size_t next = 0;  // runSockets runs its connections on this thread
+      SocketLoad once = throttleLoad(redis, true);
+      once.more = [&] { return next < gatewayKeys.size(); };
+      once.request = [&, redis](std::size_t, std::uint64_t) {
+        return throttleRequest(redis, gatewayKeys[next++]);
+      };
+      const auto r = runSockets(redis ? redisPort : respPort, 64, 600, once);
+      if (r.failures != 0) {
+        die(std::to_string(r.failures) + " of the prefill's CL.THROTTLE calls failed on " +
+            (redis ? "redis" : "ingrid-resp"));
+      }
+    }
   }
 
   std::vector<Row> rows;
+  // Runs one case (after a warm-up) unless --cases leaves its system out; then the row is empty
+  // (0 ops/s, not printed, no ratio to it).
   auto measure = [&](const std::string& system, const std::string& keys, int inflight,
                      const std::vector<pid_t>& servers,
                      const std::function<ingrid::bench::LoopResult(double)>& run) {
+    if (!cfg.wants(system)) return Row{system, keys, inflight};
     if (cfg.warmup > 0) run(cfg.warmup);
     const double cpu0 = cpuOf(servers);
     ingrid::bench::LoopResult r = run(cfg.seconds);
     Row row = summarize(system, keys, inflight, std::move(r), cpuOf(servers) - cpu0);
     rows.push_back(row);
     return row;
+  };
+  // Prints a row that ran, with its ratios; `redis`: the matching Redis row (ratioTo names it),
+  // `cluster`: Redis Cluster's (ingrid-3), `native`: ingrid-1's (the gateways).
+  auto report = [&](Row r, const Row* redis, const Row* cluster, const Row* native) {
+    if (r.opsPerSec <= 0 && r.failures == 0) return;
+    if (redis != nullptr && redis->opsPerSec > 0) {
+      r.ratio = r.opsPerSec / redis->opsPerSec;
+      r.ratioTo = redis->system;
+    }
+    if (cluster != nullptr && cluster->opsPerSec > 0)
+      r.clusterRatio = r.opsPerSec / cluster->opsPerSec;
+    if (native != nullptr && native->opsPerSec > 0) r.nativeRatio = r.opsPerSec / native->opsPerSec;
+    rows.back() = r;
+    print(r);
   };
 
   std::printf(
@@ -799,8 +963,9 @@ int main(int argc, char** argv) {
           ? "--single-thread"
           : (cfg.shardPorts ? "--workers 1 (shard port)" : "--workers 1 --no-shard-ports"));
   for (int inflight : {1, 64}) {
-    print(measure("floor", "-", inflight, {echoPid},
-                  [&](double s) { return runSockets(echoPort, inflight, s, echo); }));
+    report(measure("floor", "-", inflight, {echoPid},
+                   [&](double s) { return runSockets(echoPort, inflight, s, echo); }),
+           nullptr, nullptr, nullptr);
   }
   for (const bool uniform : {true, false}) {
     const std::string keys = uniform ? "uniform" : "hot";
@@ -808,47 +973,55 @@ int main(int argc, char** argv) {
       const Row redis = measure("redis", keys, inflight, {redisPid}, [&](double s) {
         return runSockets(redisPort, inflight, s, redisLoad(uniform));
       });
-      print(redis);
+      report(redis, nullptr, nullptr, nullptr);
       const Row cluster = measure("redis-3+3", keys, inflight, clusterPids, [&](double s) {
         return runSockets(clusterPortOf(uniform), inflight, s, clusterLoad(uniform));
       });
-      print(cluster);
-      auto vsRedis = [&](Row r) {
-        r.ratio = redis.opsPerSec > 0 ? r.opsPerSec / redis.opsPerSec : 0;
-        rows.back().ratio = r.ratio;
-        if (r.system == "ingrid-3" && cluster.opsPerSec > 0) {
-          r.clusterRatio = r.opsPerSec / cluster.opsPerSec;
-          rows.back().clusterRatio = r.clusterRatio;
-        }
-        print(r);
-      };
-      vsRedis(measure("ingrid-1", keys, inflight, {solo}, [&](double s) {
+      report(cluster, nullptr, nullptr, nullptr);
+      const Row native = measure("ingrid-1", keys, inflight, {solo}, [&](double s) {
         return ingrid::bench::runClosedLoop(ingridOp(*soloClient, uniform), inflight, s);
-      }));
-      vsRedis(measure("ingrid-3", keys, inflight, trio, [&](double s) {
-        return ingrid::bench::runClosedLoop(ingridOp(*trioClient, uniform), inflight, s);
-      }));
+      });
+      report(native, &redis, nullptr, nullptr);
+      report(measure("ingrid-3", keys, inflight, trio,
+                     [&](double s) {
+                       return ingrid::bench::runClosedLoop(ingridOp(*trioClient, uniform), inflight,
+                                                           s);
+                     }),
+             &redis, &cluster, nullptr);
       if (!uniform) {
         ingrid::Batcher<ingrid::Client, ingrid::TokenBucketAcquire> batcher(*soloClient, {});
-        vsRedis(measure("ingrid-batch", keys, inflight, {solo}, [&](double s) {
-          return ingrid::bench::runClosedLoop(
-              [&](int, std::uint64_t, std::function<void(bool)> done) {
-                batcher.invokeAsync(
-                    ingridKeys[0], ingrid::TokenBucketAcquire{bucket, 1},
-                    [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
-                      done(r.ok() && r->granted);
-                    });
-              },
-              inflight, s);
-        }));
+        report(
+            measure("ingrid-batch", keys, inflight, {solo},
+                    [&](double s) {
+                      return ingrid::bench::runClosedLoop(
+                          [&](int, std::uint64_t, std::function<void(bool)> done) {
+                            batcher.invokeAsync(
+                                ingridKeys[0], ingrid::TokenBucketAcquire{bucket, 1},
+                                [done = std::move(done)](ingrid::Result<ingrid::AcquireAnswer> r) {
+                                  done(r.ok() && r->granted);
+                                });
+                          },
+                          inflight, s);
+                    }),
+            &redis, nullptr, nullptr);
       }
+      // CL.THROTTLE: Redis + the GCRA script against the RESP gateway, one client code.
+      const Row gcra = measure("redis-gcra", keys, inflight, {redisPid}, [&](double s) {
+        return runSockets(redisPort, inflight, s, throttleLoad(true, uniform));
+      });
+      report(gcra, nullptr, nullptr, nullptr);
+      report(measure("ingrid-resp", keys, inflight, {respPid},
+                     [&](double s) {
+                       return runSockets(respPort, inflight, s, throttleLoad(false, uniform));
+                     }),
+             &gcra, nullptr, &native);
     }
   }
 
   // Memory per bucket: `memoryBuckets` new buckets with 16-byte keys, each acquired once. ingrid:
   // the RSS delta of its processes; with 3 servers and 1 backup there are two copies of each
   // bucket, counted separately. Redis: the used_memory delta (two keys per bucket).
-  if (cfg.memoryBuckets > 0) {
+  if (cfg.memoryBuckets > 0 && cfg.wants("memory")) {
     const std::size_t n = cfg.memoryBuckets;
     auto memKey = [](std::size_t k) {
       std::string digits = std::to_string(k);  // 16 bytes: "m-" and 14 digits
@@ -927,11 +1100,11 @@ int main(int argc, char** argv) {
 
   std::ofstream csv(cfg.csv);
   csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
-         "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster\n";
+         "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster,ratio_to_ingrid_1\n";
   for (const Row& r : rows) {
     csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
         << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
-        << ',' << r.memoryPerBucket << ',' << r.clusterRatio << '\n';
+        << ',' << r.memoryPerBucket << ',' << r.clusterRatio << ',' << r.nativeRatio << '\n';
   }
   std::printf("rows written to %s\n", cfg.csv.c_str());
 
