@@ -64,6 +64,9 @@
 #include <ingrid/processors/token_bucket.h>
 
 #include "closed_loop.h"
+#ifdef INGRID_BENCH_RLS
+#include "rls_load.h"
+#endif
 
 namespace {
 
@@ -782,6 +785,16 @@ int main(int argc, char** argv) {
   };
   const pid_t respPid = startNode("ingrid-resp", {"--backups", "0", "--resp", "127.0.0.1:0"}).first;
   const std::uint16_t respPort = gatewayPort("RESP on ");
+#ifdef INGRID_BENCH_RLS
+  const std::string rlsDir = "/tmp/bench_vs_redis." + std::to_string(::getpid()) + ".rls";
+  std::filesystem::create_directories(rlsDir);
+  const std::string rlsConfig = rlsDir + "/ratelimit.yaml";
+  std::ofstream(rlsConfig) << ingrid::bench::rlsBenchConfig();
+  const pid_t rlsPid =
+      startNode("ingrid-rls", {"--backups", "0", "--rls", "127.0.0.1:0", "--rls-config", rlsConfig})
+          .first;
+  ingrid::bench::RlsLoad rlsLoad("127.0.0.1:" + std::to_string(gatewayPort("RLS on ")));
+#endif
 
   // Buckets that refill fast enough never to deny under this load: every call does the full
   // read-modify-write on both sides.
@@ -862,6 +875,11 @@ int main(int argc, char** argv) {
     l.accept = throttleAllowed;
     return l;
   };
+  auto gatewayKey = [&](bool uniform) {
+    return [&, uniform](int chain, std::uint64_t i) -> const std::string& {
+      return gatewayKeys[uniform ? ingrid::bench::uniformIndex(chain, i, gatewayKeys.size()) : 0];
+    };
+  };
   auto ingridOp = [&](ingrid::Client& client, bool uniform) {
     return [&client, &ingridKeys, bucket, uniform](int chain, std::uint64_t i,
                                                    std::function<void(bool)> done) {
@@ -924,6 +942,13 @@ int main(int argc, char** argv) {
             (redis ? "redis" : "ingrid-resp"));
       }
     }
+#ifdef INGRID_BENCH_RLS
+    if (cfg.wants("ingrid-rls")) {
+      if (const auto failed = rlsLoad.fill(gatewayKeys); failed != 0) {
+        die(std::to_string(failed) + " of the prefill's RLS calls failed");
+      }
+    }
+#endif
   }
 
   std::vector<Row> rows;
@@ -1015,6 +1040,11 @@ int main(int argc, char** argv) {
                        return runSockets(respPort, inflight, s, throttleLoad(false, uniform));
                      }),
              &gcra, nullptr, &native);
+#ifdef INGRID_BENCH_RLS
+      report(measure("ingrid-rls", keys, inflight, {rlsPid},
+                     [&](double s) { return rlsLoad.run(inflight, s, gatewayKey(uniform)); }),
+             nullptr, nullptr, &native);
+#endif
     }
   }
 
@@ -1114,5 +1144,8 @@ int main(int argc, char** argv) {
   for (const Child& c : children) std::remove(c.log.c_str());
   std::error_code ignored;
   std::filesystem::remove_all(clusterDir, ignored);
+#ifdef INGRID_BENCH_RLS
+  std::filesystem::remove_all(rlsDir, ignored);
+#endif
   return 0;
 }
