@@ -16,12 +16,24 @@
 //                  WAIT 1 (pipelined): the answer waits for the replica, like ingrid-3's backup
 //   ingrid-3       three ingrid-node processes with one synchronous backup
 //   ingrid-batch   one hot key through the client-side Batcher (ingrid-1)
-// each on uniform keys (drawn at random from --keys prefilled buckets) and on one hot key.
+//   redis-gcra     the same standalone Redis, EVALSHA of a one-key GCRA script with
+//                  CL.THROTTLE's arguments, clock (the server's TIME) and five-integer reply
+//   ingrid-resp    `ingrid-node --resp` (no backups): CL.THROTTLE, sent by the same socket
+//                  driver as redis-gcra (one connection per request in flight); ratio to
+//                  redis-gcra, and to ingrid-1
+//   ingrid-rls     `ingrid-node --rls` (no backups), built with INGRID_RLS_GATEWAY only:
+//                  ShouldRateLimit of one descriptor from a gRPC callback-API client
+//                  (rls_load.h, 64 calls per HTTP/2 connection); ratio to ingrid-1
+// each on uniform keys (drawn at random from --keys prefilled buckets) and on one hot key. The
+// gateways' replies are checked: a refusal or an error counts as failed, not as an operation.
 //
 //   build/bench/bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256]
 //                              [--keys N] [--memory-buckets N] [--csv FILE] [--smoke]
 //                              [--single-thread|--workers] [--no-shard-ports]
-//                              [--server-cpu C] [--client-cpu C]
+//                              [--server-cpu C] [--client-cpu C] [--cases SYSTEM,...]
+// --cases runs only the systems named (floor, redis, redis-3+3, ingrid-1, ingrid-3, ingrid-batch,
+// redis-gcra, ingrid-resp, ingrid-rls, memory; a ratio needs its reference system too); Redis
+// Cluster is started only for redis-3+3.
 // By default (--single-thread) every ingrid-node runs with --single-thread: its partitions on its
 // network thread, one thread per server as Redis has, each pinned to the servers' CPU. --workers
 // runs each with one worker thread beside its network thread instead; the thin client then sends
