@@ -4,7 +4,8 @@
 // --server-cpu; this process, the load generator, pins itself to --client-cpu before it starts a
 // thread. Cases alternate: for each key pattern and in-flight count, the Redis row, then the
 // matching ingrid rows. One row per case: ops/s, latency p50/p99/p99.9, the servers' CPU time per
-// operation (from /proc/<pid>/stat), and ingrid's ratio to the matching Redis row. Rows also go to
+// operation (from /proc/<pid>/stat), the load generator's own ("load CPU": this process, every
+// thread), and ingrid's ratio to the matching Redis row. Rows also go to
 // a CSV file for bench/chart.gp.
 //
 // The cases:
@@ -480,6 +481,7 @@ struct Row {
   std::string system, keys;
   int inflight = 0;
   double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
+  double clientCpuPerOp = 0;  // this process's (the load generator's) CPU time per operation
   std::uint64_t failures = 0;
   double ratio = 0;  // to the matching Redis row (`ratioTo`); 0: none
   std::string ratioTo = "redis";
@@ -510,9 +512,9 @@ Row summarize(const std::string& system, const std::string& keys, int inflight,
 void print(const Row& r) {
   std::printf(
       "%-13s %-8s %4d in flight %10.0f ops/s  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us"
-      "  server CPU %6.2f us/op  failed %llu",
+      "  server CPU %6.2f us/op  load CPU %6.2f us/op  failed %llu",
       r.system.c_str(), r.keys.c_str(), r.inflight, r.opsPerSec, r.p50, r.p99, r.p999, r.cpuPerOp,
-      static_cast<unsigned long long>(r.failures));
+      r.clientCpuPerOp, static_cast<unsigned long long>(r.failures));
   if (r.ratio > 0) std::printf("  %.2fx %s", r.ratio, r.ratioTo.c_str());
   if (r.clusterRatio > 0) std::printf(", %.2fx redis-3+3", r.clusterRatio);
   if (r.nativeRatio > 0) std::printf("%s%.2fx ingrid-1", r.ratio > 0 ? ", " : "  ", r.nativeRatio);
@@ -972,8 +974,12 @@ int main(int argc, char** argv) {
     if (!cfg.wants(system)) return Row{system, keys, inflight};
     if (cfg.warmup > 0) run(cfg.warmup);
     const double cpu0 = cpuOf(servers);
+    const double self0 = cpuMicros(::getpid());
     ingrid::bench::LoopResult r = run(cfg.seconds);
+    const double self = cpuMicros(::getpid()) - self0;
+    const auto ops = static_cast<double>(r.latenciesNs.size());
     Row row = summarize(system, keys, inflight, std::move(r), cpuOf(servers) - cpu0);
+    row.clientCpuPerOp = ops > 0 ? self / ops : 0;
     rows.push_back(row);
     return row;
   };
@@ -1142,11 +1148,13 @@ int main(int argc, char** argv) {
 
   std::ofstream csv(cfg.csv);
   csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
-         "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster,ratio_to_ingrid_1\n";
+         "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster,ratio_to_ingrid_1,"
+         "load_cpu_us_per_op\n";
   for (const Row& r : rows) {
     csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
         << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
-        << ',' << r.memoryPerBucket << ',' << r.clusterRatio << ',' << r.nativeRatio << '\n';
+        << ',' << r.memoryPerBucket << ',' << r.clusterRatio << ',' << r.nativeRatio << ','
+        << r.clientCpuPerOp << '\n';
   }
   std::printf("rows written to %s\n", cfg.csv.c_str());
 
