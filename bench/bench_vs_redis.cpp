@@ -5,8 +5,8 @@
 // thread. Cases alternate: for each key pattern and in-flight count, the Redis row, then the
 // matching ingrid rows. One row per case: ops/s, latency p50/p99/p99.9, the servers' CPU time per
 // operation (from /proc/<pid>/stat), the load generator's own ("load CPU": this process, every
-// thread), and ingrid's ratio to the matching Redis row. Rows also go to
-// a CSV file for bench/chart.gp.
+// thread), and ingrid's ratio to the matching Redis row. Rows also go to a CSV file for
+// bench/chart.gp (which draws the token-bucket systems only).
 //
 // The cases:
 //   floor          a bare Asio echo of a request-sized message (the loopback round trip)
@@ -991,8 +991,9 @@ int main(int argc, char** argv) {
       r.ratio = r.opsPerSec / redis->opsPerSec;
       r.ratioTo = redis->system;
     }
-    if (cluster != nullptr && cluster->opsPerSec > 0)
+    if (cluster != nullptr && cluster->opsPerSec > 0) {
       r.clusterRatio = r.opsPerSec / cluster->opsPerSec;
+    }
     if (native != nullptr && native->opsPerSec > 0) r.nativeRatio = r.opsPerSec / native->opsPerSec;
     rows.back() = r;
     print(r);
