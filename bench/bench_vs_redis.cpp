@@ -628,6 +628,11 @@ int main(int argc, char** argv) {
           "[--no-shard-ports] [--server-cpu C] [--client-cpu C] [--cases SYSTEM,...]");
     }
   }
+#ifndef INGRID_BENCH_RLS
+  if (!cfg.cases.empty() && cfg.wants("ingrid-rls")) {
+    std::fprintf(stderr, "bench_vs_redis: ingrid-rls is not built (INGRID_RLS_GATEWAY is off)\n");
+  }
+#endif
   if (cfg.seconds <= 0 || cfg.seconds > 600 || cfg.warmup < 0 || cfg.keys <= 0) {
     die("--seconds must be in (0, 600], --warmup >= 0 and --keys > 0");
   }
@@ -889,11 +894,14 @@ int main(int argc, char** argv) {
     l.accept = throttleAllowed;
     return l;
   };
+#ifdef INGRID_BENCH_RLS
+  // The RLS descriptor's value of call i of chain `chain`.
   auto gatewayKey = [&](bool uniform) {
     return [&, uniform](int chain, std::uint64_t i) -> const std::string& {
       return gatewayKeys[uniform ? ingrid::bench::uniformIndex(chain, i, gatewayKeys.size()) : 0];
     };
   };
+#endif
   auto ingridOp = [&](ingrid::Client& client, bool uniform) {
     return [&client, &ingridKeys, bucket, uniform](int chain, std::uint64_t i,
                                                    std::function<void(bool)> done) {
