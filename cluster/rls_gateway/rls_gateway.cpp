@@ -135,13 +135,15 @@ class RlsGateway::Impl final : public rls::RateLimitService::CallbackService {
         const RlsPlan& plan = plans[i];
         Status& s = *response->mutable_statuses(static_cast<int>(i));
         setLimit(s, plan.limit);
-        const std::int64_t remaining = std::clamp<std::int64_t>(
-            answer->remaining, 0, std::numeric_limits<std::uint32_t>::max());
-        s.set_limit_remaining(static_cast<std::uint32_t>(remaining));
         setReset(s, answer->resetAfter > 0 ? answer->resetAfter : untilWindowEnd(plan.limit.unit));
         if (answer->granted) {
+          const std::int64_t remaining = std::clamp<std::int64_t>(
+              answer->remaining, 0, std::numeric_limits<std::uint32_t>::max());
           s.set_code(rls::RateLimitResponse::OK);
+          s.set_limit_remaining(static_cast<std::uint32_t>(remaining));
         } else {
+          // Over (shadow mode too): limit_remaining 0, as envoyproxy/ratelimit answers, although
+          // the denied hits took nothing from the window.
           over(i, s);
         }
       }

@@ -25,7 +25,8 @@
 // writes (the limits below), by the rules of docs/gateways.md "Envoy RLS v3":
 //  - a descriptor's limit is the rule its entries match, key+value before key only;
 //  - a fixed window per limit: the k-th hit of a window of L per day leaves L - k; hits past
-//    what is left are OVER_LIMIT and take nothing (what was left stays left);
+//    what is left are OVER_LIMIT with 0 left (as envoyproxy/ratelimit answers) and take nothing
+//    (what was left stays left for a later, smaller request);
 //  - shadow_mode answers OK where it would be over; unlimited is OK with UINT32_MAX left and no
 //    current_limit; no rule is OK, no current_limit, 0 left;
 //  - the overall code is OVER_LIMIT if any descriptor is (not counting shadow mode).
@@ -237,8 +238,8 @@ TEST_CASE("A Python gRPC client gets Envoy RLS v3 answers as the YAML config say
     }
     // Two descriptors with hits_addend 2 (request-level) and one with its own 1: each its own
     // status; the request is over once one of them is.
-    const auto two = ask(
-        node.port, {"edge 2 tenant=t2 tenant=t2,path=/a", "edge 2 tenant=t2 tenant=t2,path=/a@1"});
+    const auto two = ask(node.port, {"edge 2 tenant=t2 tenant=t2,path=/a",
+                                     "edge 2 tenant=t2 tenant=t2,path=/a@1", "edge 0 tenant=t2"});
     const Answer first = parse(two[0]);
     CHECK(first.overall == kOk);
     REQUIRE(first.statuses.size() == 2);
@@ -247,9 +248,14 @@ TEST_CASE("A Python gRPC client gets Envoy RLS v3 answers as the YAML config say
     const Answer second = parse(two[1]);
     CHECK(second.overall == kOver);  // tenant: 2 more than the 1 left
     REQUIRE(second.statuses.size() == 2);
-    // A denied hit takes nothing: the 1 left stays left.
-    checkLimited(second.statuses[0], kOver, limits.tenant, limits.tenant - 2);
+    // OVER_LIMIT reports 0 left, but the denied hits took nothing: the 1 left stays left and
+    // the third call's single hit takes it.
+    checkLimited(second.statuses[0], kOver, limits.tenant, 0);
     checkLimited(second.statuses[1], kOk, limits.path, limits.path - 3);
+    const Answer third = parse(two[2]);
+    CHECK(third.overall == kOk);
+    REQUIRE(third.statuses.size() == 1);
+    checkLimited(third.statuses[0], kOk, limits.tenant, 0);
   }
 
   SECTION("shadow mode answers OK where it would be over; unlimited and no rule answer OK") {
