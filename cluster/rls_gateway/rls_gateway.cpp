@@ -244,6 +244,9 @@ Result<std::uint16_t> RlsGateway::start(const std::string& address) {
       std::min<std::size_t>(impl_->options_.maxMessageBytes, std::numeric_limits<int>::max())));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              static_cast<int>(impl_->options_.maxConcurrentStreams));
+  // gRPC sets SO_REUSEPORT by default: a second process would bind the same port and share its
+  // calls. Off, a port in use fails start() instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(impl_.get());
   impl_->server_ = builder.BuildAndStart();
   if (!impl_->server_ || port <= 0) {

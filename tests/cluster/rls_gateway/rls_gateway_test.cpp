@@ -355,6 +355,13 @@ TEST_CASE("An embedded RlsGateway reloads through its API and counts each reload
   auto port = rls.start("127.0.0.1:0");
   INFO((port ? "" : port.error().message()));
   REQUIRE(port);
+  {  // A second gateway on the same port is refused (no SO_REUSEPORT), naming the address.
+    ingrid::RlsGateway second(node, {.configFile = file});
+    const std::string address = "127.0.0.1:" + std::to_string(*port);
+    auto again = second.start(address);
+    REQUIRE_FALSE(again);
+    CHECK(again.error().message().find("on " + address + " (address in use") != std::string::npos);
+  }
 #else
   // Under TSan gRPC's server stays out of this process: its uninstrumented threads would be
   // reported (tsan-grpc.supp, used by the ingrid-node child above). reload() loads it alike.
