@@ -591,7 +591,9 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
     std::fflush(stdout);
   }
-  node.stop();  // the probes answer meanwhile: /readyz 503 "leaving"; RESP clients get -ERR
+  // The gateways first, while the node still answers: each refuses new requests (RLS: GOAWAY,
+  // so Envoy moves to other hosts) and lets those in progress be answered. Then the node leaves
+  // (the probes answer meanwhile: /readyz 503 "leaving"), then the probes.
   resp.stop();
 #ifdef INGRID_HTTP_GATEWAY
   http.stop();
@@ -599,6 +601,7 @@ int main(int argc, char** argv) {
 #ifdef INGRID_RLS_GATEWAY
   rls.stop();
 #endif
+  node.stop();
   probes.stop();
   if (level >= kInfo) std::printf("ingrid-node: stopped\n");
   return 0;

@@ -10,9 +10,11 @@
 // node's completion pool) finishes the call, so no gRPC thread waits for a limiter. The
 // configuration is an immutable snapshot swapped whole by reload(); a call uses the one it
 // started with. The Node must outlive the gateway and stay started while it serves.
-// Stop sequence: stop() refuses new calls, waits for the calls in progress to be answered (at
-// most RlsGatewayOptions::shutdownGrace, then cancels them), and joins gRPC's threads. The
-// destructor calls stop().
+// Stop sequence: stop() refuses new calls (GOAWAY: Envoy moves to other hosts), waits for the
+// calls in progress to be answered, and joins gRPC's threads. After shutdownGrace it cancels
+// them, but a cancelled call still ends only when its node answers arrive (a call is finished by
+// its last answer), so stop() takes at most shutdownGrace + the node's requestTimeout while the
+// node serves: stop the gateway before the node. The destructor calls stop().
 #pragma once
 
 #include <chrono>
@@ -40,7 +42,8 @@ struct RlsGatewayOptions {
   // Calls in progress at once over all connections; one more is answered RESOURCE_EXHAUSTED.
   // Default: 4096.
   std::size_t maxInFlight = 4096;
-  // How long stop() lets calls in progress finish before cancelling them. Default: 5 s.
+  // How long stop() lets calls in progress finish before cancelling them; a cancelled call
+  // still waits for its node answers (NodeOptions::requestTimeout at most). Default: 5 s.
   std::chrono::milliseconds shutdownGrace{5'000};
 };
 
