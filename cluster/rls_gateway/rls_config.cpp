@@ -45,6 +45,16 @@ std::string scalar(const YAML::Node& n, const char* what) {
   return n.as<std::string>();
 }
 
+// scalar(), refused past `bound` bytes (`name`: the bound's name in RlsConfigBounds).
+std::string boundedScalar(const YAML::Node& n, const char* what, std::size_t bound,
+                          const char* name) {
+  if (n.IsScalar() && n.Scalar().size() > bound) {
+    refuse(n, std::string(what) + " is longer than " + std::to_string(bound) +
+                  " bytes (RlsConfigBounds::" + name + ")");
+  }
+  return scalar(n, what);
+}
+
 bool boolean(const YAML::Node& n, const char* what) {
   bool b = false;
   if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b)) {
@@ -59,7 +69,10 @@ RlsRateLimit rateLimitOf(const YAML::Node& n) {
     refuse(n["replaces"], "rate_limit.replaces is not served by ingrid (docs/gateways.md)");
   }
   RlsRateLimit r;
-  if (n["name"]) r.name = scalar(n["name"], "rate_limit.name");
+  if (n["name"]) {
+    r.name = boundedScalar(n["name"], "rate_limit.name", RlsConfigBounds::kMaxNameBytes,
+                           "kMaxNameBytes");
+  }
   if (n["unlimited"]) r.unlimited = boolean(n["unlimited"], "rate_limit.unlimited");
   if (r.unlimited) {
     if (n["unit"]) refuse(n["unit"], "rate_limit.unit must not be set when unlimited is true");
@@ -106,9 +119,12 @@ void levelOf(const YAML::Node& list, RlsLevel& level, std::size_t depth, std::si
     }
     RlsRule rule;
     if (!d["key"]) refuse(d, "a descriptor's key is missing");
-    rule.key = scalar(d["key"], "key");
+    rule.key = boundedScalar(d["key"], "key", RlsConfigBounds::kMaxKeyBytes, "kMaxKeyBytes");
     if (rule.key.empty()) refuse(d["key"], "a descriptor's key is empty");
-    if (d["value"]) rule.value = scalar(d["value"], "value");
+    if (d["value"]) {
+      rule.value =
+          boundedScalar(d["value"], "value", RlsConfigBounds::kMaxValueBytes, "kMaxValueBytes");
+    }
     if (d["rate_limit"]) rule.rateLimit = rateLimitOf(d["rate_limit"]);
     if (d["shadow_mode"]) rule.shadowMode = boolean(d["shadow_mode"], "shadow_mode");
     if (d["detailed_metric"]) boolean(d["detailed_metric"], "detailed_metric");  // no effect

@@ -29,11 +29,17 @@ enum class RlsUnit { kSecond = 1, kMinute = 2, kHour = 3, kDay = 4 };
 Nanos rlsUnitNanos(RlsUnit unit) noexcept;
 const char* rlsUnitName(RlsUnit unit) noexcept;  // "second", ...
 
-// Bounds of a configuration file; past them it is refused, naming the bound.
+// Bounds of a configuration file; past them it is refused, naming the line and the bound. A
+// key or value is bounded as in a request (RlsRequestBounds, rls_mapping.h): a request value
+// longer than kMaxValueBytes can then match no key+value rule. The string bounds hold however a
+// string is reached (an alias repeats its anchor's string).
 struct RlsConfigBounds {
   static constexpr std::size_t kMaxFileBytes = 16 * 1024 * 1024;
   static constexpr std::size_t kMaxDepth = 16;  // nested `descriptors` levels (= kMaxEntries)
   static constexpr std::size_t kMaxRules = 100'000;
+  static constexpr std::size_t kMaxKeyBytes = 256;     // a descriptor's key
+  static constexpr std::size_t kMaxValueBytes = 1024;  // a descriptor's value
+  static constexpr std::size_t kMaxNameBytes = 256;    // rate_limit.name
 };
 
 struct RlsRateLimit {

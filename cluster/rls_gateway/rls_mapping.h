@@ -23,9 +23,10 @@ namespace ingrid {
 struct RlsRequestBounds {
   static constexpr std::size_t kMaxDomainBytes = 256;
   static constexpr std::size_t kMaxDescriptors = 64;
-  static constexpr std::size_t kMaxEntries = 16;                  // per descriptor
-  static constexpr std::size_t kMaxKeyBytes = 256;                // an entry's key
-  static constexpr std::size_t kMaxValueBytes = 1024;             // an entry's value
+  static constexpr std::size_t kMaxEntries = 16;                              // per descriptor
+  static constexpr std::size_t kMaxKeyBytes = RlsConfigBounds::kMaxKeyBytes;  // an entry's key
+  static constexpr std::size_t kMaxValueBytes =
+      RlsConfigBounds::kMaxValueBytes;                            // an entry's value
   static constexpr std::uint64_t kMaxHitsAddend = 1'000'000'000;  // Envoy's own bound
 };
 

@@ -133,6 +133,34 @@ TEST_CASE("RLS config: a bad file is refused naming the line and the reason", "[
   }
   deep += indent + "- key: last\n";
   CHECK(refusal(deep).find("kMaxDepth") != std::string::npos);
+  // Strings past their bounds, named with their line; an alias repeats its anchor's string, and
+  // is refused where it is used.
+  const std::string longKey(RlsConfigBounds::kMaxKeyBytes + 1, 'k');
+  CHECK(refusal("domain: d\ndescriptors:\n  - key: a\n  - key: " + longKey + "\n")
+            .find("test.yaml:4: key is longer than 256 bytes (RlsConfigBounds::kMaxKeyBytes)") !=
+        std::string::npos);
+  CHECK(
+      refusal("domain: d\ndescriptors:\n  - key: a\n    value: " +
+              std::string(RlsConfigBounds::kMaxValueBytes + 1, 'v') + "\n")
+          .find("test.yaml:4: value is longer than 1024 bytes (RlsConfigBounds::kMaxValueBytes)") !=
+      std::string::npos);
+  CHECK(refusal("domain: d\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: second\n"
+                "      requests_per_unit: 1\n      name: " +
+                std::string(RlsConfigBounds::kMaxNameBytes + 1, 'n') + "\n")
+            .find("test.yaml:7: rate_limit.name is longer than 256 bytes "
+                  "(RlsConfigBounds::kMaxNameBytes)") != std::string::npos);
+  CHECK(refusal("domain: &long " + longKey +
+                "\ndescriptors:\n  - key: a\n    descriptors:\n      - key: *long\n")
+            .find("kMaxKeyBytes") != std::string::npos);
+  // At the bounds: served.
+  const std::string atKey(RlsConfigBounds::kMaxKeyBytes, 'k');
+  const std::string atValue(RlsConfigBounds::kMaxValueBytes, 'v');
+  const RlsConfigPtr at =
+      parsed("domain: d\ndescriptors:\n  - key: " + atKey + "\n    value: " + atValue +
+             "\n    rate_limit: {unit: second, requests_per_unit: 1, "
+             "name: " +
+             std::string(RlsConfigBounds::kMaxNameBytes, 'n') + "}\n");
+  CHECK(at->match(Entries{{atKey, atValue}}) != nullptr);
   // A file that is not there.
   auto missing = loadRlsConfig("/nonexistent/rls.yaml");
   REQUIRE_FALSE(missing);
