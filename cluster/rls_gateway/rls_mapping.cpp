@@ -1,9 +1,27 @@
 #include "cluster/rls_gateway/rls_mapping.h"
 
+#include <cstdio>
 #include <utility>
+
+// Header-only use of libxxhash-dev, as grid/hash.cpp.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 namespace ingrid {
 namespace {
+
+// An entry's value as a part of the bucket key: the value escaped; or, for a value longer than
+// kMaxValueBytes, "#xxh3-" and its XXH3-128 in 32 hex digits, which an escaped value never is
+// (it holds no '#'). Such a value comes from a client's header; no configured value is that long
+// (RlsConfigBounds), so it matches key-only rules only, each value its own counter as before.
+std::string valuePart(const std::string& value) {
+  if (value.size() <= RlsRequestBounds::kMaxValueBytes) return rlsEscape(value);
+  const XXH128_hash_t h = XXH3_128bits(value.data(), value.size());
+  char hex[33];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return std::string("#xxh3-") + hex;
+}
 
 Error refuse(std::string reason) { return Error(Errc::invalid_argument, std::move(reason)); }
 
@@ -80,11 +98,8 @@ Result<std::vector<RlsPlan>> planRateLimit(
       if (entry.key().size() > Bounds::kMaxKeyBytes) {
         return refuse(tooLong(where + ".key", Bounds::kMaxKeyBytes, "kMaxKeyBytes"));
       }
-      if (entry.value().size() > Bounds::kMaxValueBytes) {
-        return refuse(tooLong(where + ".value", Bounds::kMaxValueBytes, "kMaxValueBytes"));
-      }
       entries.emplace_back(entry.key(), entry.value());
-      key += "|" + rlsEscape(entry.key()) + "=" + rlsEscape(entry.value());
+      key += "|" + rlsEscape(entry.key()) + "=" + valuePart(entry.value());
     }
     if (descriptor.has_limit()) {  // Envoy's override: this limit, on a key of its own
       const auto& o = descriptor.limit();

@@ -19,7 +19,9 @@
 
 namespace ingrid {
 
-// Bounds of one RateLimitRequest; past them it is refused INVALID_ARGUMENT naming the bound.
+// Bounds of one RateLimitRequest; past them it is refused INVALID_ARGUMENT naming the bound,
+// except kMaxValueBytes: a longer value (a client's header) is served, matches key-only rules only
+// and is counted under its hash (docs/gateways.md "Envoy RLS v3").
 struct RlsRequestBounds {
   static constexpr std::size_t kMaxDomainBytes = 256;
   static constexpr std::size_t kMaxDescriptors = 64;
@@ -39,7 +41,8 @@ struct RlsPlan {
     kLimit,      // `request` on `key` decides
   };
   Kind kind = Kind::kNoRule;
-  std::string key;  // the ingrid key: domain + the descriptor's entries, escaped; + the unit
+  std::string key;  // the ingrid key: domain + the descriptor's entries, escaped (a value past
+                    // kMaxValueBytes as "#xxh3-" + its hash); + the unit
   std::optional<LimiterRequest> request;  // kLimit: a FixedWindowAcquire of `hits`
   RlsRateLimit limit;                     // kUnlimited, kBlocked, kLimit
   bool shadowMode = false;                // over the limit is reported, answered OK

@@ -134,9 +134,6 @@ TEST_CASE("RLS mapping: requests past a bound are refused naming it", "[rls_gate
   const std::string longKey(RlsRequestBounds::kMaxKeyBytes + 1, 'k');
   CHECK(refusal(request("edge", {{longKey.c_str(), "x"}})).find("kMaxKeyBytes") !=
         std::string::npos);
-  const std::string longValue(RlsRequestBounds::kMaxValueBytes + 1, 'v');
-  CHECK(refusal(request("edge", {{"k", longValue.c_str()}})).find("kMaxValueBytes") !=
-        std::string::npos);
   rls::RateLimitRequest hits = request("edge", {{"tenant", "a"}});
   hits.set_hits_addend(static_cast<std::uint32_t>(RlsRequestBounds::kMaxHitsAddend + 1));
   CHECK(refusal(hits).find("kMaxHitsAddend") != std::string::npos);
@@ -144,4 +141,41 @@ TEST_CASE("RLS mapping: requests past a bound are refused naming it", "[rls_gate
   hits.mutable_descriptors(0)->mutable_hits_addend()->set_value(RlsRequestBounds::kMaxHitsAddend +
                                                                 1);
   CHECK(refusal(hits).find("descriptors[0].hits_addend") != std::string::npos);
+}
+
+TEST_CASE("RLS mapping: a value past kMaxValueBytes is served on key-only rules, keyed by its hash",
+          "[rls_gateway]") {
+  const RlsConfigPtr c = config();
+  const std::string longA(RlsRequestBounds::kMaxValueBytes + 1, 'a');
+  std::string longB = longA;
+  longB.back() = 'b';
+  const std::string atBound(RlsRequestBounds::kMaxValueBytes, 'a');
+  auto a = planRateLimit(request("edge", {{"tenant", longA.c_str()}}), *c);
+  auto again = planRateLimit(request("edge", {{"tenant", longA.c_str()}}), *c);
+  auto b = planRateLimit(request("edge", {{"tenant", longB.c_str()}}), *c);
+  auto literal = planRateLimit(request("edge", {{"tenant", atBound.c_str()}}), *c);
+  REQUIRE(a);
+  REQUIRE(again);
+  REQUIRE(b);
+  REQUIRE(literal);
+  // The key-only tenant rule limits it, on a key holding the hash, not the value.
+  const RlsPlan& plan = (*a)[0];
+  CHECK(plan.kind == RlsPlan::Kind::kLimit);
+  CHECK(plan.limit.name == "per_tenant");
+  const std::string prefix = "rls|edge|tenant=#xxh3-";
+  REQUIRE(plan.key.size() == prefix.size() + 32 + std::string("#minute").size());
+  CHECK(plan.key.rfind(prefix, 0) == 0);
+  CHECK(plan.key.substr(prefix.size() + 32) == "#minute");
+  CHECK(plan.key.substr(prefix.size(), 32).find_first_not_of("0123456789abcdef") ==
+        std::string::npos);
+  CHECK((*again)[0].key == plan.key);  // the same value, the same counter
+  CHECK((*b)[0].key != plan.key);      // another value, another counter
+  // At the bound, the value itself; no literal value escapes to "#..." (it holds '#' as %23).
+  CHECK((*literal)[0].key == "rls|edge|tenant=" + atBound + "#minute");
+  CHECK(rlsEscape("#xxh3-0") == "%23xxh3-0");
+  // Nested: a long path after tenant=acme matches no key+value rule (no configured value is
+  // that long), and there is no key-only path rule: no rule.
+  auto nested = planRateLimit(request("edge", {{"tenant", "acme"}, {"path", longA.c_str()}}), *c);
+  REQUIRE(nested);
+  CHECK((*nested)[0].kind == RlsPlan::Kind::kNoRule);
 }
