@@ -330,6 +330,12 @@ TEST_CASE("A Python gRPC client gets Envoy RLS v3 answers as the YAML config say
     CHECK(parse(lines[1]).error.rfind("INVALID_ARGUMENT", 0) == 0);
     CHECK(parse(lines[1]).error.find("kMaxDescriptors") != std::string::npos);
     CHECK(parse(lines[2]).error.find("kMaxHitsAddend") != std::string::npos);
+    // A value past kMaxValueBytes is not refused: the tenant's key-only default limits it.
+    const std::string longValue(ingrid::RlsRequestBounds::kMaxValueBytes + 1, 'v');
+    const Answer served = parse(ask(node.port, {"edge 0 tenant=" + longValue})[0]);
+    CHECK(served.error.empty());
+    REQUIRE(served.statuses.size() == 1);
+    checkLimited(served.statuses[0], kOk, limits.tenant, limits.tenant - 1);
   }
 }
 
