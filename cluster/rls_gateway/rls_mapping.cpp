@@ -87,6 +87,8 @@ Result<std::vector<RlsPlan>> planRateLimit(
                       std::to_string(Bounds::kMaxHitsAddend) +
                       " (RlsRequestBounds::kMaxHitsAddend)");
       }
+      // An explicit 0 is a check without counting in envoyproxy/ratelimit; the fixed window has
+      // no read without a take, so it takes 1 here (docs/gateways.md says so).
       plan.hits = hits == 0 ? 1 : static_cast<std::int64_t>(hits);
     }
     entries.clear();

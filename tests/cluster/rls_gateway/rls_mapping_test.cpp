@@ -64,7 +64,7 @@ TEST_CASE("RLS mapping: each descriptor becomes a fixed window on its own key, o
     e = d->add_entries();
     e->set_key("path");
     e->set_value("/login");
-    d->mutable_hits_addend()->set_value(0);  // 0 means 1, as in Envoy
+    d->mutable_hits_addend()->set_value(0);  // taken as 1 (not envoyproxy/ratelimit's check)
   }
   r.add_descriptors()->add_entries()->set_key("tenant");
   r.mutable_descriptors(2)->mutable_entries(0)->set_value("vip");
@@ -88,7 +88,7 @@ TEST_CASE("RLS mapping: each descriptor becomes a fixed window on its own key, o
   CHECK(login.kind == RlsPlan::Kind::kLimit);
   CHECK(login.key == "rls|edge|tenant=acme|path=/login#second");
   CHECK(login.shadowMode);
-  CHECK(login.hits == 1);  // its own hits_addend 0, which means 1
+  CHECK(login.hits == 1);  // its own hits_addend 0: ingrid takes 1 (see the test below)
 
   CHECK((*plans)[2].kind == RlsPlan::Kind::kUnlimited);
   CHECK((*plans)[3].kind == RlsPlan::Kind::kNoRule);
@@ -178,4 +178,24 @@ TEST_CASE("RLS mapping: a value past kMaxValueBytes is served on key-only rules,
   auto nested = planRateLimit(request("edge", {{"tenant", "acme"}, {"path", longA.c_str()}}), *c);
   REQUIRE(nested);
   CHECK((*nested)[0].kind == RlsPlan::Kind::kNoRule);
+}
+
+TEST_CASE(
+    "RLS mapping: a descriptor's explicit hits_addend 0 takes 1, where envoyproxy/ratelimit "
+    "only checks",
+    "[rls_gateway]") {
+  // envoyproxy/ratelimit counts nothing for a descriptor's explicit 0 (a check); ingrid's fixed
+  // window has no read without a take, so the mapping takes 1, as for the request's 0 (unset).
+  rls::RateLimitRequest r = request("edge", {{"tenant", "acme"}});
+  r.mutable_descriptors(0)->mutable_hits_addend()->set_value(0);
+  r.set_hits_addend(5);
+  auto plans = planRateLimit(r, *config());
+  REQUIRE(plans);
+  CHECK((*plans)[0].hits == 1);  // not the request's 5: the descriptor's field is set
+  CHECK(std::get<FixedWindowAcquire>(*(*plans)[0].request).quantity == 1);
+  r.clear_hits_addend();
+  r.mutable_descriptors(0)->clear_hits_addend();
+  plans = planRateLimit(r, *config());
+  REQUIRE(plans);
+  CHECK((*plans)[0].hits == 1);  // the request's 0 (unset) means 1, as in envoyproxy/ratelimit
 }
