@@ -289,7 +289,9 @@ std::string RlsGateway::metricsText() const {
   sample("ingrid_rls_calls_total", "{code=\"ok\"}", c.ok);
   sample("ingrid_rls_calls_total", "{code=\"over_limit\"}", c.overLimit);
   family("ingrid_rls_refused_total",
-         "ShouldRateLimit calls refused INVALID_ARGUMENT or RESOURCE_EXHAUSTED.");
+         "ShouldRateLimit calls the gateway refused: INVALID_ARGUMENT (past a request bound) or "
+         "RESOURCE_EXHAUSTED (past max in flight). Messages gRPC refuses for their size never "
+         "reach the gateway and are not counted.");
   sample("ingrid_rls_refused_total", "", c.refused);
   family("ingrid_rls_errors_total", "ShouldRateLimit calls answered UNAVAILABLE.");
   sample("ingrid_rls_errors_total", "", c.errors);

@@ -51,7 +51,8 @@ struct RlsGatewayOptions {
 struct RlsGatewayCounts {
   std::uint64_t ok = 0;            // calls answered overall OK
   std::uint64_t overLimit = 0;     // calls answered overall OVER_LIMIT
-  std::uint64_t refused = 0;       // calls refused INVALID_ARGUMENT or RESOURCE_EXHAUSTED
+  std::uint64_t refused = 0;       // calls refused INVALID_ARGUMENT or RESOURCE_EXHAUSTED (past
+                                   // maxInFlight); not messages gRPC refuses for their size
   std::uint64_t errors = 0;        // calls answered UNAVAILABLE (the node's error)
   std::uint64_t descriptors = 0;   // descriptors answered
   std::uint64_t shadowOver = 0;    // shadow-mode descriptors that were over, answered OK

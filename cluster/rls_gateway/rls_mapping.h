@@ -28,8 +28,11 @@ struct RlsRequestBounds {
   static constexpr std::size_t kMaxEntries = 16;                              // per descriptor
   static constexpr std::size_t kMaxKeyBytes = RlsConfigBounds::kMaxKeyBytes;  // an entry's key
   static constexpr std::size_t kMaxValueBytes =
-      RlsConfigBounds::kMaxValueBytes;                            // an entry's value
-  static constexpr std::uint64_t kMaxHitsAddend = 1'000'000'000;  // Envoy's own bound
+      RlsConfigBounds::kMaxValueBytes;  // an entry's value
+  // ingrid's bound on either hits_addend. The RLS message does not bound them (uint32,
+  // UInt64Value); 10^9 is the bound Envoy's route configuration puts on its
+  // RateLimit.HitsAddend.number.
+  static constexpr std::uint64_t kMaxHitsAddend = 1'000'000'000;
 };
 
 // What one descriptor asks for.

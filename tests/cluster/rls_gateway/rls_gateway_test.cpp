@@ -356,11 +356,17 @@ TEST_CASE("An embedded RlsGateway reloads through its API and counts each reload
     CHECK(port.error().message().find(file + ":4: rate_limit.unit") != std::string::npos);
   }
   writeFile(file, configYaml(Limits{3, 2, 4, 1, true}));
-  ingrid::RlsGateway rls(node, {.configFile = file});
+  ingrid::RlsGateway rls(node, {.configFile = file, .maxMessageBytes = 4096});
 #ifndef INGRID_RLS_TSAN_SUPPRESSIONS
   auto port = rls.start("127.0.0.1:0");
   INFO((port ? "" : port.error().message()));
   REQUIRE(port);
+  {  // A message over maxMessageBytes is refused by gRPC before the gateway: not counted.
+    const Answer big = parse(ask(*port, {"edge 0 tenant=" + std::string(8192, 'v')})[0]);
+    CHECK(big.error.rfind("RESOURCE_EXHAUSTED", 0) == 0);
+    CHECK(rls.counts().refused == 0);
+    CHECK(rls.metricsText().find("ingrid_rls_refused_total 0\n") != std::string::npos);
+  }
   {  // A second gateway on the same port is refused (no SO_REUSEPORT), naming the address.
     ingrid::RlsGateway second(node, {.configFile = file});
     const std::string address = "127.0.0.1:" + std::to_string(*port);
