@@ -591,8 +591,8 @@ int main(int argc, char** argv) {
     std::printf("ingrid-node: signal %d, leaving the cluster\n", received);
     std::fflush(stdout);
   }
-  // The gateways first, while the node still answers: each refuses new requests (RLS: GOAWAY,
-  // so Envoy moves to other hosts) and lets those in progress be answered. Then the node leaves
+  // The gateways first, while the node still answers what they have in flight (RLS: GOAWAY, so
+  // Envoy moves to other hosts, and the calls in progress are answered). Then the node leaves
   // (the probes answer meanwhile: /readyz 503 "leaving"), then the probes.
   resp.stop();
 #ifdef INGRID_HTTP_GATEWAY
