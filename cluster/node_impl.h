@@ -275,6 +275,10 @@ class NodeImpl final : public ConnectionHandler,
   // CoordinatorHost (network thread).
   MemberId selfId() const override { return memberId(); }
   TopologyPtr currentTopology() const override { return topology(); }
+  // (Asio 1.22's get_executor() is not const; running_in_this_thread only reads.)
+  bool onNetworkThread() const override {
+    return const_cast<asio::io_context&>(netIo_).get_executor().running_in_this_thread();
+  }
   void sendToMember(const MemberInfo& member, MessageType type, std::string body,
                     Connection::ResponseHandler done) override;
   void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;

@@ -1,6 +1,7 @@
 #include "cluster/control/coordinator.h"
 
 #include <algorithm>
+#include <cassert>
 #include <iostream>
 #include <memory>
 #include <utility>
@@ -10,6 +11,7 @@
 namespace ingrid {
 
 void Coordinator::start() {
+  assert(host_.onNetworkThread());
   const TopologyPtr cur = host_.currentTopology();
   std::shared_ptr<Topology> next;
   if (cur->members.empty()) {
@@ -46,6 +48,7 @@ void Coordinator::start() {
 void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                               std::vector<std::uint16_t> shardPorts, std::string zone,
                               UniqueFunction<void(Result<MemberId>)> reply) {
+  assert(host_.onNetworkThread());
   // A join sent again (its reply was lost, or came after the joiner gave up on that connection)
   // is answered at once with the id already given: queued, it would wait behind the change that
   // admitted it, which waits for this very member to sync, and a member cannot act (answer a
@@ -78,7 +81,7 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                                           std::to_string(m.id) + ")"));
       return;
     }
-    if (const SteadyTime expires = leaseExpired(m.id); expires > now) {
+    if (const SteadyTime expires = leases_.expiry(m.id); expires > now) {
       const auto left = std::chrono::ceil<std::chrono::milliseconds>(expires - now);
       reply(Error(Errc::unavailable,
                   "address " + address + " is member " + std::to_string(m.id) +
@@ -87,7 +90,7 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                       "is admitted only once that member's lease has expired"));
       return;
     }
-    revoked_.insert(m.id);
+    leases_.revoke(m.id);
     failMember(m.id);
   }
   queue_.push_back(Change{Kind::kJoin,
@@ -102,14 +105,16 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
 }
 
 void Coordinator::requestLeave(MemberId id) {
+  assert(host_.onNetworkThread());
   queue_.push_back(Change{Kind::kLeave, id, {}, 0, {}, {}, {}});
   pump();
 }
 
 void Coordinator::memberFailed(MemberId id) {
-  if (id == host_.selfId() || failed_.count(id) != 0 || !revoked_.insert(id).second) return;
+  assert(host_.onNetworkThread());
+  if (id == host_.selfId() || failed_.count(id) != 0 || !leases_.revoke(id)) return;
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-      leaseExpired(id) - std::chrono::steady_clock::now());
+      leases_.expiry(id) - std::chrono::steady_clock::now());
   if (wait.count() <= 0) {
     failMember(id);
     return;
@@ -120,161 +125,31 @@ void Coordinator::memberFailed(MemberId id) {
   });
 }
 
-Coordinator::SteadyTime Coordinator::leaseExpired(MemberId id) const {
-  SteadyTime from = leaderSince_;
-  if (auto it = lastGrant_.find(id); it != lastGrant_.end()) from = std::max(from, it->second);
-  return from + host_.leaseWait();
-}
-
-void Coordinator::remember(const TopologyPtr& t) {
-  seen_.emplace(t->version, t);
-  while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
-}
-
-std::string Coordinator::leaseRefusal(const LeaseAsk& ask, const Topology& t) const {
-  const MemberInfo* m = t.member(ask.id);
-  if (m == nullptr || m->incarnation != ask.incarnation || revoked_.count(ask.id) != 0 ||
-      failed_.count(ask.id) != 0) {
-    return "no lease for member " + std::to_string(ask.id) +
-           ": it is not a live member at topology v" + std::to_string(t.version) +
-           " (revoked, removed, or another incarnation)";
-  }
-  const std::string stale = "no lease for member " + std::to_string(ask.id) +
-                            ": it has installed topology v" + std::to_string(ask.version) + ", ";
-  if (auto it = leaseFloor_.find(ask.id); it != leaseFloor_.end() && ask.version < it->second) {
-    return stale + "and is about to lose a primary at v" + std::to_string(it->second);
-  }
-  if (ask.version < t.primariesChangedAt()) {
-    // Primaries moved since its version: it may still believe itself the primary of one it lost.
-    // Judged precisely when this leader saw that version (a member a few ms behind is not
-    // refused), and refused when it did not.
-    auto it = seen_.find(ask.version);
-    if (it == seen_.end() || it->second->table.partitionCount() != t.table.partitionCount()) {
-      return stale + "older than v" + std::to_string(t.primariesChangedAt()) +
-             ", which moves primaries";
-    }
-    const Topology& old = *it->second;
-    for (PartitionId p = 0; p < t.table.partitionCount(); ++p) {
-      if (old.table.primary(p) == ask.id &&
-          (t.table.primary(p) != ask.id || t.epoch(p) != old.epoch(p))) {
-        return stale + "where it is the primary of partition " + std::to_string(p) +
-               ", which it is not (or not in the same epoch) at v" + std::to_string(t.version);
-      }
-    }
-  }
-  return {};
-}
-
 void Coordinator::requestLease(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                                UniqueFunction<void(Result<bool>)> reply) {
-  LeaseAsk ask{id, incarnation, version, std::move(reply)};
-  const TopologyPtr t = host_.currentTopology();
-  remember(t);
-  if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
-    ask.reply(Error(Errc::unavailable, std::move(why)));
-    return;
-  }
-  leaseQueue_.push_back(std::move(ask));
-  runBarrier();
-}
-
-void Coordinator::runBarrier() {
-  if (barrierInFlight_ || leaseQueue_.empty()) return;
-  barrierInFlight_ = true;
-  // Every request in this batch arrived before the barrier was proposed: its commit proves this
-  // member led after each request was sent.
-  auto batch = std::make_shared<std::vector<LeaseAsk>>(std::move(leaseQueue_));
-  leaseQueue_.clear();
-  std::weak_ptr<int> life = life_;
-  host_.barrier([this, life, batch](Result<bool> r) {
-    if (life.expired()) return;  // leadership lost: the askers time out and ask the next leader
-    barrierInFlight_ = false;
-    const auto now = std::chrono::steady_clock::now();
-    const TopologyPtr t = host_.currentTopology();
-    remember(t);
-    for (LeaseAsk& ask : *batch) {
-      // Judged again: a revocation, a floor or a topology may have come while the barrier ran.
-      if (!r) {
-        ask.reply(r.error());
-      } else if (std::string why = leaseRefusal(ask, *t); !why.empty()) {
-        ask.reply(Error(Errc::unavailable, std::move(why)));
-      } else {
-        lastGrant_[ask.id] = now;
-        ask.reply(true);
-      }
-    }
-    runBarrier();
-  });
+  assert(host_.onNetworkThread());
+  leases_.request(id, incarnation, version, std::move(reply));
 }
 
 void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable) {
+  assert(host_.onNetworkThread());
   const auto now = std::chrono::steady_clock::now();
-  if (unreachable.empty()) {
-    unreachable_.erase(reporter);
-    return;
-  }
-  unreachable_[reporter] = {std::set<MemberId>(unreachable.begin(), unreachable.end()), now};
-  // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
-  // leader's own failure detection judges it).
-  const auto fresh = [&](const auto& kv) { return now - kv.second.second < host_.leaseWait(); };
+  if (!partitions_.report(reporter, unreachable, now)) return;
   const TopologyPtr t = host_.currentTopology();
   // Only members this leader hears from: one it does not hear is judged by its own failure
   // detection (and a crashed member that only some have reported yet must not look better
   // connected than the live members that reported it).
   std::vector<MemberId> live;
   for (const MemberInfo& m : t->members) {
-    if (failed_.count(m.id) == 0 && revoked_.count(m.id) == 0 &&
+    if (failed_.count(m.id) == 0 && !leases_.revoked(m.id) &&
         (m.id == host_.selfId() || host_.hearsFrom(m.id))) {
       live.push_back(m.id);
     }
   }
-  auto cut = [&](MemberId a, MemberId b) {
-    for (MemberId x : {a, b}) {
-      auto it = unreachable_.find(x);
-      if (it != unreachable_.end() && fresh(*it) && it->second.first.count(x == a ? b : a) != 0) {
-        return true;
-      }
-    }
-    return false;
-  };
-  // Greedy clique around the leader: members with fewer cut links first, then smaller ids. Exact
-  // for the cases that matter (one cut link, a bridge, one member cut from several); a heuristic
-  // beyond.
-  std::map<MemberId, std::size_t> cuts;
-  for (MemberId a : live) {
-    for (MemberId b : live) {
-      if (a != b && cut(a, b)) ++cuts[a];
-    }
-  }
-  if (cuts.empty()) return;
-  std::vector<MemberId> order = live;
-  std::sort(order.begin(), order.end(), [&](MemberId a, MemberId b) {
-    return std::make_pair(cuts[a], a) < std::make_pair(cuts[b], b);
-  });
-  std::vector<MemberId> keep{host_.selfId()};
-  std::vector<MemberId> drop;
-  for (MemberId m : order) {
-    if (m == host_.selfId()) continue;
-    const bool fits = std::none_of(keep.begin(), keep.end(), [&](MemberId k) { return cut(k, m); });
-    (fits ? keep : drop).push_back(m);
-  }
-  for (MemberId m : drop) {
-    // The partitions m holds the only complete replica of would restart empty.
-    std::vector<PartitionId> sole;
-    for (PartitionId p : t->table.partitionsOf(m)) {
-      if (t->syncingReplica(p, m) != nullptr) continue;
-      bool another = false;
-      for (MemberId o : t->table.owners(p)) {
-        // Another complete replica counts only on a member this leader hears now: one that
-        // merely has not been declared failed yet may be dead.
-        if (o != m && t->syncingReplica(p, o) == nullptr && failed_.count(o) == 0 &&
-            revoked_.count(o) == 0 && std::find(drop.begin(), drop.end(), o) == drop.end() &&
-            std::find(live.begin(), live.end(), o) != live.end()) {
-          another = true;
-        }
-      }
-      if (!another) sole.push_back(p);
-    }
+  // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
+  // leader's own failure detection judges it).
+  for (const auto& [m, sole] :
+       partitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait())) {
     if (!sole.empty()) {
       std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
                 << " cannot reach all of the others (a partial partition), but holds the only "
@@ -398,116 +273,20 @@ void Coordinator::run(Change change) {
 
 void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   const TopologyPtr cur = host_.currentTopology();
-  const std::uint32_t partitions = cur->table.partitionCount();
-  const PartitionTable ideal = Topology::balancedFor(partitions, after, cur->backups);
-  auto failed = [this](MemberId m) { return failed_.count(m) != 0; };
-  auto contains = [](const std::vector<MemberId>& v, MemberId m) {
-    return std::find(v.begin(), v.end(), m) != v.end();
-  };
-
-  // T1 members: the current ones that have not failed, plus any joining.
-  std::vector<MemberInfo> t1Members;
-  for (const auto& m : cur->members) {
-    if (!failed(m.id)) t1Members.push_back(m);
-  }
-  for (const auto& m : after) {
-    if (!cur->hasMember(m.id)) t1Members.push_back(m);
-  }
-  std::sort(t1Members.begin(), t1Members.end(),
-            [](const MemberInfo& a, const MemberInfo& b) { return a.id < b.id; });
-
-  // Re-planning this coordinator's own change keeps the snapshots already under way.
-  const std::uint64_t t1Version = cur->version + 1;
-  const bool ownPlan = cur->version == t1Version_;
-  // After a stall, snapshots under way are not trusted to finish: they all start again.
-  const bool restart = std::exchange(restartSnapshots_, false);
-  // A replica the installed topology lists as syncing is complete if it reported so during
-  // this coordinator's own change (the topology's list only shrinks with T2).
-  auto complete = [&](PartitionId p, MemberId m) {
-    if (!cur->table.isOwner(p, m)) return false;
-    const SyncingReplica* r = cur->syncingReplica(p, m);
-    return r == nullptr || (ownPlan && synced_.count({p, m}) != 0);
-  };
-  std::vector<std::vector<MemberId>> owners(partitions);
-  std::vector<SyncingReplica> syncing;
-  awaiting_.clear();
-  for (PartitionId p = 0; p < partitions; ++p) {
-    const std::vector<MemberId>& was = cur->table.owners(p);
-    std::vector<MemberId>& o = owners[p];
-    // Complete surviving replicas first (the first is the primary), then resyncing ones (they
-    // hold every acknowledged update: see SyncingReplica), then incomplete ones that remain owners.
-    auto resyncing = [&](MemberId m) {
-      const SyncingReplica* r = cur->syncingReplica(p, m);
-      return r != nullptr && r->resync && !complete(p, m);
-    };
-    for (MemberId m : was) {
-      if (!failed(m) && complete(p, m)) o.push_back(m);
-    }
-    for (MemberId m : was) {
-      if (!failed(m) && resyncing(m)) o.push_back(m);
-    }
-    for (MemberId m : was) {
-      if (!failed(m) && !complete(p, m) && !resyncing(m) && ideal.isOwner(p, m)) o.push_back(m);
-    }
-    if (!o.empty() && !complete(p, o.front()) && !resyncing(o.front())) {
-      // Policy (docs/ARCHITECTURE.md): the partition goes on from a replica that was still
-      // receiving its first snapshot: it holds the whole snapshot and every later update if the
-      // snapshot was in, else nothing (acknowledged updates are then lost).
-      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
-                << " has no complete replica left; member " << o.front()
-                << ", which was receiving its first snapshot, takes over with what it holds (all "
-                   "or nothing)\n";
-    }
-    if (o.empty()) {  // every replica failed: the partition starts again, empty
-      std::cerr << "ingrid: member " << host_.selfId() << " (leader): partition " << p
-                << " has no complete replica left (every owner failed: " << was.size()
-                << "); it restarts empty on its new owners, and what it held is lost\n";
-      o = ideal.owners(p);
-      for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
-        syncing.push_back(SyncingReplica{p, o[i], t1Version});
-        awaiting_[{p, o[i]}] = t1Version;
-      }
-      continue;
-    }
-    // The primary failed: a backup took over, and every other owner resyncs from it (it may
-    // hold updates the old primary replicated to some backups only).
-    const bool promoted = was.empty() || o.front() != was.front();
-    for (MemberId m : ideal.owners(p)) {
-      if (!contains(o, m)) o.push_back(m);
-    }
-    for (std::size_t i = 1; i < o.size(); ++i) {
-      const MemberId m = o[i];
-      const SyncingReplica* before = cur->syncingReplica(p, m);
-      if (complete(p, m) && !promoted) continue;
-      const std::uint64_t since =
-          before && ownPlan && !promoted && !restart ? before->since : t1Version;
-      // Was complete (or resyncing from complete) in the installed topology.
-      const bool resync = complete(p, m) || (before != nullptr && before->resync);
-      syncing.push_back(SyncingReplica{p, m, since, resync});
-      if (ideal.isOwner(p, m)) awaiting_[{p, m}] = since;
-    }
-  }
+  MigrationInputs in;
+  in.failed = &failed_;
+  in.ownPlan = cur->version == t1Version_;
+  in.synced = &synced_;
+  in.restartSnapshots = std::exchange(restartSnapshots_, false);
+  in.leader = host_.selfId();
+  MigrationPlan plan = planMigration(*cur, std::move(after), nextId, in);
+  awaiting_ = std::move(plan.awaiting);
   synced_.clear();
-  auto t1 = std::make_shared<Topology>();
-  t1->version = t1Version;
-  t1->members = std::move(t1Members);
-  t1->table = PartitionTable(partitions, std::move(owners));
-  t1->backups = cur->backups;
-  t1->dedupWindowMs = cur->dedupWindowMs;
-  t1->nextMemberId = nextId;
-  t1->syncing = std::move(syncing);
-
-  target_ = std::make_shared<Topology>();
-  target_->version = t1->version + 1;  // (re-numbered if T1 is re-planned)
-  target_->members = std::move(after);
-  target_->table = ideal;
-  target_->backups = cur->backups;
-  target_->dedupWindowMs = cur->dedupWindowMs;
-  target_->nextMemberId = nextId;
-  t1Version_ = t1->version;
+  target_ = std::move(plan.t2);
+  t1Version_ = plan.t1->version;
   busy_ = true;
   syncing_ = false;
-  install(std::move(t1), [this] { migrating(); });
+  install(std::move(plan.t1), [this] { migrating(); });
 }
 
 void Coordinator::migrating() {
@@ -548,6 +327,7 @@ void Coordinator::watchStall(std::uint64_t version, std::uint64_t progress) {
 }
 
 void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t version) {
+  assert(host_.onNetworkThread());
   if (!busy_) return;
   auto it = awaiting_.find({partition, member});
   if (it == awaiting_.end()) {
@@ -604,10 +384,7 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
       if (was != 0 && was != next->table.primary(p)) losing.insert(was);
     }
   }
-  for (MemberId m : losing) {
-    std::uint64_t& floor = leaseFloor_[m];
-    floor = std::max(floor, next->version);
-  }
+  for (MemberId m : losing) leases_.raiseFloor(m, next->version);
   // Phase 1: every member fences what it is about to lose and drains it. A member that does
   // not answer (gone, paused) does not block the change past the Prepare's deadline; but if it
   // loses a primary, `next` waits until its last lease has surely expired.
@@ -626,7 +403,7 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     // run out.
     std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
     SteadyTime proposeAt{};
-    for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leaseExpired(m));
+    for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leases_.expiry(m));
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
         proposeAt - std::chrono::steady_clock::now());
     if (wait.count() <= 0) {

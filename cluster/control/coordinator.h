@@ -1,20 +1,19 @@
-// Coordinator: the control plane leader's planner. Admits and removes members, and moves
-// partitions without loss (invariants 5, 7 and 12). It exists on the member that leads the
-// control plane (Raft) and only while it does; every topology it plans is committed through the
-// Raft log (CoordinatorHost::proposeTopology), so a deposed or paused leader can install nothing.
+// Coordinator: the control plane leader's membership changes. It queues joins, leaves and
+// failed members and runs them one change at a time: plans it (planMigration, migration_plan.h),
+// has every member fence and drain (Prepare), commits each topology through the Raft log, and
+// waits for the new owners' syncs. It owns the leader's LeaseTable (lease_table.h) and its
+// PartialPartitionJudge (partial_partition_judge.h), which it consults and acts on. It exists on
+// the member that leads the control plane (Raft) and only while it does; every topology it plans
+// is committed through the Raft log (CoordinatorHost::proposeTopology), so a deposed or paused
+// leader can install nothing (invariants 5, 7 and 12).
 //
 // On election it first commits its takeover topology (the committed one, numbered anew and
 // stamped with its term and id), which proves its view is the latest; then it re-plans any change
 // its predecessor left unfinished.
 //
-// One membership change at a time, in two topologies:
-//   T1 = the current owners of every partition, plus its new owners (by rendezvous over the new
-//        member list) as extra backups. Primaries send each new owner a snapshot while
-//        replicating every new update to it, and report kSynced when it has everything.
-//   T2 = the new owners only, installed once every new owner is synced.
-// A member declared failed (silent past the failure timeout) is removed the same way, except that
-// T1 already drops it: of each partition it owned, the first complete surviving owner becomes
-// the primary, and every other owner resyncs from that primary. A failure during a change
+// One membership change at a time, in two topologies, T1 and T2 (migration_plan.h): T2 is
+// installed once every new owner is synced. A member declared failed (silent past the failure
+// timeout) is removed the same way, except that T1 already drops it. A failure during a change
 // re-plans the change from the topology installed now (its syncing replicas carried over).
 //
 // Before proposing a topology, the coordinator asks every member to fence the partitions it is
@@ -22,11 +21,13 @@
 // the topology with this leader's term; a member refuses one from an older term). A fence is
 // released when the topology it was set for (or a newer one) is installed, or after a bound.
 // A member that is about to lose a primary gets no lease renewal until it has installed that
-// topology (leaseFloor_; and Topology::primariesChangedAt() once committed). If its Prepare fails
-// (paused, cut off), the topology is proposed only once its last lease has surely expired: so the
-// old primary has stopped writing before the new one starts, whether or not it saw the Prepare.
+// topology (LeaseTable::raiseFloor; and Topology::primariesChangedAt() once committed). If its
+// Prepare fails (paused, cut off), the topology is proposed only once its last lease has surely
+// expired: so the old primary has stopped writing before the new one starts, whether or not it
+// saw the Prepare.
 //
-// Thread safety: network thread only. Callbacks it leaves behind check that it still exists.
+// Thread: the node's network thread only (checked: CoordinatorHost::onNetworkThread). Callbacks
+// it leaves behind check that it still exists.
 #pragma once
 
 #include <chrono>
@@ -45,49 +46,19 @@
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
+#include "cluster/control/coordinator_host.h"
+#include "cluster/control/lease_table.h"
+#include "cluster/control/migration_plan.h"
+#include "cluster/control/partial_partition_judge.h"
 #include "cluster/transport/connection.h"
 #include "cluster/transport/frame.h"
 
 namespace ingrid {
 
-// What the coordinator needs from its node.
-class CoordinatorHost {
- public:
-  virtual MemberId selfId() const = 0;
-  virtual TopologyPtr currentTopology() const = 0;
-  // Sends a request to a member (which may not be in the current topology yet, or any more);
-  // `done` runs once on the network thread.
-  virtual void sendToMember(const MemberInfo& member, MessageType type, std::string body,
-                            Connection::ResponseHandler done) = 0;
-  // The coordinator's own node takes part in Prepare like any member.
-  virtual void prepareLocally(const Topology& next, UniqueFunction<void()> done) = 0;
-  // Commits `next` through the control plane's log; `done` runs on the network thread once it is
-  // committed and installed here, or with the Error that kept it out.
-  virtual void proposeTopology(std::shared_ptr<Topology> next,
-                               UniqueFunction<void(Result<bool>)> done) = 0;
-  // The control plane's current term (stamped on Prepare).
-  virtual std::uint64_t controlTerm() const = 0;
-  // The topology a new cluster starts with: this member alone (when nothing was committed yet).
-  virtual std::shared_ptr<Topology> firstTopology() const = 0;
-  // Runs `fn` on the network thread after `delay`.
-  virtual void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) = 0;
-  // Commits a Raft barrier in this leader's term; `done` on the network thread.
-  virtual void barrier(UniqueFunction<void(Result<bool>)> done) = 0;
-  // How long after a lease grant the member's lease has surely expired here (its duration
-  // stretched by the clock-drift bound, plus a margin).
-  virtual std::chrono::milliseconds leaseWait() const = 0;
-  // Whether this member heard from member `id` within the last few heartbeats.
-  virtual bool hearsFrom(MemberId id) const = 0;
-  // A migration with no finished sync for this long is planned again (NodeOptions).
-  virtual std::chrono::milliseconds migrationStallTimeout() const = 0;
-
- protected:
-  ~CoordinatorHost() = default;
-};
-
 class Coordinator {
  public:
-  explicit Coordinator(CoordinatorHost& host) : host_(host) {}
+  explicit Coordinator(CoordinatorHost& host)
+      : host_(host), leases_(host, [this](MemberId m) { return failed_.count(m) != 0; }) {}
 
   // This member was just elected: commit the takeover topology, then finish what the previous
   // leader left (a migration under way). Joins and leaves queue meanwhile.
@@ -144,20 +115,7 @@ class Coordinator {
   };
 
   using SteadyTime = std::chrono::steady_clock::time_point;
-  struct LeaseAsk {
-    MemberId id = 0;
-    std::uint64_t incarnation = 0;
-    std::uint64_t version = 0;
-    UniqueFunction<void(Result<bool>)> reply;
-  };
-  // Why `ask` gets no lease now, or an empty string.
-  std::string leaseRefusal(const LeaseAsk& ask, const Topology& t) const;
-  // Keeps `t` among the recent topologies that lease requests are judged against.
-  void remember(const TopologyPtr& t);
   void failMember(MemberId id);  // memberFailed, once the lease has run out
-  void runBarrier();
-  // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired.
-  SteadyTime leaseExpired(MemberId id) const;
 
   void pump();
   void run(Change change);
@@ -192,14 +150,8 @@ class Coordinator {
   bool syncing_ = false;
   std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
   std::set<MemberId> failed_;  // declared failed: never asked anything again
-  // Leases. An earlier leader may have granted one until just before this one was elected, so
-  // nobody's lease is known expired before leaderSince_ + leaseWait().
-  const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
-  std::map<MemberId, SteadyTime> lastGrant_;
-  std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
-  // A member about to lose a primary: no grant until it has installed this version (set when the
-  // Prepare goes out; kept, since versions only grow).
-  std::map<MemberId, std::uint64_t> leaseFloor_;
+  LeaseTable leases_;          // after failed_, which it reads
+  PartialPartitionJudge partitions_;
   // A topology held back until the leases of members whose Prepare failed have expired; failing
   // one of them cancels it (the change is planned again without that member).
   struct LeaseWait {
@@ -207,13 +159,6 @@ class Coordinator {
     std::shared_ptr<bool> cancelled;
   };
   std::optional<LeaseWait> leaseWait_;
-  // Recent committed topologies by version (the last kSeenTopologies this leader saw).
-  static constexpr std::size_t kSeenTopologies = 64;
-  std::map<std::uint64_t, TopologyPtr> seen_;
-  // The latest reachability report of each member: whom it cannot reach, and when it said so.
-  std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
-  std::vector<LeaseAsk> leaseQueue_;
-  bool barrierInFlight_ = false;
   bool replan_ = false;            // a member failed during the change in progress
   std::uint64_t syncsDone_ = 0;    // awaited syncs finished (progress, for the stall watch)
   bool restartSnapshots_ = false;  // the next plan gives every syncing replica a new `since`

@@ -1,0 +1,81 @@
+// LeaseTable: the control plane leader's primary leases. It grants a member its lease once a
+// Raft barrier committed after the request proves this member still leads (invariant 13), refuses
+// a member that is revoked, removed, another incarnation or behind a topology that moves a primary
+// away from it, and knows when each member's last lease has surely expired.
+//
+// Owned by the Coordinator and living as long as it does (one leadership). Thread: the node's
+// network thread only (checked: CoordinatorHost::onNetworkThread). Barrier callbacks it leaves
+// with the host do nothing once it is gone.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <ingrid/result.h>
+#include <ingrid/topology.h>
+#include <ingrid/unique_function.h>
+
+#include "cluster/control/coordinator_host.h"
+
+namespace ingrid {
+
+class LeaseTable {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // `removed(id)`: whether the coordinator declared member `id` failed (such a member gets no
+  // lease). Both must outlive this table.
+  LeaseTable(CoordinatorHost& host, std::function<bool(MemberId)> removed)
+      : host_(host), removed_(std::move(removed)) {}
+
+  // A member asks for its primary lease, having installed topology `version`: see
+  // Coordinator::requestLease. Requests are batched: one barrier in flight at a time; each is
+  // judged when it arrives and again once the barrier commits.
+  void request(MemberId id, std::uint64_t incarnation, std::uint64_t version,
+               UniqueFunction<void(Result<bool>)> reply);
+  // No more grants for `id`, ever (in this leadership). False if it was revoked already.
+  bool revoke(MemberId id) { return revoked_.insert(id).second; }
+  bool revoked(MemberId id) const { return revoked_.count(id) != 0; }
+  // `id` is about to lose a primary at `version`: no grant until it has installed it (kept, since
+  // versions only grow).
+  void raiseFloor(MemberId id, std::uint64_t version);
+  // When every lease `id` was granted (by this leader, or by an earlier one) has surely expired:
+  // an earlier leader may have granted one until just before this one was elected, so nobody's
+  // lease is known expired before this table's creation + CoordinatorHost::leaseWait().
+  SteadyTime expiry(MemberId id) const;
+
+ private:
+  struct Ask {
+    MemberId id = 0;
+    std::uint64_t incarnation = 0;
+    std::uint64_t version = 0;
+    UniqueFunction<void(Result<bool>)> reply;
+  };
+  // Why `ask` gets no lease now, or an empty string.
+  std::string refusal(const Ask& ask, const Topology& t) const;
+  // Keeps `t` among the recent topologies that lease requests are judged against.
+  void remember(const TopologyPtr& t);
+  void runBarrier();
+
+  CoordinatorHost& host_;
+  const std::function<bool(MemberId)> removed_;
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);  // barrier callbacks hold a weak one
+  const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
+  std::map<MemberId, SteadyTime> lastGrant_;
+  std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
+  // A member about to lose a primary: no grant until it has installed this version.
+  std::map<MemberId, std::uint64_t> leaseFloor_;
+  // Recent committed topologies by version (the last kSeenTopologies this leader saw).
+  static constexpr std::size_t kSeenTopologies = 64;
+  std::map<std::uint64_t, TopologyPtr> seen_;
+  std::vector<Ask> queue_;
+  bool barrierInFlight_ = false;
+};
+
+}  // namespace ingrid

@@ -1,0 +1,71 @@
+#include "cluster/control/partial_partition_judge.h"
+
+#include <algorithm>
+
+namespace ingrid {
+
+bool PartialPartitionJudge::report(MemberId reporter, const std::vector<MemberId>& unreachable,
+                                   SteadyTime now) {
+  if (unreachable.empty()) {
+    unreachable_.erase(reporter);
+    return false;
+  }
+  unreachable_[reporter] = {std::set<MemberId>(unreachable.begin(), unreachable.end()), now};
+  return true;
+}
+
+std::vector<PartialPartitionJudge::Removal> PartialPartitionJudge::judge(
+    const Topology& t, MemberId self, const std::vector<MemberId>& live, SteadyTime now,
+    std::chrono::milliseconds freshFor) const {
+  const auto fresh = [&](const auto& kv) { return now - kv.second.second < freshFor; };
+  auto cut = [&](MemberId a, MemberId b) {
+    for (MemberId x : {a, b}) {
+      auto it = unreachable_.find(x);
+      if (it != unreachable_.end() && fresh(*it) && it->second.first.count(x == a ? b : a) != 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  std::map<MemberId, std::size_t> cuts;
+  for (MemberId a : live) {
+    for (MemberId b : live) {
+      if (a != b && cut(a, b)) ++cuts[a];
+    }
+  }
+  if (cuts.empty()) return {};
+  std::vector<MemberId> order = live;
+  std::sort(order.begin(), order.end(), [&](MemberId a, MemberId b) {
+    return std::make_pair(cuts[a], a) < std::make_pair(cuts[b], b);
+  });
+  std::vector<MemberId> keep{self};
+  std::vector<MemberId> drop;
+  for (MemberId m : order) {
+    if (m == self) continue;
+    const bool fits = std::none_of(keep.begin(), keep.end(), [&](MemberId k) { return cut(k, m); });
+    (fits ? keep : drop).push_back(m);
+  }
+  std::vector<Removal> out;
+  for (MemberId m : drop) {
+    // The partitions m holds the only complete replica of would restart empty.
+    Removal removal{m, {}};
+    for (PartitionId p : t.table.partitionsOf(m)) {
+      if (t.syncingReplica(p, m) != nullptr) continue;
+      bool another = false;
+      for (MemberId o : t.table.owners(p)) {
+        // Another complete replica counts only on a member this leader hears now: one that
+        // merely has not been declared failed yet may be dead.
+        if (o != m && t.syncingReplica(p, o) == nullptr &&
+            std::find(drop.begin(), drop.end(), o) == drop.end() &&
+            std::find(live.begin(), live.end(), o) != live.end()) {
+          another = true;
+        }
+      }
+      if (!another) removal.sole.push_back(p);
+    }
+    out.push_back(std::move(removal));
+  }
+  return out;
+}
+
+}  // namespace ingrid

@@ -1,0 +1,63 @@
+#include "cluster/control/partial_partition_judge.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+using namespace ingrid;
+using std::chrono::milliseconds;
+
+namespace {
+
+// Members 1..n, the balanced table (`backups` backups per partition).
+Topology installed(MemberId n, std::uint32_t partitions, std::uint32_t backups) {
+  Topology t;
+  t.version = 10;
+  t.backups = backups;
+  for (MemberId id = 1; id <= n; ++id) {
+    t.members.push_back(MemberInfo{id, "127.0.0.1:" + std::to_string(7000 + id), id, {}, {}});
+  }
+  t.table = Topology::balancedFor(partitions, t.members, backups);
+  return t;
+}
+
+const auto kT0 = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
+
+}  // namespace
+
+TEST_CASE("Partial partition judge: no cut link removes nobody and an empty report withdraws",
+          "[control][partial_partition]") {
+  PartialPartitionJudge judge;
+  const Topology t = installed(3, 8, 1);
+  CHECK(!judge.report(2, {}, kT0));
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100)).empty());
+  CHECK(judge.report(2, {3}, kT0));
+  CHECK(!judge.report(2, {}, kT0));
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100)).empty());
+}
+
+TEST_CASE("Partial partition judge: of one cut link the member with the larger id goes",
+          "[control][partial_partition]") {
+  PartialPartitionJudge judge;
+  const Topology t = installed(3, 8, 1);
+  REQUIRE(judge.report(2, {3}, kT0));
+  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100));
+  REQUIRE(removals.size() == 1);
+  CHECK(removals[0].member == 3);
+  CHECK(removals[0].sole.empty());  // every partition has a backup on 1 or 2
+  // Stale past `freshFor`: ignored.
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(100), milliseconds(100)).empty());
+}
+
+TEST_CASE("Partial partition judge: a member holding the only complete replica is named with it",
+          "[control][partial_partition]") {
+  PartialPartitionJudge judge;
+  const Topology t = installed(3, 8, 0);  // no backups: each partition on one member
+  REQUIRE(judge.report(3, {2}, kT0));
+  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100));
+  REQUIRE(removals.size() == 1);
+  CHECK(removals[0].member == 3);
+  CHECK(removals[0].sole == t.table.partitionsOf(3));
+}
