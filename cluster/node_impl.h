@@ -1,10 +1,14 @@
 // NodeImpl: the machinery behind Node (internal header; users include node.h).
 //
-// NodeImpl assembles a member: the transport, membership (join, leave, rejoin, Prepare and commit
-// of topologies: node_membership.cpp), failure detection and leases (node_failure.cpp), the
-// control plane (cluster/control/) and the data plane (DataPlane, cluster/shard/), which runs the
-// partitions and replication. It routes embedded calls (CallRouter) and dispatches each request
-// a connection brings to the part that serves it.
+// NodeImpl assembles a member: the transport, membership, failure detection and leases
+// (node_failure.cpp), the control plane (cluster/control/) and the data plane (DataPlane,
+// cluster/shard/), which runs the partitions and replication. It routes embedded calls
+// (CallRouter) and dispatches each request a connection brings to the part that serves it. Its
+// code is cut by job, one file each (cluster/README.md): start and stop (node_lifecycle.cpp),
+// joining (node_join.cpp), leaving (node_leave.cpp), the dispatch of requests (node_dispatch.cpp),
+// handshakes (node_handshake.cpp), join admission (node_join_admission.cpp), topology install
+// (node_topology.cpp), links to members (node_links.cpp), the CoordinatorHost
+// (node_coordinator_host.cpp) and the ControlHost (node_control_host.cpp).
 //
 // Threads: partition workers (the data plane's), one network thread (transport, peers, the
 // coordinator role while this member leads the control plane, the ack collection of
@@ -144,8 +148,13 @@ class NodeImpl final : public ConnectionHandler,
   std::uint64_t incarnation() const noexcept override { return incarnation_.load(); }
   void reportSynced(PartitionId p, MemberId member, std::uint64_t version) override;
 
-  // --- membership (node_membership.cpp) ---
+  // --- start and stop (node_lifecycle.cpp) ---
   Result<bool> bootstrap();
+  bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
+  // A random incarnation: per process start, and anew on a rejoin.
+  static std::uint64_t randomIncarnation();
+
+  // --- joining (node_join.cpp) and leaving (node_leave.cpp) ---
   // Joins through `seeds` and options_.seedProvider's candidates; with mayBootstrap (start(), not
   // a rejoin), starts a new cluster instead when NodeOptions::bootstrapExpect's rule holds.
   Result<bool> join(const std::vector<std::string>& seeds, bool mayBootstrap = false);
@@ -158,6 +167,16 @@ class NodeImpl final : public ConnectionHandler,
   // identity and join again as a new member without data (on rejoinThread_).
   void rejoin(std::vector<std::string> seeds);
   void leave();
+
+  // --- the dispatch of requests (node_dispatch.cpp) ---
+  // Every request frame, on either port, first: admit() (admission.h) decides; refused, the
+  // connection is closed or answered an error naming the reason, and false is returned. The
+  // thread of the connection.
+  bool admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port);
+  // Refusals at admission, by verdict (index: Verdict - 1); any thread.
+  std::array<std::atomic<std::uint64_t>, kRefusalVerdicts> refusals_{};
+
+  // --- handshakes (node_handshake.cpp) ---
   // A Hello: a client's, or a member's (which, once proven, makes the connection that member's:
   // with `link`, its Peer adopts it as the member link; without, on a shard port, it only carries
   // that member's calls). Any thread with `link` false; the network thread otherwise.
@@ -165,12 +184,37 @@ class NodeImpl final : public ConnectionHandler,
   // The dialing member's proof of the cluster secret (member_auth.h): accepted, the connection
   // becomes that member's (adopted as its link with `link`); refused, it is closed with the reason.
   void handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, bool link = true);
-  // Every request frame, on either port, first: admit() (admission.h) decides; refused, the
-  // connection is closed or answered an error naming the reason, and false is returned. The
-  // thread of the connection.
-  bool admitted(const std::shared_ptr<Connection>& conn, const Frame& frame, Port port);
-  // Refusals at admission, by verdict (index: Verdict - 1); any thread.
-  std::array<std::atomic<std::uint64_t>, kRefusalVerdicts> refusals_{};
+  // Why `conn` may not act as a member under TLS (no certificate the CA signed, or a client's:
+  // one whose extended key usage does not name serverAuth); nullopt if it may, or without TLS.
+  std::optional<std::string> memberCertificateRefusal(const Connection& conn) const;
+  // Marks `conn` as member `id`'s (Connection::peerId) and, with `link`, has its Peer adopt it.
+  void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
+                    const std::string& address, bool link);
+
+  // --- join admission (node_join_admission.cpp) ---
+  void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
+
+  // --- topology install (node_topology.cpp) ---
+  // Fences the partitions `next` takes from this member and drains their replication.
+  void prepareTopology(const Topology& next, UniqueFunction<void()> done);
+  // A Prepare from the control plane's leader: refused from an older term or for a version that
+  // is not newer than the installed one.
+  void handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame);
+  void commitTopology(TopologyPtr next);
+
+  // --- links to members (node_links.cpp) ---
+  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
+  // The link to member `id`, made if needed. `dialedByThem`: it just dialed us (its Hello), so
+  // it exists even if our topology does not list it yet.
+  std::shared_ptr<Peer> linkTo(MemberId id, const std::string& address, bool dialedByThem);
+  // The options of a link to member `id`: its Hello as this member, the check of its reply (the
+  // process there must be that member, proving the cluster secret if there is one), the Auth.
+  PeerOptions memberLinkOptions(MemberId id);
+  // The options of a link from this member to a member's shard port: it says Hello as this member.
+  PeerOptions shardLinkOptions(MemberId id);
+  void syncPeers(const Topology& t);
+
+  // --- metrics and probes (node_metrics.cpp), continued ---
   // What the metrics read on the network thread (gaugesHere), or nothing if it did not answer
   // within a second (gauges, from another thread).
   struct Gauges {
@@ -183,28 +227,6 @@ class NodeImpl final : public ConnectionHandler,
   };
   Gauges gaugesHere() const;
   std::optional<Gauges> gauges();
-  // Why `conn` may not act as a member under TLS (no certificate the CA signed, or a client's:
-  // one whose extended key usage does not name serverAuth); nullopt if it may, or without TLS.
-  std::optional<std::string> memberCertificateRefusal(const Connection& conn) const;
-  // Marks `conn` as member `id`'s (Connection::peerId) and, with `link`, has its Peer adopt it.
-  void acceptMember(const std::shared_ptr<Connection>& conn, MemberId id,
-                    const std::string& address, bool link);
-  // The options of a link to member `id`: its Hello as this member, the check of its reply (the
-  // process there must be that member, proving the cluster secret if there is one), the Auth.
-  PeerOptions memberLinkOptions(MemberId id);
-  void handleJoin(const std::shared_ptr<Connection>& conn, Frame frame);
-  // Fences the partitions `next` takes from this member and drains their replication.
-  void prepareTopology(const Topology& next, UniqueFunction<void()> done);
-  // A Prepare from the control plane's leader: refused from an older term or for a version that
-  // is not newer than the installed one.
-  void handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame);
-  void commitTopology(TopologyPtr next);
-  std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
-  // The link to member `id`, made if needed. `dialedByThem`: it just dialed us (its Hello), so
-  // it exists even if our topology does not list it yet.
-  std::shared_ptr<Peer> linkTo(MemberId id, const std::string& address, bool dialedByThem);
-  void syncPeers(const Topology& t);
-  bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
 
   // --- shard ports (node_shards.cpp) ---
   // Each worker listens on a port of its own (NodeOptions::shardPorts), with the member port's
@@ -218,11 +240,9 @@ class NodeImpl final : public ConnectionHandler,
   // (replicaLinks_): kept to the members of `t` (on each worker), or all closed.
   void retainReplicaLinks(const TopologyPtr& t);
   void closeReplicaLinks();
-  // The options of a link from this member to a member's shard port: it says Hello as this member.
-  PeerOptions shardLinkOptions(MemberId id);
 
-  // Starts this member's control plane (network thread); bootstrap: the first member. With
-  // `recovery`: from a recovered topology (kRecover).
+  // Starts this member's control plane (network thread; node_control_host.cpp); bootstrap: the
+  // first member. With `recovery`: from a recovered topology (kRecover).
   Result<bool> startControl(MemberId self, bool bootstrap,
                             std::optional<ControlRecovery> recovery = std::nullopt);
   // kRecover (node_recovery.cpp, network thread): restarts the control plane from the recovered
@@ -272,7 +292,8 @@ class NodeImpl final : public ConnectionHandler,
                               leaseUntil_.load(std::memory_order_acquire);
   }
 
-  // CoordinatorHost (network thread).
+  // CoordinatorHost (network thread; node_coordinator_host.cpp, but hearsFrom and the failure
+  // detection helpers after it: node_failure.cpp).
   MemberId selfId() const override { return memberId(); }
   TopologyPtr currentTopology() const override { return topology(); }
   // (Asio 1.22's get_executor() is not const; running_in_this_thread only reads.)
@@ -308,7 +329,7 @@ class NodeImpl final : public ConnectionHandler,
     return options_.migrationStallTimeout;
   }
 
-  // ControlHost (control thread: each only posts to the network thread).
+  // ControlHost (control thread: each only posts to the network thread; node_control_host.cpp).
   void sendControl(MemberId to, const std::string& address, std::string bytes) override;
   void topologyCommitted(TopologyPtr topology) override;
   void leadershipChanged(bool leader, std::uint64_t term) override;

@@ -1,0 +1,70 @@
+// NodeImpl and its control plane: starting it (startControl), and the ControlHost
+// (control_plane.h) the Raft server calls from its thread: each call only posts to the network
+// thread (Raft messages out, committed topologies in, leadership made and lost: the
+// Coordinator's life).
+#include "cluster/node_impl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace ingrid {
+
+Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
+                                    std::optional<ControlRecovery> recovery) {
+  if (control_) return true;
+  ControlPlaneOptions o;
+  o.self = self;
+  o.address = selfAddress_;
+  o.voters = options_.voters;
+  o.electionTimeout = electionTimeout();
+  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 5);
+  control_ = std::make_unique<ControlPlane>(static_cast<ControlHost&>(*this), o);
+  Result<bool> started = control_->start(bootstrap, std::move(recovery));
+  if (!started) control_.reset();
+  return started;
+}
+
+void NodeImpl::sendControl(MemberId to, const std::string& address, std::string bytes) {
+  asio::post(netIo_, [this, to, address, bytes = std::move(bytes)]() mutable {
+    if (state_.load() == kStopped || heartbeatsStopped_) return;
+    std::shared_ptr<Peer> peer = peerFor(to, address);
+    if (!peer) return;  // no link yet (the other side dials): raft sends again
+    peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
+                  std::max(electionTimeout(), std::chrono::milliseconds(100)),
+                  [](Result<Frame>) {});
+  });
+}
+
+void NodeImpl::topologyCommitted(TopologyPtr t) {
+  asio::post(netIo_, [this, t = std::move(t)]() mutable { commitTopology(std::move(t)); });
+}
+
+void NodeImpl::leadershipChanged(bool leader, std::uint64_t term) {
+  asio::post(netIo_, [this, leader, term] {
+    if (heartbeatsStopped_) return;
+    if (!leader) {
+      coordinator_.reset();
+      return;
+    }
+    if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
+    coordinator_ = std::make_unique<Coordinator>(static_cast<CoordinatorHost&>(*this));
+    coordinator_->start();
+    // Its own lease at once: the old leader's grant may be about to run out.
+    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
+  });
+}
+
+void NodeImpl::leaderLearnt(MemberId leader, std::uint64_t /*term*/) {
+  asio::post(netIo_, [this, leader] {
+    if (heartbeatsStopped_ || leader == memberId()) return;
+    // A new leader: ask it for the lease now rather than at the next tick, before the grant of
+    // the old one runs out.
+    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
+  });
+}
+
+}  // namespace ingrid

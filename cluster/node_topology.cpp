@@ -1,0 +1,105 @@
+// NodeImpl installing topologies: a leader's Prepare (fence the partitions about to be lost and
+// drain their replication), and the commit of each topology the control plane decides, handed to
+// the data plane, the links and the watchers. Network thread.
+#include "cluster/node_impl.h"
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ingrid {
+
+void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done) {
+  // The drain waits at most a failure timeout; a fence whose topology is not committed within
+  // twice that (its leader was deposed, or failed) lifts, and the partitions serve again.
+  data_->prepare(*topology(), next, options_.failureTimeout, 2 * options_.failureTimeout,
+                 std::move(done));
+}
+
+void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame) {
+  const Topology next = decode<TopologyBody>(frame.body).topology;
+  const TopologyPtr cur = topology();
+  const std::uint64_t term = control_ ? control_->term() : 0;
+  // Only the leader of the current term may fence: a deposed or paused leader's Prepare (an
+  // older term), or one for a topology that is not newer than ours, changes nothing.
+  if (next.term < term || next.version <= cur->version || next.leader == 0 ||
+      conn->peerId != next.leader) {
+    conn->replyError(
+        frame.header,
+        Error(Errc::unavailable,
+              "member " + std::to_string(memberId()) + " refuses Prepare of v" +
+                  std::to_string(next.version) + " (term " + std::to_string(next.term) +
+                  ", from member " + std::to_string(conn->peerId) + "): it is at v" +
+                  std::to_string(cur->version) + ", term " + std::to_string(term)));
+    return;
+  }
+  if (auto why = successorInvalidReason(*cur, next)) {
+    conn->replyError(frame.header,
+                     Error(Errc::invalid_configuration,
+                           "member " + std::to_string(memberId()) + " refuses Prepare: " + *why));
+    return;
+  }
+  prepareTopology(next, [conn, header = frame.header, this] {
+    conn->reply(header, MessageType::kTopologyPrepare, topology()->version, {});
+  });
+}
+
+void NodeImpl::commitTopology(TopologyPtr next) {
+  const TopologyPtr cur = topology();
+  if (next->version <= cur->version) return;  // already installed
+  if (auto why = successorInvalidReason(*cur, *next)) {
+    std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
+              << "\n";
+    return;
+  }
+  if (memberId() == 0) {  // admitted, but the join reply has not arrived yet
+    for (const auto& m : next->members) {
+      if (m.address == selfAddress_ && m.incarnation == incarnation_.load()) {
+        selfId_.store(m.id, std::memory_order_release);
+      }
+    }
+  }
+  const MemberId self = memberId();
+  // A joining member replays the log from its start: topologies from before it was admitted
+  // (that list neither it nor the members it links to yet) are history, not news.
+  if (!cur->hasMember(self) && !next->hasMember(self)) return;
+  {
+    std::lock_guard lock(topoMu_);
+    topology_.store(next);
+  }
+  topoCv_.notify_all();
+  watchers_.publish(next);
+  // A member's silence is measured from when this node first saw it listed (not from its next
+  // heartbeat tick, up to an interval later), until it answers a heartbeat.
+  const auto listedAt = std::chrono::steady_clock::now();
+  for (const auto& m : next->members) {
+    if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
+  }
+  if (options_.onTopology) options_.onTopology(*next);
+  syncPeers(*next);
+  retainReplicaLinks(next);
+  if (self != 0 && cur->hasMember(self) && !next->hasMember(self) && !stopCalled_.load() &&
+      !rejoining_.exchange(true)) {
+    // Removed while alive (paused, or cut off, past the failure timeout): the others promoted
+    // its backups long ago. It never acts on its old view again: it joins anew, empty.
+    std::cerr << "ingrid: member " << self << " (" << selfAddress_
+              << ") was removed from the cluster at topology v" << next->version
+              << "; joining again as a new member\n";
+    std::vector<std::string> seeds;
+    for (const auto& m : next->members) seeds.push_back(m.address);
+    seeds.insert(seeds.end(), options_.seeds.begin(), options_.seeds.end());
+    std::lock_guard lock(rejoinMu_);
+    if (stopCalled_.load()) {
+      rejoining_.store(false);
+    } else {
+      if (rejoinThread_.joinable()) rejoinThread_.join();  // an earlier rejoin, finished
+      rejoinThread_ = std::thread([this, seeds = std::move(seeds)] { rejoin(seeds); });
+    }
+  }
+  data_->install(cur, next);
+}
+
+}  // namespace ingrid
