@@ -1,6 +1,6 @@
-// NodeImpl as the CoordinatorHost (coordinator_host.h): what the control plane leader's
-// coordinator needs from its node: requests to members, Prepare here, proposals and barriers on
-// the control plane, timers. Network thread.
+// NodeImpl::CoordinatorRole, the node's side of the control plane leader's coordinator: the
+// CoordinatorHost (control/coordinator_host.h): requests to members, Prepare here, proposals and
+// barriers on the control plane, timers; and the first topology of a new cluster. Network thread.
 #include "cluster/node_impl.h"
 
 #include <chrono>
@@ -22,59 +22,68 @@ std::shared_ptr<Topology> NodeImpl::firstTopology() const {
   return t;
 }
 
-void NodeImpl::sendToMember(const MemberInfo& member, MessageType type, std::string body,
-                            Connection::ResponseHandler done) {
-  std::shared_ptr<Peer> peer = peerFor(member.id, member.address);
+bool NodeImpl::CoordinatorRole::onNetworkThread() const {
+  return node_.netIo_.get_executor().running_in_this_thread();
+}
+
+std::uint64_t NodeImpl::CoordinatorRole::controlTerm() const {
+  return node_.control_ ? node_.control_->term() : 0;
+}
+
+void NodeImpl::CoordinatorRole::sendToMember(const MemberInfo& member, MessageType type,
+                                             std::string body, Connection::ResponseHandler done) {
+  std::shared_ptr<Peer> peer = node_.peerFor(member.id, member.address);
   if (!peer) {
     done(Error(Errc::unreachable, "no link to member " + std::to_string(member.id)));
     return;
   }
   // Bounded by the failure timeout: a member silent that long is about to be declared failed, and
   // must not hold up a change meanwhile.
-  peer->request(type, topology()->version, std::move(body), options_.failureTimeout,
+  peer->request(type, node_.topology()->version, std::move(body), node_.options_.failureTimeout,
                 std::move(done));
 }
 
-void NodeImpl::prepareLocally(const Topology& next, UniqueFunction<void()> done) {
-  prepareTopology(next, std::move(done));
+void NodeImpl::CoordinatorRole::prepareLocally(const Topology& next, UniqueFunction<void()> done) {
+  node_.prepareTopology(next, std::move(done));
 }
 
-void NodeImpl::proposeTopology(std::shared_ptr<Topology> next,
-                               UniqueFunction<void(Result<bool>)> done) {
-  if (!control_) {
+void NodeImpl::CoordinatorRole::proposeTopology(std::shared_ptr<Topology> next,
+                                                UniqueFunction<void(Result<bool>)> done) {
+  if (!node_.control_) {
     done(Error(Errc::shutting_down, "no control plane"));
     return;
   }
   auto shared = std::make_shared<UniqueFunction<void(Result<bool>)>>(std::move(done));
-  control_->propose(std::move(next), [this, shared](Result<bool> r) {
+  node_.control_->propose(std::move(next), [this, shared](Result<bool> r) {
     // After the commit itself (posted earlier by the same thread): the topology is installed.
-    asio::post(netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+    asio::post(node_.netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
   });
 }
 
-void NodeImpl::runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) {
-  auto timer = std::make_shared<asio::steady_timer>(netIo_, delay);
+void NodeImpl::CoordinatorRole::runAfter(std::chrono::milliseconds delay,
+                                         UniqueFunction<void()> fn) {
+  auto timer = std::make_shared<asio::steady_timer>(node_.netIo_, delay);
   auto shared = std::make_shared<UniqueFunction<void()>>(std::move(fn));
   timer->async_wait([timer, shared](std::error_code ec) {
     if (!ec) (*shared)();
   });
 }
 
-void NodeImpl::barrier(UniqueFunction<void(Result<bool>)> done) {
-  if (!control_) {
+void NodeImpl::CoordinatorRole::barrier(UniqueFunction<void(Result<bool>)> done) {
+  if (!node_.control_) {
     done(Error(Errc::shutting_down, "no control plane"));
     return;
   }
   auto shared = std::make_shared<UniqueFunction<void(Result<bool>)>>(std::move(done));
-  control_->barrier([this, shared](Result<bool> r) {
-    asio::post(netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
+  node_.control_->barrier([this, shared](Result<bool> r) {
+    asio::post(node_.netIo_, [shared, r = std::move(r)]() mutable { (*shared)(std::move(r)); });
   });
 }
 
-std::chrono::milliseconds NodeImpl::leaseWait() const {
+std::chrono::milliseconds NodeImpl::CoordinatorRole::leaseWait() const {
   // Clock rates are assumed to differ by less than 10% (steady clocks differ by parts per
   // million); the margin covers the timer's own lateness.
-  return leaseDuration() + leaseDuration() / 10 + std::chrono::milliseconds(10);
+  return node_.leaseDuration() + node_.leaseDuration() / 10 + std::chrono::milliseconds(10);
 }
 
 }  // namespace ingrid

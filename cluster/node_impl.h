@@ -7,8 +7,8 @@
 // code is cut by job, one file each (cluster/README.md): start and stop (node_lifecycle.cpp),
 // joining (node_join.cpp), leaving (node_leave.cpp), the dispatch of requests (node_dispatch.cpp),
 // handshakes (node_handshake.cpp), join admission (node_join_admission.cpp), topology install
-// (node_topology.cpp), links to members (node_links.cpp), the CoordinatorHost
-// (node_coordinator_host.cpp) and the ControlHost (node_control_host.cpp).
+// (node_topology.cpp), links to members (node_links.cpp), the coordinator's host (CoordinatorRole,
+// node_coordinator_host.cpp) and the ControlHost (node_control_host.cpp).
 //
 // Threads: partition workers (the data plane's), one network thread (transport, peers, the
 // coordinator role while this member leads the control plane, the ack collection of
@@ -55,7 +55,6 @@
 namespace ingrid {
 
 class NodeImpl final : public ConnectionHandler,
-                       private CoordinatorHost,
                        private CallRouter::Host,
                        private ControlHost,
                        private DataPlaneHost {
@@ -135,7 +134,7 @@ class NodeImpl final : public ConnectionHandler,
   void learnTopology(const TopologyPtr&) override {}  // members learn only by commit
   void callFinished() noexcept override { finishInvocation(); }
 
-  // DataPlaneHost (selfId, currentTopology and peerFor are CoordinatorHost's too).
+  // DataPlaneHost (selfId, currentTopology and peerFor: below).
   bool beginInvocation() noexcept override {
     // Count first, then check the state: stop() flips the state and then waits for the count.
     inflight_.fetch_add(1, std::memory_order_acq_rel);
@@ -292,25 +291,14 @@ class NodeImpl final : public ConnectionHandler,
                               leaseUntil_.load(std::memory_order_acquire);
   }
 
-  // CoordinatorHost (network thread; node_coordinator_host.cpp, but hearsFrom and the failure
-  // detection helpers after it: node_failure.cpp).
+  // DataPlaneHost, continued.
   MemberId selfId() const override { return memberId(); }
   TopologyPtr currentTopology() const override { return topology(); }
-  // (Asio 1.22's get_executor() is not const; running_in_this_thread only reads.)
-  bool onNetworkThread() const override {
-    return const_cast<asio::io_context&>(netIo_).get_executor().running_in_this_thread();
-  }
-  void sendToMember(const MemberInfo& member, MessageType type, std::string body,
-                    Connection::ResponseHandler done) override;
-  void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;
-  void proposeTopology(std::shared_ptr<Topology> next,
-                       UniqueFunction<void(Result<bool>)> done) override;
-  std::uint64_t controlTerm() const override { return control_ ? control_->term() : 0; }
-  std::shared_ptr<Topology> firstTopology() const override;
-  void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) override;
-  void barrier(UniqueFunction<void(Result<bool>)> done) override;
-  std::chrono::milliseconds leaseWait() const override;
-  bool hearsFrom(MemberId id) const override;
+  // The topology a new cluster starts with: this member alone (node_coordinator_host.cpp).
+  std::shared_ptr<Topology> firstTopology() const;
+  // Whether this member heard from member `id` within the last few heartbeats (network thread;
+  // node_failure.cpp, like the failure detection helpers below).
+  bool hearsFrom(MemberId id) const;
   // hearsFrom's window: a member answered within it.
   std::chrono::milliseconds hearingWindow() const;
   // How often judgeTick runs: a twentieth of the failure timeout, at least 10 ms and at most a
@@ -325,9 +313,34 @@ class NodeImpl final : public ConnectionHandler,
   // Silence after which a member reports a peer as unreachable to the leader (with its lease
   // requests); always longer than hearingWindow().
   std::chrono::milliseconds unreachableThreshold() const;
-  std::chrono::milliseconds migrationStallTimeout() const override {
-    return options_.migrationStallTimeout;
-  }
+
+  // The node's side of the leader's coordinator (node_coordinator_host.cpp): the CoordinatorHost
+  // (control/coordinator_host.h) that coordinator_ is given. Network thread; lives as long as the
+  // node.
+  class CoordinatorRole final : public CoordinatorHost {
+   public:
+    explicit CoordinatorRole(NodeImpl& node) : node_(node) {}
+    MemberId selfId() const override { return node_.memberId(); }
+    TopologyPtr currentTopology() const override { return node_.topology(); }
+    bool onNetworkThread() const override;
+    void sendToMember(const MemberInfo& member, MessageType type, std::string body,
+                      Connection::ResponseHandler done) override;
+    void prepareLocally(const Topology& next, UniqueFunction<void()> done) override;
+    void proposeTopology(std::shared_ptr<Topology> next,
+                         UniqueFunction<void(Result<bool>)> done) override;
+    std::uint64_t controlTerm() const override;
+    std::shared_ptr<Topology> firstTopology() const override { return node_.firstTopology(); }
+    void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) override;
+    void barrier(UniqueFunction<void(Result<bool>)> done) override;
+    std::chrono::milliseconds leaseWait() const override;
+    bool hearsFrom(MemberId id) const override { return node_.hearsFrom(id); }
+    std::chrono::milliseconds migrationStallTimeout() const override {
+      return node_.options_.migrationStallTimeout;
+    }
+
+   private:
+    NodeImpl& node_;
+  };
 
   // ControlHost (control thread: each only posts to the network thread; node_control_host.cpp).
   void sendControl(MemberId to, const std::string& address, std::string bytes) override;
@@ -389,6 +402,7 @@ class NodeImpl final : public ConnectionHandler,
   // Links to members' shard ports for the calls this member forwards (made with transport_;
   // network thread).
   std::optional<ShardLinks> shardLinks_;
+  CoordinatorRole coordinatorRole_{*this};    // coordinator_'s host: outlives it
   std::unique_ptr<Coordinator> coordinator_;  // network thread
   std::unique_ptr<ControlPlane> control_;     // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
