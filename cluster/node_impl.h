@@ -334,6 +334,7 @@ class NodeImpl final : public ConnectionHandler,
     void barrier(UniqueFunction<void(Result<bool>)> done) override;
     std::chrono::milliseconds leaseWait() const override;
     bool hearsFrom(MemberId id) const override { return node_.hearsFrom(id); }
+    std::chrono::milliseconds hearingWindow() const override { return node_.hearingWindow(); }
     std::chrono::milliseconds migrationStallTimeout() const override {
       return node_.options_.migrationStallTimeout;
     }

@@ -147,9 +147,10 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
     }
   }
   // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
-  // leader's own failure detection judges it).
+  // leader's own failure detection judges it). A cut counts once reported for the leader's
+  // hearing window, by when a member that died is no longer one it hears.
   for (const auto& [m, sole] :
-       partitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait())) {
+       partitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait(), host_.hearingWindow())) {
     if (!sole.empty()) {
       std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
                 << " cannot reach all of the others (a partial partition), but holds the only "

@@ -46,6 +46,8 @@ class CoordinatorHost {
   virtual std::chrono::milliseconds leaseWait() const = 0;
   // Whether this member heard from member `id` within the last few heartbeats.
   virtual bool hearsFrom(MemberId id) const = 0;
+  // hearsFrom's window: how long after its last answer a member is one this member hears.
+  virtual std::chrono::milliseconds hearingWindow() const = 0;
   // A migration with no finished sync for this long is planned again (NodeOptions).
   virtual std::chrono::milliseconds migrationStallTimeout() const = 0;
 

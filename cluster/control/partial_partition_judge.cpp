@@ -10,20 +10,26 @@ bool PartialPartitionJudge::report(MemberId reporter, const std::vector<MemberId
     unreachable_.erase(reporter);
     return false;
   }
-  unreachable_[reporter] = {std::set<MemberId>(unreachable.begin(), unreachable.end()), now};
+  Report& r = unreachable_[reporter];
+  std::map<MemberId, SteadyTime> since;
+  for (MemberId id : unreachable) {
+    const auto before = r.since.find(id);
+    since.emplace(id, before != r.since.end() ? before->second : now);
+  }
+  r.since = std::move(since);
+  r.at = now;
   return true;
 }
 
 std::vector<PartialPartitionJudge::Removal> PartialPartitionJudge::judge(
     const Topology& t, MemberId self, const std::vector<MemberId>& live, SteadyTime now,
-    std::chrono::milliseconds freshFor) const {
-  const auto fresh = [&](const auto& kv) { return now - kv.second.second < freshFor; };
+    std::chrono::milliseconds freshFor, std::chrono::milliseconds confirmAfter) const {
   auto cut = [&](MemberId a, MemberId b) {
     for (MemberId x : {a, b}) {
-      auto it = unreachable_.find(x);
-      if (it != unreachable_.end() && fresh(*it) && it->second.first.count(x == a ? b : a) != 0) {
-        return true;
-      }
+      const auto it = unreachable_.find(x);
+      if (it == unreachable_.end() || now - it->second.at >= freshFor) continue;
+      const auto since = it->second.since.find(x == a ? b : a);
+      if (since != it->second.since.end() && now - since->second >= confirmAfter) return true;
     }
     return false;
   };

@@ -23,7 +23,9 @@ class PartialPartitionJudge {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   // Member `reporter` has not heard from `unreachable` for the failure timeout, as of `now`. An
-  // empty list withdraws its report and returns false (nothing to judge); else true.
+  // empty list withdraws its report and returns false (nothing to judge); else true. A member
+  // listed in the reporter's previous report keeps the time it was first listed; one left out
+  // loses it.
   bool report(MemberId reporter, const std::vector<MemberId>& unreachable, SteadyTime now);
 
   struct Removal {
@@ -38,13 +40,22 @@ class PartialPartitionJudge {
   // the leader does not hear is judged by its failure detection). The group kept: greedily around
   // the leader, members with fewer cut links first, then smaller ids (exact for one cut link, a
   // bridge, one member cut from several; a heuristic beyond). Reports older than `freshFor` are
-  // stale (the reporter went quiet) and ignored.
+  // stale (the reporter went quiet) and ignored. A link counts as cut once its reporter has
+  // listed it, report after report, for `confirmAfter`: long enough for the leader to stop
+  // hearing a member that died (the leader hears it for a while after its last answer, and may
+  // have heard it last later than the reporter did). Without that wait, a member that reported
+  // the dead first looked cut from members that looked alive, and was removed in their place.
   std::vector<Removal> judge(const Topology& t, MemberId self, const std::vector<MemberId>& live,
-                             SteadyTime now, std::chrono::milliseconds freshFor) const;
+                             SteadyTime now, std::chrono::milliseconds freshFor,
+                             std::chrono::milliseconds confirmAfter) const;
 
  private:
-  // The latest report of each member: whom it cannot reach, and when it said so.
-  std::map<MemberId, std::pair<std::set<MemberId>, SteadyTime>> unreachable_;
+  struct Report {
+    std::map<MemberId, SteadyTime> since;  // whom it cannot reach, each since its first listing
+    SteadyTime at;                         // when it last reported
+  };
+  // The latest report of each member.
+  std::map<MemberId, Report> unreachable_;
 };
 
 }  // namespace ingrid

@@ -32,10 +32,10 @@ TEST_CASE("Partial partition judge: no cut link removes nobody and an empty repo
   PartialPartitionJudge judge;
   const Topology t = installed(3, 8, 1);
   CHECK(!judge.report(2, {}, kT0));
-  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100)).empty());
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100), milliseconds(0)).empty());
   CHECK(judge.report(2, {3}, kT0));
   CHECK(!judge.report(2, {}, kT0));
-  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100)).empty());
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100), milliseconds(0)).empty());
 }
 
 TEST_CASE("Partial partition judge: of one cut link the member with the larger id goes",
@@ -43,12 +43,13 @@ TEST_CASE("Partial partition judge: of one cut link the member with the larger i
   PartialPartitionJudge judge;
   const Topology t = installed(3, 8, 1);
   REQUIRE(judge.report(2, {3}, kT0));
-  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100));
+  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100), milliseconds(0));
   REQUIRE(removals.size() == 1);
   CHECK(removals[0].member == 3);
   CHECK(removals[0].sole.empty());  // every partition has a backup on 1 or 2
   // Stale past `freshFor`: ignored.
-  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(100), milliseconds(100)).empty());
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(100), milliseconds(100), milliseconds(0))
+            .empty());
 }
 
 TEST_CASE("Partial partition judge: a member holding the only complete replica is named with it",
@@ -56,8 +57,45 @@ TEST_CASE("Partial partition judge: a member holding the only complete replica i
   PartialPartitionJudge judge;
   const Topology t = installed(3, 8, 0);  // no backups: each partition on one member
   REQUIRE(judge.report(3, {2}, kT0));
-  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100));
+  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0, milliseconds(100), milliseconds(0));
   REQUIRE(removals.size() == 1);
   CHECK(removals[0].member == 3);
   CHECK(removals[0].sole == t.table.partitionsOf(3));
+}
+
+TEST_CASE(
+    "Partial partition judge: a link counts as cut only once reported for confirmAfter, so a "
+    "member that reports a dead one first is not removed in its place",
+    "[control][partial_partition]") {
+  PartialPartitionJudge judge;
+  const Topology t = installed(5, 16, 2);
+  constexpr milliseconds kFresh(500), kConfirm(1500);
+  // Members 4 and 5 died; member 3 says so first, while the leader (1) still hears them.
+  REQUIRE(judge.report(3, {4, 5}, kT0));
+  CHECK(judge.judge(t, 1, {1, 2, 3, 4, 5}, kT0, kFresh, kConfirm).empty());
+  REQUIRE(judge.report(3, {4, 5}, kT0 + milliseconds(1000)));
+  CHECK(judge.judge(t, 1, {1, 2, 3, 4, 5}, kT0 + milliseconds(1000), kFresh, kConfirm).empty());
+  // By the confirmation the leader no longer hears 4 and 5: nobody live is cut, nobody goes.
+  REQUIRE(judge.report(3, {4, 5}, kT0 + milliseconds(1500)));
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(1500), kFresh, kConfirm).empty());
+  // Were 4 and 5 alive and heard, the cut, confirmed, removes the member with more cut links.
+  const auto removals =
+      judge.judge(t, 1, {1, 2, 3, 4, 5}, kT0 + milliseconds(1500), kFresh, kConfirm);
+  REQUIRE(removals.size() == 1);
+  CHECK(removals[0].member == 3);
+}
+
+TEST_CASE("Partial partition judge: a member dropped from a report is confirmed again from scratch",
+          "[control][partial_partition]") {
+  PartialPartitionJudge judge;
+  const Topology t = installed(3, 8, 1);
+  constexpr milliseconds kFresh(500), kConfirm(1000);
+  REQUIRE(judge.report(2, {3}, kT0));
+  REQUIRE(judge.report(2, {1}, kT0 + milliseconds(400)));  // 3 heard again, 1 not
+  REQUIRE(judge.report(2, {3}, kT0 + milliseconds(800)));  // 3 silent again: a new listing
+  CHECK(judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(1200), kFresh, kConfirm).empty());
+  REQUIRE(judge.report(2, {3}, kT0 + milliseconds(1800)));
+  const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(1800), kFresh, kConfirm);
+  REQUIRE(removals.size() == 1);
+  CHECK(removals[0].member == 3);
 }
