@@ -6,9 +6,12 @@
 # every grant audited (build/tests/fleet_audit: buckets that never refill).
 #
 #   scripts/fleet.sh [--members N] [--seeds K] [--build-dir DIR] [--steady-ms MS] [--keep DIR]
-#                    [--node PATH] [--cli PATH] [--audit PATH]
+#                    [--idle-seconds S] [--idle-only] [--node PATH] [--cli PATH] [--audit PATH]
 #
-# --members (default 32) hosts 10.77.0.2 ... on a bridge at 10.77.0.1/16, every member listening
+# --idle-seconds S (default 0: not measured): once the cluster is safe and before any load, each
+# member's CPU time over S seconds (every thread's, from /proc/PID/task/*/schedstat), printed as
+# the mean and the largest share of one core per member; --idle-only stops there (no load, no
+# restart). --members (default 32) hosts 10.77.0.2 ... on a bridge at 10.77.0.1/16, every member listening
 # on 0.0.0.0:7400 and advertising its host's address; members 2..N join through the first K
 # (default 1). --steady-ms (default 10000): the load's steady window before the restart. --keep
 # DIR: copy the members' and the load's logs there. Needs root (namespaces), iproute2, nftables,
@@ -22,7 +25,7 @@
 # grant was lost or doubled; 1 otherwise; 2 on bad usage; 77 when skipped (not root, CI unset).
 set -u -o pipefail
 
-members=32 seeds=1 steady_ms=10000 keep="" NODE="" CLI="" AUDIT=""
+members=32 seeds=1 steady_ms=10000 keep="" NODE="" CLI="" AUDIT="" idle_s=0 idle_only=0
 build="$(cd "$(dirname "$0")/.." && pwd)/build"
 roll="$(cd "$(dirname "$0")" && pwd)/rolling-restart.sh"
 while [[ $# -gt 0 ]]; do
@@ -32,10 +35,12 @@ while [[ $# -gt 0 ]]; do
     --build-dir) build="$2"; shift 2 ;;
     --steady-ms) steady_ms="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
+    --idle-seconds) idle_s="$2"; shift 2 ;;
+    --idle-only) idle_only=1; shift ;;
     --node) NODE="$2"; shift 2 ;;
     --cli) CLI="$2"; shift 2 ;;
     --audit) AUDIT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fleet: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +48,8 @@ done
   { echo "fleet: --members must be in [2, 250]" >&2; exit 2; }
 [[ "$seeds" =~ ^[0-9]+$ && $seeds -ge 1 && $seeds -lt $members ]] ||
   { echo "fleet: --seeds must be in [1, members)" >&2; exit 2; }
+[[ "$idle_s" =~ ^[0-9]+$ && $idle_s -le 3600 ]] ||
+  { echo "fleet: --idle-seconds must be in [0, 3600]" >&2; exit 2; }
 if [[ $(id -u) -ne 0 ]]; then
   # As the fault tests do: skipped visibly on a developer's machine, a failure in CI.
   if [[ -n "${CI:-}" ]]; then echo "fleet: FAIL: needs root (CI is set)" >&2; exit 1; fi
@@ -235,6 +242,37 @@ FORM_MS=$((formed - T0))
   fail "all $members are members, but the cluster was not safe within 180 s"
 SAFE_MS=$(($(now_ms) - T0))
 echo "fleet: all $members members in ${FORM_MS} ms; cluster safe in ${SAFE_MS} ms"
+
+# 2b. Idle cost: CPU nanoseconds of every member's threads (schedstat's first field), over
+# --idle-seconds of nothing but the members themselves.
+cpu_ns() {
+  local pid=$1 total=0 t v
+  for t in /proc/"$pid"/task/*/schedstat; do
+    read -r v _ <"$t" 2>/dev/null && total=$((total + v))
+  done
+  echo "$total"
+}
+if [[ $idle_s -gt 0 ]]; then
+  declare -a before_ns
+  for ((i = 0; i < members; i++)); do before_ns[i]=$(cpu_ns "$(cat "$TMP/member-$i.pid")"); done
+  IDLE_T0=$(date +%s%N)
+  sleep "$idle_s"  # the measurement's window, not a wait for a condition
+  IDLE_NS=$(($(date +%s%N) - IDLE_T0))
+  sum=0 max=0
+  for ((i = 0; i < members; i++)); do
+    used=$(($(cpu_ns "$(cat "$TMP/member-$i.pid")") - before_ns[i]))
+    sum=$((sum + used))
+    ((used > max)) && max=$used
+  done
+  # Shares of one core in percent, to 3 decimals.
+  printf 'fleet: idle: members=%d seconds=%d mean_core_pct=%s max_core_pct=%s\n' "$members" \
+    "$idle_s" "$(python3 -c "print(f'{100*$sum/$members/$IDLE_NS:.3f}')")" \
+    "$(python3 -c "print(f'{100*$max/$IDLE_NS:.3f}')")"
+  if [[ $idle_only -eq 1 ]]; then
+    echo "fleet: PASS (idle only)"
+    exit 0
+  fi
+fi
 
 # 3. The load, then a rolling restart under it, then load after it.
 audit_seeds=()
