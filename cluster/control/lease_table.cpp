@@ -71,8 +71,27 @@ void LeaseTable::request(MemberId id, std::uint64_t incarnation, std::uint64_t v
   runBarrier();
 }
 
+std::chrono::milliseconds LeaseTable::barrierSpacing() const {
+  return std::min(kMaxBarrierSpacing, host_.leaseWait() / 32);
+}
+
 void LeaseTable::runBarrier() {
-  if (barrierInFlight_ || queue_.empty()) return;
+  if (barrierInFlight_ || barrierDue_ || queue_.empty()) return;
+  // Spaced: every member renews every few heartbeats, and each barrier is a log entry every
+  // member's log receives, so one barrier per request would cost every member O(members) messages.
+  const auto now = std::chrono::steady_clock::now();
+  if (const auto since = now - lastBarrier_; since < barrierSpacing()) {
+    barrierDue_ = true;
+    std::weak_ptr<int> life = life_;
+    host_.runAfter(std::chrono::ceil<std::chrono::milliseconds>(barrierSpacing() - since),
+                   [this, life] {
+                     if (life.expired()) return;
+                     barrierDue_ = false;
+                     runBarrier();
+                   });
+    return;
+  }
+  lastBarrier_ = now;
   barrierInFlight_ = true;
   // Every request in this batch arrived before the barrier was proposed: its commit proves this
   // member led after each request was sent.
@@ -82,7 +101,7 @@ void LeaseTable::runBarrier() {
   host_.barrier([this, life, batch](Result<bool> r) {
     if (life.expired()) return;  // leadership lost: the askers time out and ask the next leader
     barrierInFlight_ = false;
-    const auto now = std::chrono::steady_clock::now();
+    const auto committed = std::chrono::steady_clock::now();
     const TopologyPtr t = host_.currentTopology();
     remember(t);
     for (Ask& ask : *batch) {
@@ -92,7 +111,7 @@ void LeaseTable::runBarrier() {
       } else if (std::string why = refusal(ask, *t); !why.empty()) {
         ask.reply(Error(Errc::unavailable, std::move(why)));
       } else {
-        lastGrant_[ask.id] = now;
+        lastGrant_[ask.id] = committed;
         ask.reply(true);
       }
     }

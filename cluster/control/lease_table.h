@@ -35,8 +35,9 @@ class LeaseTable {
       : host_(host), removed_(std::move(removed)) {}
 
   // A member asks for its primary lease, having installed topology `version`: see
-  // Coordinator::requestLease. Requests are batched: one barrier in flight at a time; each is
-  // judged when it arrives and again once the barrier commits.
+  // Coordinator::requestLease. Requests are batched: one barrier in flight at a time, proposed
+  // at least barrierSpacing() after the previous one; each is judged when it arrives and again
+  // once the barrier commits.
   void request(MemberId id, std::uint64_t incarnation, std::uint64_t version,
                UniqueFunction<void(Result<bool>)> reply);
   // No more grants for `id`, ever (in this leadership). False if it was revoked already.
@@ -62,6 +63,11 @@ class LeaseTable {
   // Keeps `t` among the recent topologies that lease requests are judged against.
   void remember(const TopologyPtr& t);
   void runBarrier();
+  // The least time between two barriers' proposals: a thirty-second of the lease wait, at most
+  // kMaxBarrierSpacing (a grant waits at most that long more; leases are renewed several times
+  // within one).
+  std::chrono::milliseconds barrierSpacing() const;
+  static constexpr std::chrono::milliseconds kMaxBarrierSpacing{50};
 
   CoordinatorHost& host_;
   const std::function<bool(MemberId)> removed_;
@@ -76,6 +82,8 @@ class LeaseTable {
   std::map<std::uint64_t, TopologyPtr> seen_;
   std::vector<Ask> queue_;
   bool barrierInFlight_ = false;
+  bool barrierDue_ = false;   // a runBarrier is scheduled (spacing)
+  SteadyTime lastBarrier_{};  // when the latest barrier was proposed
 };
 
 }  // namespace ingrid
