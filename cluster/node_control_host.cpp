@@ -53,6 +53,7 @@ void NodeImpl::leadershipChanged(bool leader, std::uint64_t term) {
     if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
     coordinator_ = std::make_unique<Coordinator>(coordinatorRole_);
     coordinator_->start();
+    startJudging();
     // Its own lease at once: the old leader's grant may be about to run out.
     if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
   });

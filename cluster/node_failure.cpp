@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cluster/node_impl.h"
+#include "cluster/watch_ring.h"
 
 namespace ingrid {
 
@@ -18,7 +19,12 @@ void NodeImpl::startHeartbeats() {
 }
 
 void NodeImpl::judgeTick() {
-  if (heartbeatsStopped_) return;
+  // Only while this member leads (startJudging starts it again).
+  if (heartbeatsStopped_ || !coordinator_) {
+    judging_ = false;
+    return;
+  }
+  judging_ = true;
   // Only the leader judges: a member silent for failureTimeout is reported failed within a
   // twentieth of it (not a whole heartbeat interval) after.
   const auto now = SteadyClock::now();
@@ -53,23 +59,43 @@ void NodeImpl::heartbeatTick() {
   const MemberId self = memberId();
   const auto now = SteadyClock::now();
   discountStall(now);
-  // The silence of a member is measured from its last heartbeat answer, or from when this node
-  // first saw it listed (commitTopology).
+  // The silence of a member is measured from its last heartbeat answer (or, on the leader, its
+  // last lease request), or from when this node first saw it listed (commitTopology).
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
-  const std::string beat = encode(HeartbeatBody{self});
   std::erase_if(probedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
-  for (const MemberInfo& m : t->members) {
-    if (m.id == self) continue;
-    const Hearing& heard = lastHeard_.try_emplace(m.id, Hearing{now}).first->second;
-    if (self != 0 && m.id < self && now - heard.at > options_.failureTimeout) probeTopology(m);
+  // Only the members after this one on the ring (watch_ring.h), each watched by a few, and the
+  // members this one's requests recently went unanswered by (memberUnanswered: a primary's
+  // backup, a forwarded call's primary), so that a partial partition between members that do not
+  // watch each other is found once it holds a request up. The leader hears every member through
+  // its lease requests (handleLease).
+  watched_ = watchedBy(*t, self);
+  std::erase_if(suspects_,
+                [&](const auto& kv) { return kv.second < now || !t->hasMember(kv.first); });
+  {
+    std::lock_guard lock(suspectMu_);
+    std::erase_if(suspectPostedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
+  }
+  for (const auto& [id, until] : suspects_) {
+    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) watched_.push_back(id);
+  }
+  // A member's silence counts from when this member started watching it, at the earliest.
+  std::erase_if(watchedSince_, [&](const auto& kv) {
+    return std::find(watched_.begin(), watched_.end(), kv.first) == watched_.end();
+  });
+  for (const MemberId id : watched_) watchedSince_.try_emplace(id, now);
+  const std::string beat = encode(HeartbeatBody{self});
+  for (const MemberId id : watched_) {
+    const MemberInfo& m = *t->member(id);
+    lastHeard_.try_emplace(m.id, Hearing{now});
+    // Silent for a failure timeout: this member may have been removed meanwhile (the others no
+    // longer dial it, and may not answer it); a probe as a client finds out.
+    if (now - silentSince(m.id) > options_.failureTimeout) probeTopology(m);
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
     if (!peer) continue;
     peer->request(MessageType::kHeartbeat, t->version, beat, options_.failureTimeout,
                   [this, id = m.id, address = m.address](Result<Frame> r) {
                     if (!r) return;
-                    if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
-                      it->second = Hearing{SteadyClock::now(), true};
-                    }
+                    heard(id);
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
   }
@@ -79,6 +105,53 @@ void NodeImpl::heartbeatTick() {
     // (checked first thing in heartbeatTick) ends the loop.
     if (!ec) heartbeatTick();
   });
+}
+
+void NodeImpl::heard(MemberId id) {
+  if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
+    it->second = Hearing{SteadyClock::now(), true};
+  }
+}
+
+void NodeImpl::memberUnanswered(MemberId id) {
+  const auto now = SteadyClock::now();
+  {
+    // From workers' failed attempts, up to one per partition every 50 ms during a cut: one post
+    // per member per heartbeat interval is enough.
+    std::lock_guard lock(suspectMu_);
+    auto [at, fresh] = suspectPostedAt_.try_emplace(id, now);
+    if (!fresh && now - at->second < options_.heartbeatInterval) return;
+    at->second = now;
+  }
+  asio::post(netIo_, [this, id] {
+    if (heartbeatsStopped_ || id == memberId() || !topology()->hasMember(id)) return;
+    const auto from = SteadyClock::now();
+    suspects_.insert_or_assign(id, from + 2 * options_.failureTimeout);
+    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) {
+      watched_.push_back(id);
+      watchedSince_.try_emplace(id, from);
+    }
+  });
+}
+
+SteadyClock::time_point NodeImpl::silentSince(MemberId id) const {
+  SteadyClock::time_point since{};
+  if (auto heard = lastHeard_.find(id); heard != lastHeard_.end()) since = heard->second.at;
+  if (auto w = watchedSince_.find(id); w != watchedSince_.end()) since = std::max(since, w->second);
+  return since;
+}
+
+void NodeImpl::startJudging() {
+  // This member has just become the leader: it has heard only the members it watches; the others
+  // are given a failure timeout from now to ask it for a lease, and until they do it does not
+  // count them as members it hears (the partial-partition judge leaves them to that timeout).
+  const auto now = SteadyClock::now();
+  for (auto& [id, hearing] : lastHeard_) {
+    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) {
+      hearing = Hearing{std::max(hearing.at, now), false};
+    }
+  }
+  if (!judging_) judgeTick();
 }
 
 void NodeImpl::renewLease() {
@@ -118,8 +191,14 @@ void NodeImpl::renewLease() {
   const auto unreachableAfter = unreachableThreshold();
   const auto now = SteadyClock::now();
   discountStall(now);
-  for (const auto& [id, heard] : lastHeard_) {
-    if (now - heard.at > (heard.answered ? unreachableAfter : options_.failureTimeout)) {
+  // Whom this member cannot reach: members it watches (its ring successors, and those its
+  // requests recently went unanswered by), silent; one that has never answered only after the
+  // failure timeout.
+  for (const MemberId id : watched_) {
+    auto heard = lastHeard_.find(id);
+    const bool answered = (heard != lastHeard_.end() && heard->second.answered) ||
+                          suspects_.count(id) != 0;  // it held a request up: it was a member
+    if (now - silentSince(id) > (answered ? unreachableAfter : options_.failureTimeout)) {
       ask.unreachable.push_back(id);
     }
   }
@@ -172,6 +251,8 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
                                                   " does not lead the control plane"));
     return;
   }
+  // The leader hears every member through its lease requests (the heartbeats go around the ring).
+  if (topology()->hasMember(ask.memberId)) heard(ask.memberId);
   coordinator_->reportUnreachable(ask.memberId, ask.unreachable);
   coordinator_->requestLease(
       ask.memberId, ask.incarnation, ask.topologyVersion,

@@ -264,6 +264,17 @@ class NodeImpl final : public ConnectionHandler,
   void leaseTick();
   // The leader's verdict on silent members (network thread), every failureTimeout / 20.
   void judgeTick();
+  // This member has become the leader: the members it does not watch get a failure timeout to
+  // ask it for a lease, and judgeTick runs (network thread).
+  void startJudging();
+  // A heartbeat answer or lease request from member `id` (network thread).
+  void heard(MemberId id);
+  // Since when member `id` has been silent to this one: its last answer, or when this member
+  // started watching it, whichever is later (network thread).
+  std::chrono::steady_clock::time_point silentSince(MemberId id) const;
+  // DataPlaneHost and CallRouter::Host: an attempt to reach `id` failed; watched closely for a
+  // while (any thread).
+  void memberUnanswered(MemberId id) override;
   void handleLease(const std::shared_ptr<Connection>& conn, Frame frame);
   // kStatus: this member's own view (network thread).
   MemberStatusBody ownStatus() const;
@@ -419,6 +430,16 @@ class NodeImpl final : public ConnectionHandler,
     bool answered = false;
   };
   std::unordered_map<MemberId, Hearing> lastHeard_;
+  // Whom this member watches (heartbeats, and reports when silent): its ring successors
+  // (watch_ring.h) and its suspects, members that recently left a request of its unanswered,
+  // each until the time it maps to; and since when each has been watched.
+  std::vector<MemberId> watched_;
+  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspects_;
+  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> watchedSince_;
+  bool judging_ = false;  // judgeTick is scheduled
+  // memberUnanswered's throttle (any thread): when each member was last posted.
+  std::mutex suspectMu_;
+  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspectPostedAt_;
   // When failure detection last ran here (discountStall); the epoch before its first run.
   std::chrono::steady_clock::time_point detectorRanAt_{};
   bool catchingUp_ = false;

@@ -89,6 +89,9 @@ class DataPlaneHost {
   virtual bool stopped() const noexcept = 0;
   // Random per process start and rejoin: tells this member's snapshots from an earlier self's.
   virtual std::uint64_t incarnation() const noexcept = 0;
+  // An attempt to reach member `id` failed (a worker's thread, or the network thread): failure
+  // detection watches it closely for a while. Cheap; never blocks.
+  virtual void memberUnanswered(MemberId id) = 0;
 
  protected:
   ~DataPlaneHost() = default;

@@ -415,6 +415,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     }
     if (!r) {
       if (stillPrimaryOf(p)) noteLagging(p, b, repl->seq);
+      host_.memberUnanswered(b);
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and

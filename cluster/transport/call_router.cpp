@@ -130,6 +130,7 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
             // No answer: it may have run or not. The member may be gone (the cluster may have
             // moved its partitions meanwhile): sent again with the same id, it runs at most once.
             call->mayHaveRun = true;
+            host_.memberUnanswered(primary);
             const Error why(r.error().code(), "member " + std::to_string(primary) + " (" +
                                                   (target ? target->address : "?") +
                                                   "): " + r.error().detail());

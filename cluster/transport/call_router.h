@@ -84,6 +84,8 @@ class CallRouter {
     virtual void requestSent() noexcept {}
     // After a call's completion ran.
     virtual void callFinished() noexcept = 0;
+    // Network thread: an attempt on member `id` went unanswered (timed out, or its link is down).
+    virtual void memberUnanswered(MemberId /*id*/) {}
 
    protected:
     ~Host() = default;

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -19,6 +20,7 @@
 
 #include <ingrid/node.h>
 
+#include "cluster/watch_ring.h"
 #include "support/grant_audit.h"
 #include "support/test_cluster.h"
 
@@ -300,6 +302,87 @@ TEST_CASE(
   CHECK(refused > 0);      // and some were overtaken by updates, and refused
   CHECK(joined);
   CHECK(afterFirst);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
+}
+
+TEST_CASE(
+    "In-process: a one-way cut between two of ten members that do not watch each other is "
+    "found through the requests it holds up",
+    "[fault][inprocess]") {
+  // Heartbeats go around the ring (cluster/watch_ring.h): with ten members, some pairs heartbeat
+  // neither way. A cut between such a primary and its backup holds the primary's writes up; the
+  // primary then watches the backup (memberUnanswered), reports it unreachable, and the leader
+  // removes one of the two while the cut lasts (a primary never waits forever on its backup).
+  constexpr int kTen = 10;
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/17);
+  TestCluster cluster(fastOptions(faults));
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(kTen));
+  const ingrid::TopologyPtr t = cluster.at(0).topology();
+  // A primary `a` and its backup `b`, neither the control plane's leader, neither watching the
+  // other; the audit's keys cover every partition, so `a` replicates to `b`.
+  int a = -1;
+  int b = -1;
+  for (int i = 0; i < kTen && a < 0; ++i) {
+    for (int j = 0; j < kTen && a < 0; ++j) {
+      const ingrid::MemberId ia = cluster.at(static_cast<std::size_t>(i)).memberId();
+      const ingrid::MemberId jb = cluster.at(static_cast<std::size_t>(j)).memberId();
+      if (i == j || ia == t->leader || jb == t->leader) continue;
+      const auto wa = ingrid::watchedBy(*t, ia);
+      const auto wb = ingrid::watchedBy(*t, jb);
+      if (std::find(wa.begin(), wa.end(), jb) != wa.end() ||
+          std::find(wb.begin(), wb.end(), ia) != wb.end()) {
+        continue;
+      }
+      for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
+        if (t->table.primary(p) == ia && t->table.isOwner(p, jb)) {
+          a = i;
+          b = j;
+          break;
+        }
+      }
+    }
+  }
+  REQUIRE(a >= 0);
+  const ingrid::MemberId idA = cluster.at(static_cast<std::size_t>(a)).memberId();
+  const ingrid::MemberId idB = cluster.at(static_cast<std::size_t>(b)).memberId();
+  ingrid::Node& witness = *cluster.byId(t->leader);
+  std::vector<std::string> seeds;
+  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
+  GrantAudit audit(seeds, auditLoad("frames-unwatched-cut", 16, 512));
+  REQUIRE(audit.start().empty());
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
+
+  faults->add({.from = ipOf(a), .to = ipOf(b), .cut = true});
+  // Bounded: the removal is expected within a few failure timeouts of the cut.
+  const bool removed = ingrid::testing::eventually(
+      [&] {
+        const ingrid::TopologyPtr now = witness.topology();
+        return !now->hasMember(idA) || !now->hasMember(idB);
+      },
+      20s);
+  const FrameFaults::Counts hit = faults->counts();
+  CHECK(audit.waitForGrants(100, 10s));  // load while cut, on what the leader kept
+  faults->clear();
+  const bool settled = ingrid::testing::eventually(
+      [&] { return cluster.live().size() == kTen && cluster.settled(); }, 60s);
+  CHECK(audit.waitForGrants(100, 10s));  // load after healing
+  const AuditResult r = audit.finish(5s);
+  std::printf(
+      "[fault] frames-unwatched-cut: members %llu -> %llu cut, removed=%s settled=%s %s "
+      "dropped=%llu\n",
+      static_cast<unsigned long long>(idA), static_cast<unsigned long long>(idB),
+      removed ? "yes" : "no", settled ? "yes" : "no", r.summary.line().c_str(),
+      static_cast<unsigned long long>(hit.dropped));
+  std::fflush(stdout);
+
+  INFO(r.summary.line());
+  INFO(r.worst());
+  CHECK(hit.dropped > 0);
+  CHECK(removed);
+  CHECK(settled);
   CHECK(r.summary.doubled == 0);
   CHECK(r.summary.lost == 0);
   CHECK(r.summary.overDeadline == 0);
