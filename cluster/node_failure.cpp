@@ -35,7 +35,10 @@ void NodeImpl::judgeTick() {
       if (now - heard.at > options_.failureTimeout) silent.push_back(id);
     }
     std::sort(silent.begin(), silent.end());
-    for (MemberId id : silent) coordinator_->memberFailed(id);
+    for (MemberId id : silent) {
+      coordinator_->memberFailed(
+          id, "has sent no lease request or heartbeat answer for the failure timeout");
+    }
   }
   judgeTimer_.expires_after(judgeInterval());
   judgeTimer_.async_wait([this](std::error_code ec) {

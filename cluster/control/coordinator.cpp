@@ -110,11 +110,16 @@ void Coordinator::requestLeave(MemberId id) {
   pump();
 }
 
-void Coordinator::memberFailed(MemberId id) {
+void Coordinator::memberFailed(MemberId id, const char* why) {
   assert(host_.onNetworkThread());
   if (id == host_.selfId() || failed_.count(id) != 0 || !leases_.revoke(id)) return;
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
       leases_.expiry(id) - std::chrono::steady_clock::now());
+  if (why != nullptr) {
+    std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << id << " " << why
+              << "; removing it once its last lease has surely expired (in "
+              << std::max<std::int64_t>(0, wait.count()) << " ms)\n";
+  }
   if (wait.count() <= 0) {
     failMember(id);
     return;

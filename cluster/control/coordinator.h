@@ -77,8 +77,9 @@ class Coordinator {
   void requestLeave(MemberId id);
   // Removes a member that stopped answering, without its help (it may be dead). Idempotent. Its
   // lease is revoked at once (no more grants), and the removal (promoting its backups) waits
-  // until its last lease has surely expired (invariant 13).
-  void memberFailed(MemberId id);
+  // until its last lease has surely expired (invariant 13). With `why`, the first call logs it
+  // (the member, why, and how long the removal waits).
+  void memberFailed(MemberId id, const char* why = nullptr);
   // A member asks for its primary lease, having installed topology `version`. Granted (reply
   // true) once a barrier committed after the request proves this member still leads, if the asker
   // is a member with that incarnation, not revoked, and has installed every topology that moved a
