@@ -208,6 +208,11 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
         "admitted as member " + std::to_string(memberId()) + " but no topology with it arrived";
     break;
   }
+  // The seed provider's latest failure is kept beside the seeds' (a name that stopped resolving
+  // explains why no seed answered).
+  if (!providerError.empty() && lastError.find(providerError) == std::string::npos) {
+    lastError += "; " + providerError;
+  }
   return Error(Errc::unreachable,
                "could not join through seeds [" + tried + "]: none answered for " +
                    std::to_string(options_.joinTimeout.count()) + " ms; last error: " + lastError);

@@ -144,3 +144,23 @@ TEST_CASE("A joiner whose seeds never answer gives up after joinTimeout, naming 
   CHECK_THAT(started.error().message(), Catch::Contains("127.0.0.1:1"));
   CHECK_THAT(started.error().message(), Catch::Contains("none answered for 300 ms"));
 }
+
+TEST_CASE("A join that finds no seed names the seed provider's failure in its error",
+          "[cluster][join]") {
+  // Port 1 on loopback: nothing listens there, so the seed refuses at once; the provider (a DNS
+  // name that no longer resolves, say) fails every round.
+  NodeOptions o = testing::smallClusterOptions();
+  o.listenAddress = "127.0.0.1:0";
+  o.seeds = {"127.0.0.1:1"};
+  o.joinTimeout = 600ms;
+  o.seedProvider = []() -> Result<std::vector<std::string>> {
+    return Error(Errc::unreachable, "peers.example.invalid does not resolve");
+  };
+  Node node(o);
+  const Result<bool> started = node.start();
+  REQUIRE_FALSE(started.ok());
+  CHECK_THAT(started.error().message(), Catch::Contains("127.0.0.1:1"));
+  CHECK_THAT(
+      started.error().message(),
+      Catch::Contains("seed discovery: unreachable: peers.example.invalid does not resolve"));
+}
