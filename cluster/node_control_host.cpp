@@ -1,7 +1,7 @@
-// NodeImpl and its control plane: starting it (startControl), and the ControlHost
-// (control_plane.h) the Raft server calls from its thread: each call only posts to the network
-// thread (Raft messages out, committed topologies in, leadership made and lost: the
-// Coordinator's life).
+// NodeImpl and its control plane: starting it (startControl), and its ControlHost (ControlRole,
+// control_plane.h), which the Raft server calls from its thread: each call only posts to the
+// network thread (Raft messages out, committed topologies in, leadership made and lost: the
+// Coordinator's life), where NodeImpl acts on it.
 #include "cluster/node_impl.h"
 
 #include <algorithm>
@@ -22,50 +22,59 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
   o.voters = options_.voters;
   o.electionTimeout = electionTimeout();
   o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 5);
-  control_ = std::make_unique<ControlPlane>(static_cast<ControlHost&>(*this), o);
+  control_ = std::make_unique<ControlPlane>(controlRole_, o);
   Result<bool> started = control_->start(bootstrap, std::move(recovery));
   if (!started) control_.reset();
   return started;
 }
 
-void NodeImpl::sendControl(MemberId to, const std::string& address, std::string bytes) {
-  asio::post(netIo_, [this, to, address, bytes = std::move(bytes)]() mutable {
-    if (state_.load() == kStopped || heartbeatsStopped_) return;
-    std::shared_ptr<Peer> peer = peerFor(to, address);
-    if (!peer) return;  // no link yet (the other side dials): raft sends again
-    peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
-                  std::max(electionTimeout(), std::chrono::milliseconds(100)),
-                  [](Result<Frame>) {});
+void NodeImpl::ControlRole::sendControl(MemberId to, const std::string& address,
+                                        std::string bytes) {
+  asio::post(node_.netIo_, [&node = node_, to, address, bytes = std::move(bytes)]() mutable {
+    node.sendRaft(to, address, std::move(bytes));
   });
 }
 
-void NodeImpl::topologyCommitted(TopologyPtr t) {
-  asio::post(netIo_, [this, t = std::move(t)]() mutable { commitTopology(std::move(t)); });
+void NodeImpl::ControlRole::topologyCommitted(TopologyPtr t) {
+  asio::post(node_.netIo_,
+             [&node = node_, t = std::move(t)]() mutable { node.commitTopology(std::move(t)); });
 }
 
-void NodeImpl::leadershipChanged(bool leader, std::uint64_t term) {
-  asio::post(netIo_, [this, leader, term] {
-    if (heartbeatsStopped_) return;
-    if (!leader) {
-      coordinator_.reset();
-      return;
-    }
-    if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
-    coordinator_ = std::make_unique<Coordinator>(coordinatorRole_);
-    coordinator_->start();
-    startJudging();
-    // Its own lease at once: the old leader's grant may be about to run out.
-    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
-  });
+void NodeImpl::ControlRole::leadershipChanged(bool leader, std::uint64_t term) {
+  asio::post(node_.netIo_, [&node = node_, leader, term] { node.leadershipNews(leader, term); });
 }
 
-void NodeImpl::leaderLearnt(MemberId leader, std::uint64_t /*term*/) {
-  asio::post(netIo_, [this, leader] {
-    if (heartbeatsStopped_ || leader == memberId()) return;
-    // A new leader: ask it for the lease now rather than at the next tick, before the grant of
-    // the old one runs out.
-    if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
-  });
+void NodeImpl::ControlRole::leaderLearnt(MemberId leader, std::uint64_t /*term*/) {
+  asio::post(node_.netIo_, [&node = node_, leader] { node.leaderNews(leader); });
+}
+
+void NodeImpl::sendRaft(MemberId to, const std::string& address, std::string bytes) {
+  if (state_.load() == kStopped || heartbeatsStopped_) return;
+  std::shared_ptr<Peer> peer = peerFor(to, address);
+  if (!peer) return;  // no link yet (the other side dials): raft sends again
+  peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
+                std::max(electionTimeout(), std::chrono::milliseconds(100)), [](Result<Frame>) {});
+}
+
+void NodeImpl::leadershipNews(bool leader, std::uint64_t term) {
+  if (heartbeatsStopped_) return;
+  if (!leader) {
+    coordinator_.reset();
+    return;
+  }
+  if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
+  coordinator_ = std::make_unique<Coordinator>(coordinatorRole_);
+  coordinator_->start();
+  startJudging();
+  // Its own lease at once: the old leader's grant may be about to run out.
+  if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
+}
+
+void NodeImpl::leaderNews(MemberId leader) {
+  if (heartbeatsStopped_ || leader == memberId()) return;
+  // A new leader: ask it for the lease now rather than at the next tick, before the grant of the
+  // old one runs out.
+  if (memberId() != 0 && topology()->hasMember(memberId())) renewLease();
 }
 
 }  // namespace ingrid

@@ -8,7 +8,7 @@
 // joining (node_join.cpp), leaving (node_leave.cpp), the dispatch of requests (node_dispatch.cpp),
 // handshakes (node_handshake.cpp), join admission (node_join_admission.cpp), topology install
 // (node_topology.cpp), links to members (node_links.cpp), the coordinator's host (CoordinatorRole,
-// node_coordinator_host.cpp) and the ControlHost (node_control_host.cpp).
+// node_coordinator_host.cpp) and the control plane's host (ControlRole, node_control_host.cpp).
 //
 // Threads: partition workers (the data plane's), one network thread (transport, peers, the
 // coordinator role while this member leads the control plane, the ack collection of
@@ -54,10 +54,7 @@
 
 namespace ingrid {
 
-class NodeImpl final : public ConnectionHandler,
-                       private CallRouter::Host,
-                       private ControlHost,
-                       private DataPlaneHost {
+class NodeImpl final : public ConnectionHandler, private CallRouter::Host, private DataPlaneHost {
  public:
   NodeImpl(NodeOptions options, ProcessorRegistry registry);
   ~NodeImpl() override;
@@ -354,11 +351,24 @@ class NodeImpl final : public ConnectionHandler,
     NodeImpl& node_;
   };
 
-  // ControlHost (control thread: each only posts to the network thread; node_control_host.cpp).
-  void sendControl(MemberId to, const std::string& address, std::string bytes) override;
-  void topologyCommitted(TopologyPtr topology) override;
-  void leadershipChanged(bool leader, std::uint64_t term) override;
-  void leaderLearnt(MemberId leader, std::uint64_t term) override;
+  // The control plane's host (node_control_host.cpp): called on the control thread, each call
+  // only posts to the network thread, where the NodeImpl members below act on it.
+  class ControlRole final : public ControlHost {
+   public:
+    explicit ControlRole(NodeImpl& node) : node_(node) {}
+    void sendControl(MemberId to, const std::string& address, std::string bytes) override;
+    void topologyCommitted(TopologyPtr topology) override;
+    void leadershipChanged(bool leader, std::uint64_t term) override;
+    void leaderLearnt(MemberId leader, std::uint64_t term) override;
+
+   private:
+    NodeImpl& node_;
+  };
+  // Network thread: sends raft bytes to member `to` (best effort); this member became the leader
+  // of `term` or stopped leading (the Coordinator's life); `leader` leads now (renew the lease).
+  void sendRaft(MemberId to, const std::string& address, std::string bytes);
+  void leadershipNews(bool leader, std::uint64_t term);
+  void leaderNews(MemberId leader);
 
   NodeOptions options_;
   ProcessorRegistry registry_;
@@ -415,6 +425,7 @@ class NodeImpl final : public ConnectionHandler,
   // network thread).
   std::optional<ShardLinks> shardLinks_;
   CoordinatorRole coordinatorRole_{*this};    // coordinator_'s host: outlives it
+  ControlRole controlRole_{*this};            // control_'s host: outlives it
   std::unique_ptr<Coordinator> coordinator_;  // network thread
   std::unique_ptr<ControlPlane> control_;     // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
