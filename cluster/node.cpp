@@ -32,6 +32,9 @@ Error Node::wouldDeadlock(std::string_view processor) {
                    "') called on a partition worker thread; use invokeAsync there");
 }
 
+std::optional<asio::io_context::executor_type> Node::partitionExecutor() const noexcept {
+  return impl_->partitionExecutor();
+}
 const NodeOptions& Node::options() const noexcept { return impl_->options(); }
 const ProcessorRegistry& Node::registry() const noexcept { return impl_->registry(); }
 bool Node::running() const noexcept { return impl_->running(); }
@@ -97,7 +100,9 @@ void NodeImpl::invokeRaw(std::string key, std::string_view processor, std::strin
 bool NodeImpl::runLocally(RoutedCallPtr& call, MemberId primary) {
   if (primary != memberId()) return false;
   const PartitionId p = call->partition;
-  data_->post(p, [this, call = std::move(call)](PartitionStore& store) mutable {
+  // In place when called on p's thread (partitions on the network thread, a call made by a handler
+  // there): the caller's completion is still posted (asyncInvoke posts inside an initiating call).
+  data_->dispatch(p, [this, call = std::move(call)](PartitionStore& store) mutable {
     RoutedCall& c = *call;
     // Registered: invokeRaw checked it, and the registry is immutable while running.
     const auto [fn, index] = registry_.lookup(c.processor);

@@ -71,6 +71,14 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   const NodeOptions& options() const noexcept { return options_; }
   const ProcessorRegistry& registry() const noexcept { return registry_; }
   bool running() const noexcept { return state_.load(std::memory_order_acquire) == kRunning; }
+  // Node::partitionExecutor(): the network thread's executor while running, if it runs the
+  // partitions (the data plane's rule in start()).
+  std::optional<asio::io_context::executor_type> partitionExecutor() noexcept {
+    if (!running() || !options_.partitionsOnNetworkThread || options_.listenAddress.empty()) {
+      return std::nullopt;
+    }
+    return netIo_.get_executor();
+  }
   MemberId memberId() const noexcept { return selfId_.load(std::memory_order_acquire); }
   std::string listenAddress() const { return selfAddress_; }
   TopologyPtr topology() const { return topology_.load(); }

@@ -125,6 +125,12 @@ class DataPlane {
   void post(PartitionId p, F&& fn) {
     workers_.post(p, std::forward<F>(fn));
   }
+  // Runs fn(PartitionStore&) on p's worker: in place when called there
+  // (PartitionWorkers::dispatch).
+  template <class F>
+  void dispatch(PartitionId p, F&& fn) {
+    workers_.dispatch(p, std::forward<F>(fn));
+  }
 
   // On p's worker: run the processor if this node is p's unfenced primary, apply, replicate
   // (within `deadline`). A request with a valid `id` that ran before gets its recorded answer

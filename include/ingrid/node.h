@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -35,6 +36,7 @@
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 #include <asio/thread_pool.hpp>
@@ -99,9 +101,21 @@ class Node {
   }
 
   // The erased form: runs the processor registered as `processor` with encoded arguments.
-  // `done` runs exactly once, on a partition worker, the network thread, or inline (for an
-  // immediate error); it must not block and must not run user code there, only hand on.
+  // `done` runs exactly once, on a partition worker, the network thread, or inline (an immediate
+  // error, or the whole call when made on the thread that owns the key's partition); it must not
+  // block and must not run user code there, only hand on.
   void invokeRaw(std::string key, std::string_view processor, std::string args, RawCompletion done);
+
+  // The executor of the one thread that runs both this node's partitions and its network
+  // (NodeOptions::partitionsOnNetworkThread with a listenAddress), while the node runs: from
+  // start()'s success until stop() begins. std::nullopt otherwise (worker threads, no network,
+  // not started, stopping). Any thread. For gateways that serve their connections on that thread,
+  // so that a call on a local partition involves no thread switch (cluster/resp/resp_server.h):
+  // invokeAsync() made there runs such a call in place, and still posts its completion. Code run
+  // there runs where the partitions live, which invariant 9 keeps user completions away
+  // from: it must not block, must not call invoke() (would_deadlock) or stop(), and must be done
+  // before stop() is called (work posted there once stop() has closed the network never runs).
+  std::optional<asio::io_context::executor_type> partitionExecutor() const noexcept;
 
   const NodeOptions& options() const noexcept;
   const ProcessorRegistry& registry() const noexcept;

@@ -2,9 +2,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <asio/bind_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
 #include <asio/io_context.hpp>
+#include <asio/post.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
@@ -249,6 +251,66 @@ TEST_CASE("Completions never run on a partition worker", "[cluster][node][thread
       refused.set_value(r.ok() ? Error() : r.error());
     });
     CHECK(refused.get_future().get() == Errc::would_deadlock);
+  }
+}
+
+TEST_CASE("partitionExecutor: the one thread of partitions and network, while the node runs",
+          "[cluster][node][threads]") {
+  {
+    Node local(NodeOptions{.partitions = 16});  // no network: no network thread
+    REQUIRE(local.start().ok());
+    CHECK_FALSE(local.partitionExecutor());
+  }
+  NodeOptions o;
+  o.partitions = 64;
+  o.listenAddress = "127.0.0.1:0";
+  SECTION("worker threads: none") {
+    o.workerThreads = 2;
+    Node node(o, testRegistry());
+    REQUIRE(node.start().ok());
+    CHECK_FALSE(node.partitionExecutor());
+  }
+  SECTION("partitions on the network thread: a call made there runs in place, its answer posted") {
+    o.partitionsOnNetworkThread = true;
+    Node node(o, testRegistry());
+    CHECK_FALSE(node.partitionExecutor());  // not started
+    REQUIRE(node.start().ok());
+    const auto ex = node.partitionExecutor();
+    REQUIRE(ex);
+    REQUIRE(node.invoke("warm", WhereAmI{}).ok());  // serving: the first lease is granted
+    struct Seen {
+      bool returned = false;
+      bool onWorker = false;
+      Error blocking;
+      bool ranInPlace = false;
+      bool answeredAfterReturn = false;
+      bool answeredThere = false;
+      bool processOnWorker = false;
+    } seen;
+    std::promise<void> done;
+    asio::post(*ex, [&] {
+      seen.onWorker = PartitionWorkers::onAnyWorkerThread();
+      const auto blocking = node.invoke("b", GetCounter{});
+      seen.blocking = blocking.ok() ? Error() : blocking.error();
+      const std::uint64_t before = node.TEST_executed();
+      node.invokeAsync("k", WhereAmI{}, asio::bind_executor(*ex, [&](Result<bool> r) {
+                         seen.answeredAfterReturn = seen.returned;
+                         seen.answeredThere = ex->running_in_this_thread();
+                         seen.processOnWorker = r.ok() && *r;
+                         done.set_value();
+                       }));
+      seen.ranInPlace = node.TEST_executed() == before + 1;
+      seen.returned = true;
+    });
+    done.get_future().wait();
+    CHECK(seen.onWorker);
+    CHECK(seen.blocking == Errc::would_deadlock);
+    CHECK(seen.ranInPlace);
+    CHECK(seen.answeredAfterReturn);
+    CHECK(seen.answeredThere);
+    CHECK(seen.processOnWorker);
+    node.stop();
+    CHECK_FALSE(node.partitionExecutor());
   }
 }
 
