@@ -2,6 +2,12 @@
 
 #include <array>
 #include <atomic>
+#include <cassert>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <type_traits>
@@ -10,7 +16,6 @@
 #include <vector>
 
 #include <asio/bind_executor.hpp>
-#include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
@@ -30,28 +35,55 @@ constexpr std::size_t kMaxQueuedReply = 64 * 1024;
 
 class RespConnection;
 
-// Everything here runs on the server's thread, except start() and stop(), which run before it
-// starts and to post to it.
+// Everything here runs on the serving thread (the node's, or the server's own: resp_server.h),
+// except start() and stop(), which run before it serves and to post to it, and hold()/release().
 class RespServerImpl {
  public:
   RespServerImpl(Node& node, RespOptions options) : node_(node), options_(options) {}
 
   Node& node_;
   const RespOptions options_;
-  // RespCounts, written on the server's thread, read from any.
+  // RespCounts, written on the serving thread, read from any.
   std::atomic<std::uint64_t> accepted_{0}, refused_{0}, idleClosed_{0}, protocolErrors_{0},
       commands_{0}, authFailures_{0}, open_{0};
-  asio::io_context io_{1};
-  asio::ip::tcp::acceptor acceptor_{io_};
+  std::atomic<std::thread::id> commandThread_{};
+  // The serving thread's context: ownIo_ (run by thread_), or the node's. Set by start().
+  std::optional<asio::io_context> ownIo_;
+  asio::io_context* io_ = nullptr;
+  std::optional<asio::ip::tcp::acceptor> acceptor_;
   std::set<std::shared_ptr<RespConnection>> connections_;
   std::uint64_t lastId_ = 0;
   std::thread thread_;
+  enum class State { kNew, kServing, kStopped } state_ = State::kNew;  // the owner's thread
 
+  bool onServingThread() const noexcept { return io_->get_executor().running_in_this_thread(); }
   void accept();
   void remove(const std::shared_ptr<RespConnection>& c) {
     connections_.erase(c);
     open_.store(connections_.size(), std::memory_order_relaxed);
   }
+
+  // Holds on this object by work of the serving thread: the listener until its accept ends, each
+  // connection for its life, stop()'s closing task. stop() waits until none is left, so that on
+  // the node's thread nothing of the server runs after stop() returns. release() is the last
+  // touch of this object by its caller.
+  void hold() {
+    std::lock_guard lock(liveMu_);
+    ++live_;
+  }
+  void release() {
+    std::lock_guard lock(liveMu_);
+    if (--live_ == 0) liveCv_.notify_all();
+  }
+  void awaitReleased() {
+    std::unique_lock lock(liveMu_);
+    liveCv_.wait(lock, [this] { return live_ == 0; });
+  }
+
+ private:
+  std::mutex liveMu_;
+  std::condition_variable liveCv_;
+  std::size_t live_ = 0;
 };
 
 // One client connection: reads, parses and answers in order; one write in flight with the next
@@ -60,9 +92,10 @@ class RespServerImpl {
 class RespConnection : public std::enable_shared_from_this<RespConnection> {
  public:
   RespConnection(RespServerImpl& server, asio::ip::tcp::socket socket, std::uint64_t id)
-      : server_(server),
+      : held_(server),
+        server_(server),
         socket_(std::move(socket)),
-        idle_(server.io_),
+        idle_(*server.io_),
         parser_(server.options_.limits),
         secret_(server.node_.options().clientSecret) {
     session_.id = id;
@@ -74,6 +107,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
 
   // Closes the socket; pending reads and writes complete with operation_aborted.
   void close() {
+    assert(server_.onServingThread());
     if (closed_) return;
     closed_ = true;
     std::error_code ignored;
@@ -107,6 +141,8 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   // Answers every complete command received, in order, until one must wait (a throttle, a full
   // reply queue) or more input is needed.
   void run() {
+    assert(server_.onServingThread());
+    server_.commandThread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
     while (!closed_ && !waiting_ && !closing_) {
       if (writing_ && queued_.size() >= kMaxQueuedReply) {
         pausedForWrite_ = true;
@@ -144,15 +180,20 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
     if (closing_) flush();
   }
 
-  // Runs `request` on `key`; its answer is queued, then the commands after it run.
+  // Runs `request` on `key`; its answer is queued, then the commands after it run. The answer
+  // is posted to the serving thread, never run inside this call (asyncInvoke's rule), even when
+  // the throttle itself ran in place (a local partition on the node's thread): so run() is never
+  // re-entered from inside itself, and a pipelined connection's next command starts only after
+  // this one's reply is queued. Asio's rule keeps work on that executor until the answer has
+  // been handled (the own thread's run() waits for it).
   template <class Request>
   void invoke(std::string key, const Request& request, bool throttle) {
     using Answer = typename Request::Result;
     server_.node_.invokeAsync(
         std::move(key), request,
         asio::bind_executor(
-            server_.io_, [self = shared_from_this(), throttle,
-                          work = asio::make_work_guard(server_.io_)](Result<Answer> answer) {
+            *server_.io_, [self = shared_from_this(), throttle](Result<Answer> answer) {
+              assert(self->server_.onServingThread());
               self->waiting_ = false;
               if (self->closed_) return;
               if constexpr (std::is_same_v<Answer, GcraAnswer>) {
@@ -187,6 +228,15 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
                       });
   }
 
+  // Counts this connection among the server's holds for its whole life: declared first, so it is
+  // released last, once the socket and the timer are gone.
+  struct Held {
+    RespServerImpl& server;
+    explicit Held(RespServerImpl& s) : server(s) { server.hold(); }
+    ~Held() { server.release(); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+  } held_;
   RespServerImpl& server_;
   asio::ip::tcp::socket socket_;
   asio::steady_timer idle_;
@@ -205,8 +255,12 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
 };
 
 void RespServerImpl::accept() {
-  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+  acceptor_->async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    assert(onServingThread());
+    if (ec == asio::error::operation_aborted || !acceptor_->is_open()) {
+      release();  // the listener's hold: the last touch of this object here
+      return;
+    }
     if (!ec) {
       std::error_code ignored;
       socket.set_option(asio::ip::tcp::no_delay(true), ignored);
@@ -264,17 +318,31 @@ std::string RespServer::metricsText() const {
   return out;
 }
 
+bool RespServer::servesOnNodeThread() const noexcept {
+  return impl_->io_ != nullptr && !impl_->ownIo_;
+}
+
+std::thread::id RespServer::TEST_commandThread() const noexcept {
+  return impl_->commandThread_.load(std::memory_order_relaxed);
+}
+
 RespServer::~RespServer() { stop(); }
 
 Result<std::uint16_t> RespServer::start(const std::string& address) {
+  RespServerImpl& impl = *impl_;
   const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || impl_->thread_.joinable() ||
-      impl_->acceptor_.is_open()) {
+  if (colon == std::string::npos || colon == 0 || impl.state_ != RespServerImpl::State::kNew) {
     return Error(Errc::invalid_configuration,
                  "RESP address '" + address + "' is not HOST:PORT, or the server was started");
   }
+  std::optional<asio::io_context::executor_type> nodeThread;
+  if (impl.options_.onNodeThread) nodeThread = impl.node_.partitionExecutor();
+  if (!impl.io_) {
+    impl.io_ = nodeThread ? &nodeThread->context() : &impl.ownIo_.emplace(1);
+    impl.acceptor_.emplace(*impl.io_);
+  }
   std::error_code ec;
-  asio::ip::tcp::resolver resolver(impl_->io_);
+  asio::ip::tcp::resolver resolver(*impl.io_);
   const auto endpoints = resolver.resolve(
       address.substr(0, colon), address.substr(colon + 1),
       asio::ip::tcp::resolver::numeric_service | asio::ip::tcp::resolver::passive, ec);
@@ -282,7 +350,8 @@ Result<std::uint16_t> RespServer::start(const std::string& address) {
     return Error(Errc::invalid_configuration,
                  "cannot resolve RESP address '" + address + "': " + ec.message());
   }
-  auto& acceptor = impl_->acceptor_;
+  // Set up here, before the serving thread uses it: then only there.
+  auto& acceptor = *impl.acceptor_;
   const auto endpoint = endpoints.begin()->endpoint();
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
@@ -290,8 +359,10 @@ Result<std::uint16_t> RespServer::start(const std::string& address) {
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (!ec) {
     const std::uint16_t port = acceptor.local_endpoint(ec).port();
-    impl_->accept();
-    impl_->thread_ = std::thread([impl = impl_.get()] { impl->io_.run(); });
+    impl.state_ = RespServerImpl::State::kServing;
+    impl.hold();  // the listener's, released when its accept ends
+    asio::post(*impl.io_, [&impl] { impl.accept(); });
+    if (impl.ownIo_) impl.thread_ = std::thread([&impl] { impl.ownIo_->run(); });
     return port;
   }
   std::error_code ignored;
@@ -301,17 +372,37 @@ Result<std::uint16_t> RespServer::start(const std::string& address) {
 }
 
 void RespServer::stop() {
-  if (!impl_->thread_.joinable()) return;
-  asio::post(impl_->io_, [impl = impl_.get()] {
-    std::error_code ignored;
-    impl->acceptor_.close(ignored);
-    // close() erases from the set: close a copy.
-    const auto connections = impl->connections_;
-    for (const auto& c : connections) c->close();
+  RespServerImpl& impl = *impl_;
+  if (impl.state_ != RespServerImpl::State::kServing) return;
+  // Both would wait forever: for this very thread, or for a thread that no longer runs tasks.
+  if (impl.onServingThread()) {
+    std::fprintf(stderr,
+                 "ingrid: RespServer::stop() called on the thread that serves its connections, "
+                 "which it waits for; stop the server from another thread\n");
+    std::abort();
+  }
+  if (!impl.ownIo_ && !impl.node_.running()) {
+    std::fprintf(stderr,
+                 "ingrid: RespServer::stop() after its Node began to stop: the server serves on "
+                 "the node's thread; stop the server first\n");
+    std::abort();
+  }
+  impl.state_ = RespServerImpl::State::kStopped;
+  impl.hold();  // the closing task's
+  asio::post(*impl.io_, [&impl] {
+    {
+      std::error_code ignored;
+      impl.acceptor_->close(ignored);
+      // close() erases from the set: close a copy.
+      const auto connections = impl.connections_;
+      for (const auto& c : connections) c->close();
+    }
+    impl.release();
   });
-  // run() returns once nothing is pending: the accept and reads are cancelled, and each
-  // throttle in flight holds a work guard until its answer has been handled.
-  impl_->thread_.join();
+  // The accept and the reads end (cancelled); each throttle in flight keeps its connection until
+  // its answer has been handled. On the server's own thread, run() returns then.
+  impl.awaitReleased();
+  if (impl.thread_.joinable()) impl.thread_.join();
 }
 
 }  // namespace ingrid

@@ -4,17 +4,25 @@
 // the commands). With NodeOptions::clientSecret set, clients AUTH with it first. `ingrid-node
 // --resp` runs one; an embedder constructs one with its Node.
 //
-// Thread safety: start() and stop() from one thread (the owner's). Connections are served on the
-// server's own thread, one per server: it reads, parses, answers, and receives each throttle's
-// answer from the node (the completion is bound to that thread's executor). A connection runs
-// its commands in order, one throttle at a time, and reads again only when everything it had
-// received is answered or queued (pipelined commands are answered in order; a slow client's
-// replies hold back its own reads, not the node).
+// Threads: start() and stop() from one thread (the owner's). The server's connections, its
+// listener and every throttle's answer are handled on one thread, the serving thread (the
+// completion is bound to its executor):
+// - the node's own thread, when the node runs its partitions on its network thread
+//   (NodeOptions::partitionsOnNetworkThread with a listenAddress; Node::partitionExecutor()) and
+//   RespOptions::onNodeThread is set (the default): a throttle on a local partition is read, run
+//   and answered with no thread switch;
+// - otherwise a thread of the server's own, which hands each throttle to the node and receives
+//   its answer back.
+// A connection runs its commands in order, one throttle at a time, and reads again only when
+// everything it had received is answered or queued (pipelined commands are answered in order; a
+// slow client's replies hold back its own reads, not the node).
 //
 // The Node must outlive the server and stay started while the server serves (a stopped node's
-// answers are errors, which the clients receive as -ERR lines). Stop sequence: stop() closes the
-// listener and every connection, waits for throttles in flight to complete, and joins the thread.
-// The destructor calls stop().
+// answers are errors, which the clients receive as -ERR lines); on the node's thread, stop() the
+// server before the node (ingrid-node does). Stop sequence: stop() closes the listener and every
+// connection, waits for throttles in flight to complete, and joins the server's own thread if it
+// has one. Not on the serving thread (it waits for it): it aborts with a message there, and when
+// the server serves on the node's thread of a node no longer running. The destructor calls stop().
 #pragma once
 
 #include <chrono>
@@ -22,6 +30,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <ingrid/node.h>
 #include <ingrid/result.h>
@@ -41,6 +50,10 @@ struct RespOptions {
   // A connection that sends nothing for this long while nothing of its own is pending is closed
   // (Redis's `timeout`). 0: never. Default: 600 s (ingrid-node --idle-timeout-ms's default).
   std::chrono::milliseconds idleTimeout{600'000};
+  // Serve the connections on the node's thread when the node has one thread for its partitions
+  // and network (Node::partitionExecutor()); false, or a node with worker threads: a thread of
+  // the server's own. Default: true.
+  bool onNodeThread = true;
 };
 
 // What a server has done since it started; any thread.
@@ -67,8 +80,12 @@ class RespServer {
   // Idempotent.
   void stop();
   RespCounts counts() const noexcept;
+  // Whether the connections are served on the node's thread (see above); after start().
+  bool servesOnNodeThread() const noexcept;
   // counts() in Prometheus's text format (ingrid_resp_*), appended to ingrid-node's /metrics.
   std::string metricsText() const;
+  // The thread that ran the latest command (a default id before the first): for tests.
+  std::thread::id TEST_commandThread() const noexcept;
 
  private:
   std::unique_ptr<RespServerImpl> impl_;

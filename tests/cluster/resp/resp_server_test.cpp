@@ -9,15 +9,20 @@
 #include <asio/connect.hpp>
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/post.hpp>
 #include <asio/read.hpp>
 #include <asio/write.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ingrid/node.h>
+#include <ingrid/processors/gcra.h>
 
 #include "support/eventually.h"
 
@@ -73,6 +78,22 @@ std::string run(const std::string& command) {
   INFO(command << " printed:\n" << out);
   REQUIRE(status == 0);
   return out;
+}
+
+// A node with one thread for its partitions and its network (ingrid-node --single-thread): a
+// server started on it serves on that thread (RespOptions::onNodeThread, the default).
+NodeOptions singleThreadNode() {
+  NodeOptions o;
+  o.listenAddress = "127.0.0.1:0";
+  o.partitionsOnNetworkThread = true;
+  return o;
+}
+
+// The thread that runs `ex`.
+std::thread::id threadOf(const asio::io_context::executor_type& ex) {
+  std::promise<std::thread::id> id;
+  asio::post(ex, [&id] { id.set_value(std::this_thread::get_id()); });
+  return id.get_future().get();
 }
 
 struct Gateway {
@@ -196,7 +217,10 @@ TEST_CASE("RESP gateway: a limit refills over its period", "[resp][cluster]") {
 
 TEST_CASE("RESP gateway: pipelined commands in one write are all answered in order",
           "[resp][cluster]") {
-  Gateway g;
+  const bool nodeThread = GENERATE(false, true);
+  INFO("on the node's thread: " << nodeThread);
+  Gateway g(nodeThread ? singleThreadNode() : NodeOptions{});
+  CHECK(g.server.servesOnNodeThread() == nodeThread);
   RawClient c(g.port);
   // max_burst 9, count 10, period 3600: E = 360 s, L = 10, tau = 3600 s. Twenty requests: the
   // i-th of the first ten is allowed with remaining 9 - i and reset (i + 1) * 360 s; the next
@@ -231,6 +255,137 @@ TEST_CASE("RESP gateway: pipelined commands in one write are all answered in ord
   CHECK(report.find("errors: 0, replies: 100") != std::string::npos);
   // 10 allowed, then 90 refused: a peek shows the burst spent.
   CHECK(g.cli("CL.THROTTLE cli-pipe 9 10 3600 0") == "0\n10\n0\n-1\n3600\n");
+}
+
+TEST_CASE("RESP gateway: on a single-thread node, connections are served on the node's thread",
+          "[resp][cluster][threads]") {
+  NodeOptions o = singleThreadNode();
+  RespOptions r;
+  SECTION("by default") {}
+  SECTION("onNodeThread false: a thread of the server's own") { r.onNodeThread = false; }
+  SECTION("a node with worker threads: a thread of the server's own") {
+    o.partitionsOnNetworkThread = false;
+    o.workerThreads = 1;
+  }
+  Gateway g(o, r);
+  const bool expectNodeThread = o.partitionsOnNetworkThread && r.onNodeThread;
+  CHECK(g.server.servesOnNodeThread() == expectNodeThread);
+  CHECK(g.server.TEST_commandThread() == std::thread::id());
+  RawClient c(g.port);
+  // max_burst 4, count 5, period 3600 on a fresh key: L = 5, remaining 4, reset E = 720 s.
+  c.send(command({"CL.THROTTLE", "where", "4", "5", "3600"}));
+  CHECK(c.read(throttleReply(0, 5, 4, -1, 720).size()) == throttleReply(0, 5, 4, -1, 720));
+  const std::thread::id ranOn = g.server.TEST_commandThread();
+  CHECK(ranOn != std::thread::id());
+  CHECK(ranOn != std::this_thread::get_id());
+  if (const auto ex = g.node.partitionExecutor()) {
+    CHECK((ranOn == threadOf(*ex)) == expectNodeThread);
+  } else {
+    CHECK_FALSE(expectNodeThread);
+  }
+}
+
+TEST_CASE("RESP gateway: pipelines of many connections on the node's thread stay in order",
+          "[resp][cluster][threads]") {
+  const bool nodeThread = GENERATE(false, true);
+  INFO("on the node's thread: " << nodeThread);
+  Gateway g(nodeThread ? singleThreadNode() : NodeOptions{});
+  REQUIRE(g.server.servesOnNodeThread() == nodeThread);
+  // Each connection pipelines throttles on fresh keys whose max_burst B tells them apart:
+  // count 10, period 3600 (E = 360 s), so each is allowed with L = B + 1, remaining B, reset
+  // 360 s; between them PINGs with a payload, ECHOs, and a refused argument, each answered at
+  // once, without waiting for the node: a reply out of order shows.
+  constexpr int kConnections = 8;
+  constexpr int kCommands = 40;
+  std::vector<std::unique_ptr<RawClient>> clients;
+  std::vector<std::string> expected(kConnections);
+  for (int k = 0; k < kConnections; ++k) {
+    clients.push_back(std::make_unique<RawClient>(g.port));
+    std::string bytes;
+    for (int i = 0; i < kCommands; ++i) {
+      const int burst = 1 + (i + k) % 7;
+      const std::string key = "order-" + std::to_string(k) + "-" + std::to_string(i);
+      bytes += command({"CL.THROTTLE", key, std::to_string(burst), "10", "3600"});
+      expected[k] += throttleReply(0, burst + 1, burst, -1, 360);
+      const std::string tag = std::to_string(k) + ":" + std::to_string(i);
+      switch (i % 3) {
+        case 0:
+          bytes += command({"PING", tag});
+          break;
+        case 1:
+          bytes += command({"ECHO", tag});
+          break;
+        default:
+          bytes += command({"CL.THROTTLE", key, "x", "10", "3600"});
+          expected[k] += "-ERR CL.THROTTLE max_burst must be an integer, got 'x'\r\n";
+          continue;
+      }
+      expected[k] += "$" + std::to_string(tag.size()) + "\r\n" + tag + "\r\n";
+    }
+    // Cut inside a command: the rest arrives once the first part has been answered.
+    const std::size_t cut = bytes.size() / 2 + 3;
+    clients[k]->send(bytes.substr(0, cut));
+    clients[k]->send(bytes.substr(cut));
+  }
+  for (int k = 0; k < kConnections; ++k) {
+    INFO("connection " << k);
+    CHECK(clients[k]->read(expected[k].size()) == expected[k]);
+  }
+}
+
+TEST_CASE("RESP gateway: on the node's thread, stop() while it serves callers, many times",
+          "[resp][cluster][threads]") {
+  Node node(singleThreadNode());
+  REQUIRE(node.start());
+  for (int round = 0; round < 10; ++round) {
+    INFO("round " << round);
+    RespServer server(node);
+    auto port = server.start("127.0.0.1:0");
+    INFO((port ? "" : port.error().message()));
+    REQUIRE(port);
+    REQUIRE(server.servesOnNodeThread());
+    // Callers in a closed loop (one throttle in flight each) until the server closes them, and
+    // one connection with a long pipeline, so that stop() finds throttles in flight.
+    std::atomic<int> answered{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t) {
+      callers.emplace_back([&, t] {
+        RawClient c(*port);
+        const std::string request =
+            command({"CL.THROTTLE", "stop-" + std::to_string(t), "0", "1", "3600"});
+        for (;;) {
+          std::error_code ec;
+          asio::write(c.socket, asio::buffer(request), ec);
+          if (ec) return;
+          // A reply is six lines ("*5" and five integers); less: the server closed.
+          std::string reply;
+          for (int lines = 0; lines < 6;) {
+            const std::string byte = c.read(1);
+            if (byte.empty()) return;
+            reply += byte;
+            if (byte == "\n") ++lines;
+          }
+          if (reply.rfind("*5\r\n", 0) != 0) return;
+          answered.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    }
+    RawClient piped(*port);
+    std::string pipeline;
+    for (int i = 0; i < 500; ++i) pipeline += command({"CL.THROTTLE", "piped", "5", "1", "3600"});
+    piped.send(pipeline);
+    REQUIRE(testing::eventually(
+        [&] { return answered.load() >= 30 && server.counts().connections == 4; }));
+    server.stop();
+    for (auto& caller : callers) caller.join();
+    CHECK(server.counts().connections == 0);
+  }
+  // The node kept serving throughout, and stops cleanly after its servers.
+  const auto after =
+      node.invoke("after", GcraThrottle{GcraParams::perPeriod(5, 3'600'000'000'000), 1});
+  REQUIRE(after.ok());
+  CHECK(after->remaining == 4);
+  node.stop();
 }
 
 TEST_CASE("RESP gateway: a pipelined redis-py client", "[resp][cluster]") {
