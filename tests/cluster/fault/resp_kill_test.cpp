@@ -142,10 +142,15 @@ TEST_CASE(
     "Kill -9 under load through the RESP gateways: grants are exact, as with the native "
     "client",
     "[fault][kill][resp]") {
+  // Both ways a gateway is served: on a thread of its own, and (--single-thread) on the node's
+  // one thread, where its throttles on local partitions run in place.
+  const bool singleThread = GENERATE(false, true);
+  INFO("--single-thread: " << singleThread);
   const auto begin = FaultClock::now();
   FaultClusterOptions o;  // three members, --backups 1, 2 s failure timeout
   o.args.insert(o.args.end(), {"--resp", "127.0.0.1:0", "--request-timeout-ms",
                                std::to_string(kGatewayDeadline.count())});
+  if (singleThread) o.args.push_back("--single-thread");
   FaultCluster cluster(o);
   const std::string started = cluster.start();
   INFO(started);
@@ -206,12 +211,14 @@ TEST_CASE(
     if (c.outcome != AuditCall::kError && c.end - c.start > 1s) ++rodeThrough;
   }
   std::printf(
-      "[fault] resp-kill: %s converged=%s converge_ms=%lld crashes=%zu victim_primary_keys=%zu/%u "
+      "[fault] resp-kill%s: %s converged=%s converge_ms=%lld crashes=%zu "
+      "victim_primary_keys=%zu/%u "
       "acked_before_kill=%llu acked_after_converged=%llu unknown_on_victim_gateway=%llu "
       "unknown_on_other_gateways=%llu answered_after_1s=%llu reconnects=%llu took_ms=%lld\n",
-      r.summary.line().c_str(), converged.converged ? "yes" : "no",
-      static_cast<long long>(converged.took.count()), crashes.size(), victimKeys, a.fixedBuckets,
-      static_cast<unsigned long long>(before.acked), static_cast<unsigned long long>(after.acked),
+      singleThread ? " (single-thread)" : "", r.summary.line().c_str(),
+      converged.converged ? "yes" : "no", static_cast<long long>(converged.took.count()),
+      crashes.size(), victimKeys, a.fixedBuckets, static_cast<unsigned long long>(before.acked),
+      static_cast<unsigned long long>(after.acked),
       static_cast<unsigned long long>(unknownOnVictim),
       static_cast<unsigned long long>(unknownOnSurvivors),
       static_cast<unsigned long long>(rodeThrough), static_cast<unsigned long long>(reconnects),
