@@ -19,14 +19,10 @@ void NodeImpl::startHeartbeats() {
 }
 
 void NodeImpl::judgeTick() {
-  // Only while this member leads (startJudging starts it again).
-  if (heartbeatsStopped_ || !coordinator_) {
-    judging_ = false;
-    return;
-  }
-  judging_ = true;
+  if (heartbeatsStopped_) return;
   // Only the leader judges: a member silent for failureTimeout is reported failed within a
-  // twentieth of it (not a whole heartbeat interval) after.
+  // twentieth of it (not a whole heartbeat interval) after. Every member ticks, so that
+  // discountStall runs at this cadence everywhere (a longer gap is a stall).
   const auto now = SteadyClock::now();
   discountStall(now);
   if (coordinator_ && memberId() != 0) {
@@ -72,6 +68,14 @@ void NodeImpl::heartbeatTick() {
   // watch each other is found once it holds a request up. The leader hears every member through
   // its lease requests (handleLease).
   watched_ = watchedBy(*t, self);
+  // And the control plane's leader, by every member: a member the leader cannot send to (its
+  // lease grants lost, while its requests arrive) reports it; and a new leader has watched the
+  // old one, whose silence it then judges from its last answer.
+  if (const MemberId leader = knownLeader(*t);
+      leader != 0 && leader != self && t->hasMember(leader) &&
+      std::find(watched_.begin(), watched_.end(), leader) == watched_.end()) {
+    watched_.push_back(leader);
+  }
   std::erase_if(suspects_,
                 [&](const auto& kv) { return kv.second < now || !t->hasMember(kv.first); });
   {
@@ -137,6 +141,12 @@ void NodeImpl::memberUnanswered(MemberId id) {
   });
 }
 
+MemberId NodeImpl::knownLeader(const Topology& t) const {
+  MemberId leader = control_ ? control_->status().leader : 0;
+  if (leader == 0 || leader == memberId()) leader = t.leader;
+  return leader;
+}
+
 SteadyClock::time_point NodeImpl::silentSince(MemberId id) const {
   SteadyClock::time_point since{};
   if (auto heard = lastHeard_.find(id); heard != lastHeard_.end()) since = heard->second.at;
@@ -145,16 +155,17 @@ SteadyClock::time_point NodeImpl::silentSince(MemberId id) const {
 }
 
 void NodeImpl::startJudging() {
-  // This member has just become the leader: it has heard only the members it watches; the others
-  // are given a failure timeout from now to ask it for a lease, and until they do it does not
-  // count them as members it hears (the partial-partition judge leaves them to that timeout).
+  // This member has just become the leader. It has truly heard only the members it watched (the
+  // old leader among them) and has had answers from since it began watching them; every other
+  // member is given a failure timeout from now to ask it for a lease, and until one does it is
+  // not counted as a member it hears (the partial-partition judge leaves it to that timeout).
   const auto now = SteadyClock::now();
   for (auto& [id, hearing] : lastHeard_) {
-    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) {
-      hearing = Hearing{std::max(hearing.at, now), false};
-    }
+    const auto since = watchedSince_.find(id);
+    const bool heardWatching =
+        hearing.answered && since != watchedSince_.end() && hearing.at >= since->second;
+    if (!heardWatching) hearing = Hearing{std::max(hearing.at, now), false};
   }
-  if (!judging_) judgeTick();
 }
 
 void NodeImpl::renewLease() {
@@ -182,8 +193,7 @@ void NodeImpl::renewLease() {
                                });
     return;
   }
-  MemberId leader = control_ ? control_->status().leader : 0;
-  if (leader == 0 || leader == memberId()) leader = t->leader;
+  const MemberId leader = knownLeader(*t);
   const MemberInfo* info = t->member(leader);
   std::shared_ptr<Peer> peer = info ? peerFor(leader, info->address) : nullptr;
   if (!peer) return;

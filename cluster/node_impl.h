@@ -269,11 +269,14 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   void leaseTick();
   // The leader's verdict on silent members (network thread), every failureTimeout / 20.
   void judgeTick();
-  // This member has become the leader: the members it does not watch get a failure timeout to
-  // ask it for a lease, and judgeTick runs (network thread).
+  // This member has become the leader: the members it has not heard while watching them get a
+  // failure timeout to ask it for a lease (network thread).
   void startJudging();
   // A heartbeat answer or lease request from member `id` (network thread).
   void heard(MemberId id);
+  // The control plane's leader as this member knows it: Raft's, or else the topology's (which
+  // may name this member). 0 if none (network thread).
+  MemberId knownLeader(const Topology& t) const;
   // Since when member `id` has been silent to this one: its last answer, or when this member
   // started watching it, whichever is later (network thread).
   std::chrono::steady_clock::time_point silentSince(MemberId id) const;
@@ -455,7 +458,6 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::vector<MemberId> watched_;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspects_;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> watchedSince_;
-  bool judging_ = false;  // judgeTick is scheduled
   // memberUnanswered's throttle (any thread): when each member was last posted.
   std::mutex suspectMu_;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspectPostedAt_;

@@ -270,6 +270,9 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       if (shardLinks_) shardLinks_->closeAll();
       closeReplicaLinks();  // they said Hello as the old member
       lastHeard_.clear();
+      watched_.clear();
+      suspects_.clear();
+      watchedSince_.clear();
       leaseUntil_.store(0, std::memory_order_release);
       selfId_.store(0, std::memory_order_release);
       incarnation_.store(randomIncarnation());

@@ -387,3 +387,72 @@ TEST_CASE(
   CHECK(r.summary.lost == 0);
   CHECK(r.summary.overDeadline == 0);
 }
+
+TEST_CASE(
+    "In-process: the leader's frames to one of seven members lost, that member's requests "
+    "arriving: it is removed, not left without a lease",
+    "[fault][inprocess]") {
+  // The leader hears every member through its lease requests, which this member's still bring;
+  // its grants are lost. Every member also watches the leader, so this one reports it, and the
+  // leader removes it (its keys move to members with leases) instead of leaving them refused.
+  // The member's ring (its 4 successors) does not hold the leader.
+  constexpr int kSeven = 7;
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/19);
+  TestCluster cluster(fastOptions(faults));
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(kSeven));
+  const ingrid::TopologyPtr t = cluster.at(0).topology();
+  int leader = -1;
+  int victim = -1;
+  for (int i = 0; i < kSeven; ++i) {
+    const ingrid::MemberId id = cluster.at(static_cast<std::size_t>(i)).memberId();
+    if (id == t->leader) {
+      leader = i;
+      continue;
+    }
+    const auto w = ingrid::watchedBy(*t, id);  // its ring: the leader is not on it
+    if (victim < 0 && std::find(w.begin(), w.end(), t->leader) == w.end()) victim = i;
+  }
+  REQUIRE(leader >= 0);
+  REQUIRE(victim >= 0);
+  const ingrid::MemberId idVictim = cluster.at(static_cast<std::size_t>(victim)).memberId();
+  ingrid::Node& witness = cluster.at(static_cast<std::size_t>(leader));
+  std::vector<std::string> seeds;
+  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
+  GrantAudit audit(seeds, auditLoad("frames-leader-to-member-cut", 16, 512));
+  REQUIRE(audit.start().empty());
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
+
+  // The control plane's frames only (lease grants, Raft, heartbeat answers): replication between
+  // the two still flows, so no failed write points either at the other.
+  faults->add({.from = ipOf(leader),
+               .to = ipOf(victim),
+               .types = {ingrid::MessageType::kLease, ingrid::MessageType::kRaft,
+                         ingrid::MessageType::kHeartbeat},
+               .cut = true});
+  // Bounded: the removal is expected within a few failure timeouts of the cut.
+  const bool removed =
+      ingrid::testing::eventually([&] { return !witness.topology()->hasMember(idVictim); }, 20s);
+  const FrameFaults::Counts hit = faults->counts();
+  CHECK(audit.waitForGrants(100, 10s));  // load while cut
+  faults->clear();
+  const bool settled = ingrid::testing::eventually(
+      [&] { return cluster.live().size() == kSeven && cluster.settled(); }, 60s);
+  CHECK(audit.waitForGrants(100, 10s));  // load after healing
+  const AuditResult r = audit.finish(5s);
+  std::printf(
+      "[fault] frames-leader-to-member-cut: member %llu cut, removed=%s settled=%s %s "
+      "dropped=%llu\n",
+      static_cast<unsigned long long>(idVictim), removed ? "yes" : "no", settled ? "yes" : "no",
+      r.summary.line().c_str(), static_cast<unsigned long long>(hit.dropped));
+  std::fflush(stdout);
+
+  INFO(r.summary.line());
+  INFO(r.worst());
+  CHECK(hit.dropped > 0);
+  CHECK(removed);
+  CHECK(settled);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
+}
