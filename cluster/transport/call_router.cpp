@@ -90,8 +90,11 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
                Error(Errc::unavailable, "no link to member " + std::to_string(primary)));
     return;
   }
+  // Rounded up: a call with less than a millisecond left is still sent, so "deadline passed"
+  // only ever ends a call (it never becomes the reason it was retried for, which names the last
+  // real refusal when it times out).
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
+      std::chrono::ceil<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
   if (left.count() <= 0) {
     retryLater(std::move(call), Error(Errc::timeout, "deadline passed before sending"));
     return;
