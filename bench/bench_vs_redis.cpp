@@ -184,8 +184,10 @@ std::uint16_t freePort() {
 
 // ---- closed-loop request/response driver over plain sockets ----------------------------------
 
-// One connection per request in flight; each sends `request(i)` and waits for a reply that
-// `complete` accepts (it returns the reply's length once the buffer holds a whole one, else 0).
+// One connection per chain in flight; each sends `depth` requests `request(i)` in one write (a
+// pipeline, as redis-benchmark -P sends) and waits for their `depth` replies before sending again;
+// `complete` returns a reply's length once the buffer holds a whole one, else 0. Every reply's
+// latency is its batch's round trip.
 struct SocketLoad {
   std::function<std::string(std::size_t conn, std::uint64_t i)> request;
   std::function<std::size_t(const std::string& buffer)> complete;
@@ -197,7 +199,8 @@ struct SocketLoad {
 
 // Connection k goes to portOf(k).
 ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size_t)>& portOf,
-                                     int inflight, double seconds, const SocketLoad& load) {
+                                     int inflight, double seconds, const SocketLoad& load,
+                                     int depth = 1) {
   asio::io_context io;
   struct Conn {
     explicit Conn(asio::io_context& io) : socket(io) {}
@@ -206,6 +209,7 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
     std::string in;
     std::array<char, 4096> chunk{};
     std::uint64_t next = 0;
+    int pending = 0;  // replies of the batch in flight not read yet
     Clock::time_point start;
     std::vector<std::int64_t> latencies;
     std::uint64_t failures = 0;
@@ -231,24 +235,30 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
         return;
       }
       me.in.append(me.chunk.data(), n);
-      const std::size_t whole = load.complete(me.in);
-      if (whole == 0) {
+      const auto end = Clock::now();
+      while (me.pending > 0) {
+        const std::size_t whole = load.complete(me.in);
+        if (whole == 0) break;
+        if (load.accept && !load.accept(std::string_view(me.in).substr(0, whole))) {
+          ++me.failures;
+        } else {
+          me.latencies.push_back((end - me.start).count());
+        }
+        me.in.erase(0, whole);
+        --me.pending;
+      }
+      if (me.pending > 0) {
         read(k);
         return;
       }
-      const auto end = Clock::now();
-      if (load.accept && !load.accept(std::string_view(me.in).substr(0, whole))) {
-        ++me.failures;
-      } else {
-        me.latencies.push_back((end - me.start).count());
-      }
-      me.in.erase(0, whole);
       if (end < deadline && (!load.more || load.more())) send(k);
     });
   };
   send = [&](std::size_t k) {
     Conn& c = *conns[k];
-    c.out = load.request(k, c.next++);
+    c.out.clear();
+    for (int d = 0; d < depth; ++d) c.out += load.request(k, c.next++);
+    c.pending = depth;
     c.start = Clock::now();
     asio::async_write(c.socket, asio::buffer(c.out), [&, k](std::error_code ec, std::size_t) {
       if (ec) {
@@ -272,8 +282,8 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
 }
 
 ingrid::bench::LoopResult runSockets(std::uint16_t port, int inflight, double seconds,
-                                     const SocketLoad& load) {
-  return runSockets([port](std::size_t) { return port; }, inflight, seconds, load);
+                                     const SocketLoad& load, int depth = 1) {
+  return runSockets([port](std::size_t) { return port; }, inflight, seconds, load, depth);
 }
 
 // The floor's server: a bare single-threaded Asio echo, run as a child of its own
@@ -480,6 +490,7 @@ double redisUsedMemory(std::uint16_t port) {
 struct Row {
   std::string system, keys;
   int inflight = 0;
+  int pipeline = 1;  // requests per write on each connection (runSockets' depth)
   double opsPerSec = 0, p50 = 0, p99 = 0, p999 = 0, cpuPerOp = 0;
   double clientCpuPerOp = 0;  // this process's (the load generator's) CPU time per operation
   std::uint64_t failures = 0;
@@ -511,10 +522,12 @@ Row summarize(const std::string& system, const std::string& keys, int inflight,
 
 void print(const Row& r) {
   std::printf(
-      "%-13s %-8s %4d in flight %10.0f ops/s  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us"
+      "%-13s %-8s %4d in flight%s %10.0f ops/s  p50 %7.1f us  p99 %8.1f us  p99.9 %8.1f us"
       "  server CPU %6.2f us/op  load CPU %6.2f us/op  failed %llu",
-      r.system.c_str(), r.keys.c_str(), r.inflight, r.opsPerSec, r.p50, r.p99, r.p999, r.cpuPerOp,
-      r.clientCpuPerOp, static_cast<unsigned long long>(r.failures));
+      r.system.c_str(), r.keys.c_str(), r.inflight,
+      r.pipeline > 1 ? (" x" + std::to_string(r.pipeline) + " pipelined").c_str() : "", r.opsPerSec,
+      r.p50, r.p99, r.p999, r.cpuPerOp, r.clientCpuPerOp,
+      static_cast<unsigned long long>(r.failures));
   if (r.ratio > 0) std::printf("  %.2fx %s", r.ratio, r.ratioTo.c_str());
   if (r.clusterRatio > 0) std::printf(", %.2fx redis-3+3", r.clusterRatio);
   if (r.nativeRatio > 0) std::printf("%s%.2fx ingrid-1", r.ratio > 0 ? ", " : "  ", r.nativeRatio);
@@ -531,6 +544,7 @@ double cpuOf(const std::vector<pid_t>& pids) {
 struct Config {
   double seconds = 5, warmup = 1;
   std::vector<int> inflight{1, 16, 64, 256};
+  int pipeline = 1;  // > 1: the floor and CL.THROTTLE cases run again, that many per write
   int keys = 100000;
   std::string csv = "bench_vs_redis.csv";
   int serverCpu = 0, clientCpu = 1;
@@ -597,6 +611,9 @@ int main(int argc, char** argv) {
       cfg.warmup = std::atof(value());
     } else if (a == "--inflight") {
       cfg.inflight = parseList(value());
+    } else if (a == "--pipeline") {
+      cfg.pipeline = std::atoi(value());
+      if (cfg.pipeline < 1 || cfg.pipeline > 1024) die("--pipeline takes a count in 1..1024");
     } else if (a == "--keys") {
       cfg.keys = std::atoi(value());
     } else if (a == "--csv") {
@@ -624,7 +641,8 @@ int main(int argc, char** argv) {
     } else {
       die("unknown option '" + a +
           "'; usage: bench_vs_redis [--seconds S] [--warmup S] [--inflight 1,16,64,256] "
-          "[--keys N] [--memory-buckets N] [--csv FILE] [--smoke] [--single-thread|--workers] "
+          "[--pipeline D] [--keys N] [--memory-buckets N] [--csv FILE] [--smoke] "
+          "[--single-thread|--workers] "
           "[--no-shard-ports] [--server-cpu C] [--client-cpu C] [--cases SYSTEM,...]");
     }
   }
@@ -1019,6 +1037,12 @@ int main(int argc, char** argv) {
                    [&](double s) { return runSockets(echoPort, inflight, s, echo); }),
            nullptr, nullptr, nullptr);
   }
+  if (cfg.pipeline > 1) {
+    Row floor = measure("floor", "-", 64, {echoPid},
+                        [&](double s) { return runSockets(echoPort, 64, s, echo, cfg.pipeline); });
+    floor.pipeline = cfg.pipeline;
+    report(floor, nullptr, nullptr, nullptr);
+  }
   for (const bool uniform : {true, false}) {
     const std::string keys = uniform ? "uniform" : "hot";
     for (int inflight : cfg.inflight) {
@@ -1067,6 +1091,18 @@ int main(int argc, char** argv) {
                        return runSockets(respPort, inflight, s, throttleLoad(false, uniform));
                      }),
              &gcra, nullptr, &native);
+      if (cfg.pipeline > 1) {  // the same two, each connection sending cfg.pipeline per write
+        Row gcraPiped = measure("redis-gcra", keys, inflight, {redisPid}, [&](double s) {
+          return runSockets(redisPort, inflight, s, throttleLoad(true, uniform), cfg.pipeline);
+        });
+        gcraPiped.pipeline = cfg.pipeline;
+        report(gcraPiped, nullptr, nullptr, nullptr);
+        Row respPiped = measure("ingrid-resp", keys, inflight, {respPid}, [&](double s) {
+          return runSockets(respPort, inflight, s, throttleLoad(false, uniform), cfg.pipeline);
+        });
+        respPiped.pipeline = cfg.pipeline;
+        report(respPiped, &gcraPiped, nullptr, nullptr);
+      }
 #ifdef INGRID_BENCH_RLS
       report(measure("ingrid-rls", keys, inflight, {rlsPid},
                      [&](double s) { return rlsLoad.run(inflight, s, gatewayKey(uniform)); }),
@@ -1158,12 +1194,12 @@ int main(int argc, char** argv) {
   std::ofstream csv(cfg.csv);
   csv << "system,keys,inflight,ops_per_s,p50_us,p99_us,p999_us,server_cpu_us_per_op,failed,"
          "ratio_to_redis,bytes_per_bucket_per_copy,ratio_to_redis_cluster,ratio_to_ingrid_1,"
-         "load_cpu_us_per_op\n";
+         "load_cpu_us_per_op,pipeline\n";
   for (const Row& r : rows) {
     csv << r.system << ',' << r.keys << ',' << r.inflight << ',' << r.opsPerSec << ',' << r.p50
         << ',' << r.p99 << ',' << r.p999 << ',' << r.cpuPerOp << ',' << r.failures << ',' << r.ratio
         << ',' << r.memoryPerBucket << ',' << r.clusterRatio << ',' << r.nativeRatio << ','
-        << r.clientCpuPerOp << '\n';
+        << r.clientCpuPerOp << ',' << r.pipeline << '\n';
   }
   std::printf("rows written to %s\n", cfg.csv.c_str());
 
