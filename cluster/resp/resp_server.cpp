@@ -172,9 +172,17 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
       closing_ = action.close;
       if (action.request) {
         waiting_ = true;
-        flush();
+        const std::uint64_t wait = ++waits_;
         std::visit([&](auto& request) { invoke(std::move(action.key), request, action.throttle); },
                    *action.request);
+        // The replies before it go out now only if this wait is not over by the time the serving
+        // thread gets to it: a throttle that ran in place has its answer queued ahead of this
+        // check, and a pipeline's replies then leave in one write when its input runs out.
+        if (!queued_.empty()) {
+          asio::post(*server_.io_, [self = shared_from_this(), wait] {
+            if (self->waiting_ && self->waits_ == wait) self->flush();
+          });
+        }
       }
     }
     if (closing_) flush();
@@ -249,6 +257,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   std::string sending_;  // the write in flight
   bool writing_ = false;
   bool waiting_ = false;         // a throttle is running on the node
+  std::uint64_t waits_ = 0;      // throttles started, the running one's number while waiting_
   bool pausedForWrite_ = false;  // run() stopped for a full reply queue
   bool closing_ = false;         // close once the queued replies are written
   bool closed_ = false;
