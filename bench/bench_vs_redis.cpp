@@ -85,8 +85,19 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The servers started and not stopped yet (spawn, stop): die() stops them, so that a run that
+// fails leaves no server behind.
+std::vector<pid_t>& running() {
+  static std::vector<pid_t> pids;
+  return pids;
+}
+
 [[noreturn]] void die(const std::string& why) {
   std::fprintf(stderr, "bench_vs_redis: %s\n", why.c_str());
+  for (const pid_t pid : running()) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
   std::exit(1);
 }
 
@@ -127,11 +138,13 @@ Child spawn(const std::vector<std::string>& argv, int cpu, const std::string& na
     ::_exit(127);
   }
   ::close(fd);
+  running().push_back(c.pid);
   return c;
 }
 
 void stop(Child& c) {
   if (c.pid <= 0) return;
+  std::erase(running(), c.pid);
   ::kill(c.pid, SIGTERM);
   for (int i = 0; i < 200; ++i) {  // up to 10 s
     if (::waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
@@ -182,6 +195,21 @@ std::uint16_t freePort() {
   return a.local_endpoint().port();
 }
 
+// `bytes` with CR and LF shown as \r and \n, and at most 200 bytes of it.
+std::string printable(std::string_view bytes) {
+  std::string out;
+  for (const char c : bytes.substr(0, 200)) {
+    if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return bytes.size() > 200 ? out + "..." : out;
+}
+
 // ---- closed-loop request/response driver over plain sockets ----------------------------------
 
 // One connection per chain in flight; each sends `depth` requests `request(i)` in one write (a
@@ -225,6 +253,7 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
   const auto begin = Clock::now();
   const auto deadline =
       begin + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  bool refusedShown = false;
   std::function<void(std::size_t)> send;
   std::function<void(std::size_t)> read = [&](std::size_t k) {
     Conn& c = *conns[k];
@@ -240,7 +269,11 @@ ingrid::bench::LoopResult runSockets(const std::function<std::uint16_t(std::size
         const std::size_t whole = load.complete(me.in);
         if (whole == 0) break;
         if (load.accept && !load.accept(std::string_view(me.in).substr(0, whole))) {
-          ++me.failures;
+          if (me.failures++ == 0 && !refusedShown) {  // the first, so a failed run says why
+            refusedShown = true;
+            std::fprintf(stderr, "bench_vs_redis: a reply refused: %s\n",
+                         printable(std::string_view(me.in).substr(0, whole)).c_str());
+          }
         } else {
           me.latencies.push_back((end - me.start).count());
         }
@@ -710,6 +743,7 @@ int main(int argc, char** argv) {
       if (Clock::now() > deadline) die("redis-cli --cluster create did not finish in 60 s");
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    std::erase(running(), made.pid);  // reaped
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
       die("redis-cli --cluster create failed; see " + made.log);
     }
