@@ -106,6 +106,66 @@ void runFrameScenario(const char* scenario, std::chrono::milliseconds faultFor,
   CHECK(r.summary.overDeadline == 0);
 }
 
+// A cut to install, chosen by a test from the started cluster and its first topology.
+struct Cut {
+  FrameFaults::Rule rule;
+  ingrid::Node* witness = nullptr;  // the member whose topology shows the removal
+  std::function<bool(const ingrid::Topology&)> removed;  // true once the witness removed it
+  std::string who;                                       // printed: "member 3", "members 3 -> 5"
+};
+
+// `members` members on distinct loopback addresses sharing FrameFaults seeded `seed`, under the
+// audit's load: installs the cut `pick` returns and requires the witness to remove a member within
+// 20 s, then load while cut; lifts it, requires every member back and settled within 60 s, load
+// after healing, and checks the audit's invariants.
+void runCutUntilRemoved(const char* scenario, int members, std::uint64_t seed,
+                        const std::function<Cut(TestCluster&, const ingrid::Topology&)>& pick) {
+  auto faults = std::make_shared<FrameFaults>(seed);
+  TestCluster cluster(fastOptions(faults));
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(members));
+  const ingrid::TopologyPtr t = cluster.at(0).topology();
+  const Cut cut = pick(cluster, *t);
+  REQUIRE(cut.witness != nullptr);
+  std::vector<std::string> seeds;
+  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
+  GrantAudit audit(seeds, auditLoad(scenario, 16, 512));
+  REQUIRE(audit.start().empty());
+  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
+
+  faults->add(cut.rule);
+  // Bounded: the removal is expected within a few failure timeouts of the cut.
+  const bool removed = ingrid::testing::eventually(
+      [&] {
+        const ingrid::TopologyPtr now = cut.witness->topology();
+        return cut.removed(*now);
+      },
+      20s);
+  const FrameFaults::Counts hit = faults->counts();
+  CHECK(audit.waitForGrants(100, 10s));  // load while cut, on what the leader kept
+  faults->clear();
+  const bool settled = ingrid::testing::eventually(
+      [&] {
+        return cluster.live().size() == static_cast<std::size_t>(members) && cluster.settled();
+      },
+      60s);
+  CHECK(audit.waitForGrants(100, 10s));  // load after healing
+  const AuditResult r = audit.finish(5s);
+  std::printf("[fault] %s: %s cut, removed=%s settled=%s %s dropped=%llu\n", scenario,
+              cut.who.c_str(), removed ? "yes" : "no", settled ? "yes" : "no",
+              r.summary.line().c_str(), static_cast<unsigned long long>(hit.dropped));
+  std::fflush(stdout);
+
+  INFO(r.summary.line());
+  INFO(r.worst());
+  CHECK(hit.dropped > 0);
+  CHECK(removed);
+  CHECK(settled);
+  CHECK(r.summary.doubled == 0);
+  CHECK(r.summary.lost == 0);
+  CHECK(r.summary.overDeadline == 0);
+}
+
 }  // namespace
 
 TEST_CASE("FrameFaults drops, duplicates and delays what its rules match, and nothing else",
@@ -316,76 +376,44 @@ TEST_CASE(
   // primary then watches the backup (memberUnanswered), reports it unreachable, and the leader
   // removes one of the two while the cut lasts (a primary never waits forever on its backup).
   constexpr int kTen = 10;
-  auto faults = std::make_shared<FrameFaults>(/*seed=*/17);
-  TestCluster cluster(fastOptions(faults));
-  cluster.useDistinctAddresses();
-  REQUIRE(cluster.start(kTen));
-  const ingrid::TopologyPtr t = cluster.at(0).topology();
-  // A primary `a` and its backup `b`, neither the control plane's leader, neither watching the
-  // other; the audit's keys cover every partition, so `a` replicates to `b`.
-  int a = -1;
-  int b = -1;
-  for (int i = 0; i < kTen && a < 0; ++i) {
-    for (int j = 0; j < kTen && a < 0; ++j) {
-      const ingrid::MemberId ia = cluster.at(static_cast<std::size_t>(i)).memberId();
-      const ingrid::MemberId jb = cluster.at(static_cast<std::size_t>(j)).memberId();
-      if (i == j || ia == t->leader || jb == t->leader) continue;
-      const auto wa = ingrid::watchedBy(*t, ia);
-      const auto wb = ingrid::watchedBy(*t, jb);
-      if (std::find(wa.begin(), wa.end(), jb) != wa.end() ||
-          std::find(wb.begin(), wb.end(), ia) != wb.end()) {
-        continue;
-      }
-      for (ingrid::PartitionId p = 0; p < t->table.partitionCount(); ++p) {
-        if (t->table.primary(p) == ia && t->table.isOwner(p, jb)) {
-          a = i;
-          b = j;
-          break;
+  runCutUntilRemoved(
+      "frames-unwatched-cut", kTen, /*seed=*/17,
+      [](TestCluster& cluster, const ingrid::Topology& t) {
+        // A primary `a` and its backup `b`, neither the control plane's leader, neither watching
+        // the other; the audit's keys cover every partition, so `a` replicates to `b`.
+        int a = -1;
+        int b = -1;
+        for (int i = 0; i < kTen && a < 0; ++i) {
+          for (int j = 0; j < kTen && a < 0; ++j) {
+            const ingrid::MemberId ia = cluster.at(static_cast<std::size_t>(i)).memberId();
+            const ingrid::MemberId jb = cluster.at(static_cast<std::size_t>(j)).memberId();
+            if (i == j || ia == t.leader || jb == t.leader) continue;
+            const auto wa = ingrid::watchedBy(t, ia);
+            const auto wb = ingrid::watchedBy(t, jb);
+            if (std::find(wa.begin(), wa.end(), jb) != wa.end() ||
+                std::find(wb.begin(), wb.end(), ia) != wb.end()) {
+              continue;
+            }
+            for (ingrid::PartitionId p = 0; p < t.table.partitionCount(); ++p) {
+              if (t.table.primary(p) == ia && t.table.isOwner(p, jb)) {
+                a = i;
+                b = j;
+                break;
+              }
+            }
+          }
         }
-      }
-    }
-  }
-  REQUIRE(a >= 0);
-  const ingrid::MemberId idA = cluster.at(static_cast<std::size_t>(a)).memberId();
-  const ingrid::MemberId idB = cluster.at(static_cast<std::size_t>(b)).memberId();
-  ingrid::Node& witness = *cluster.byId(t->leader);
-  std::vector<std::string> seeds;
-  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
-  GrantAudit audit(seeds, auditLoad("frames-unwatched-cut", 16, 512));
-  REQUIRE(audit.start().empty());
-  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
-
-  faults->add({.from = ipOf(a), .to = ipOf(b), .cut = true});
-  // Bounded: the removal is expected within a few failure timeouts of the cut.
-  const bool removed = ingrid::testing::eventually(
-      [&] {
-        const ingrid::TopologyPtr now = witness.topology();
-        return !now->hasMember(idA) || !now->hasMember(idB);
-      },
-      20s);
-  const FrameFaults::Counts hit = faults->counts();
-  CHECK(audit.waitForGrants(100, 10s));  // load while cut, on what the leader kept
-  faults->clear();
-  const bool settled = ingrid::testing::eventually(
-      [&] { return cluster.live().size() == kTen && cluster.settled(); }, 60s);
-  CHECK(audit.waitForGrants(100, 10s));  // load after healing
-  const AuditResult r = audit.finish(5s);
-  std::printf(
-      "[fault] frames-unwatched-cut: members %llu -> %llu cut, removed=%s settled=%s %s "
-      "dropped=%llu\n",
-      static_cast<unsigned long long>(idA), static_cast<unsigned long long>(idB),
-      removed ? "yes" : "no", settled ? "yes" : "no", r.summary.line().c_str(),
-      static_cast<unsigned long long>(hit.dropped));
-  std::fflush(stdout);
-
-  INFO(r.summary.line());
-  INFO(r.worst());
-  CHECK(hit.dropped > 0);
-  CHECK(removed);
-  CHECK(settled);
-  CHECK(r.summary.doubled == 0);
-  CHECK(r.summary.lost == 0);
-  CHECK(r.summary.overDeadline == 0);
+        REQUIRE(a >= 0);
+        const ingrid::MemberId idA = cluster.at(static_cast<std::size_t>(a)).memberId();
+        const ingrid::MemberId idB = cluster.at(static_cast<std::size_t>(b)).memberId();
+        return Cut{.rule = {.from = ipOf(a), .to = ipOf(b), .cut = true},
+                   .witness = cluster.byId(t.leader),
+                   .removed =
+                       [idA, idB](const ingrid::Topology& now) {
+                         return !now.hasMember(idA) || !now.hasMember(idB);
+                       },
+                   .who = "members " + std::to_string(idA) + " -> " + std::to_string(idB)};
+      });
 }
 
 TEST_CASE(
@@ -397,62 +425,33 @@ TEST_CASE(
   // leader removes it (its keys move to members with leases) instead of leaving them refused.
   // The member's ring (its 4 successors) does not hold the leader.
   constexpr int kSeven = 7;
-  auto faults = std::make_shared<FrameFaults>(/*seed=*/19);
-  TestCluster cluster(fastOptions(faults));
-  cluster.useDistinctAddresses();
-  REQUIRE(cluster.start(kSeven));
-  const ingrid::TopologyPtr t = cluster.at(0).topology();
-  int leader = -1;
-  int victim = -1;
-  for (int i = 0; i < kSeven; ++i) {
-    const ingrid::MemberId id = cluster.at(static_cast<std::size_t>(i)).memberId();
-    if (id == t->leader) {
-      leader = i;
-      continue;
-    }
-    const auto w = ingrid::watchedBy(*t, id);  // its ring: the leader is not on it
-    if (victim < 0 && std::find(w.begin(), w.end(), t->leader) == w.end()) victim = i;
-  }
-  REQUIRE(leader >= 0);
-  REQUIRE(victim >= 0);
-  const ingrid::MemberId idVictim = cluster.at(static_cast<std::size_t>(victim)).memberId();
-  ingrid::Node& witness = cluster.at(static_cast<std::size_t>(leader));
-  std::vector<std::string> seeds;
-  for (ingrid::Node* n : cluster.live()) seeds.push_back(n->listenAddress());
-  GrantAudit audit(seeds, auditLoad("frames-leader-to-member-cut", 16, 512));
-  REQUIRE(audit.start().empty());
-  REQUIRE(audit.waitForGrants(100, 10s));  // load before the fault
-
-  // The control plane's frames only (lease grants, Raft, heartbeat answers): replication between
-  // the two still flows, so no failed write points either at the other.
-  faults->add({.from = ipOf(leader),
-               .to = ipOf(victim),
-               .types = {ingrid::MessageType::kLease, ingrid::MessageType::kRaft,
-                         ingrid::MessageType::kHeartbeat},
-               .cut = true});
-  // Bounded: the removal is expected within a few failure timeouts of the cut.
-  const bool removed =
-      ingrid::testing::eventually([&] { return !witness.topology()->hasMember(idVictim); }, 20s);
-  const FrameFaults::Counts hit = faults->counts();
-  CHECK(audit.waitForGrants(100, 10s));  // load while cut
-  faults->clear();
-  const bool settled = ingrid::testing::eventually(
-      [&] { return cluster.live().size() == kSeven && cluster.settled(); }, 60s);
-  CHECK(audit.waitForGrants(100, 10s));  // load after healing
-  const AuditResult r = audit.finish(5s);
-  std::printf(
-      "[fault] frames-leader-to-member-cut: member %llu cut, removed=%s settled=%s %s "
-      "dropped=%llu\n",
-      static_cast<unsigned long long>(idVictim), removed ? "yes" : "no", settled ? "yes" : "no",
-      r.summary.line().c_str(), static_cast<unsigned long long>(hit.dropped));
-  std::fflush(stdout);
-
-  INFO(r.summary.line());
-  INFO(r.worst());
-  CHECK(hit.dropped > 0);
-  CHECK(removed);
-  CHECK(settled);
-  CHECK(r.summary.doubled == 0);
-  CHECK(r.summary.lost == 0);
-  CHECK(r.summary.overDeadline == 0);
+  runCutUntilRemoved(
+      "frames-leader-to-member-cut", kSeven, /*seed=*/19,
+      [](TestCluster& cluster, const ingrid::Topology& t) {
+        int leader = -1;
+        int victim = -1;
+        for (int i = 0; i < kSeven; ++i) {
+          const ingrid::MemberId id = cluster.at(static_cast<std::size_t>(i)).memberId();
+          if (id == t.leader) {
+            leader = i;
+            continue;
+          }
+          const auto w = ingrid::watchedBy(t, id);  // its ring: the leader is not on it
+          if (victim < 0 && std::find(w.begin(), w.end(), t.leader) == w.end()) victim = i;
+        }
+        REQUIRE(leader >= 0);
+        REQUIRE(victim >= 0);
+        const ingrid::MemberId idVictim = cluster.at(static_cast<std::size_t>(victim)).memberId();
+        // The control plane's frames only (lease grants, Raft, heartbeat answers): replication
+        // between the two still flows, so no failed write points either at the other.
+        return Cut{
+            .rule = {.from = ipOf(leader),
+                     .to = ipOf(victim),
+                     .types = {ingrid::MessageType::kLease, ingrid::MessageType::kRaft,
+                               ingrid::MessageType::kHeartbeat},
+                     .cut = true},
+            .witness = &cluster.at(static_cast<std::size_t>(leader)),
+            .removed = [idVictim](const ingrid::Topology& now) { return !now.hasMember(idVictim); },
+            .who = "member " + std::to_string(idVictim)};
+      });
 }
