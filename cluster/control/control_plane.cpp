@@ -114,6 +114,7 @@ void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlReco
                                  std::promise<Result<bool>>& started) {
   threadId_ = std::this_thread::get_id();
   raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this));
+  raftIo_->onEvent([this] { raftEvent(); });
   if (recovery && !bootstrap) {
     std::vector<std::pair<std::uint64_t, std::string>> voters;
     for (const MemberInfo& m : recovery->topology->members) voters.emplace_back(m.id, m.address);
@@ -344,6 +345,7 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
 void ControlPlane::poll() {
   assertOnControlThread();
   if (closing_) return;
+  polledAt_ = std::chrono::steady_clock::now();
   raft* r = raft_.get();
   const bool leader = raft_state(r) == RAFT_LEADER;
   raft_id leaderId = 0;
@@ -388,8 +390,23 @@ void ControlPlane::poll() {
     host_.leaderLearnt(leaderId, term);
   }
   if (leader) reconcile();
-  pollTimer_.expires_after(std::chrono::milliseconds(20));
+}
+
+void ControlPlane::raftEvent() {
+  assertOnControlThread();
+  if (closing_ || !started_ || pollDue_) return;
+  pollDue_ = true;
+  const auto due = polledAt_ + kPollSpacing;
+  if (std::chrono::steady_clock::now() >= due) {
+    asio::post(io_, [this] {
+      pollDue_ = false;
+      poll();
+    });
+    return;
+  }
+  pollTimer_.expires_at(due);
   pollTimer_.async_wait([this](std::error_code ec) {
+    pollDue_ = false;
     if (!ec) poll();
   });
 }

@@ -152,6 +152,7 @@ class ControlPlane final : private RaftNetwork {
                      std::promise<Result<bool>>& started);
   int applyCommand(const void* data, std::size_t len, bool& accepted);
   void poll();       // leadership changes, and the Raft configuration's reconciliation
+  void raftEvent();  // raft handled an event: poll soon, at most once per kPollSpacing
   void reconcile();  // leader: make the Raft configuration follow the committed topology
   static void onChange(raft_change* req, int status);
   void assertOnControlThread() const;
@@ -166,9 +167,14 @@ class ControlPlane final : private RaftNetwork {
   std::unique_ptr<raft> raft_;
   std::unique_ptr<raft_fsm> fsm_;
   std::unique_ptr<raft_change> changeReq_;  // the one configuration change in flight
+  // Polls follow raft's events (RaftIo::onEvent), not a clock: an idle member polls at raft's
+  // tick, not 50 times a second. At most one per kPollSpacing; a later event waits on the timer.
+  static constexpr std::chrono::milliseconds kPollSpacing{20};
   asio::steady_timer pollTimer_{io_};
-  bool started_ = false;          // control thread
-  bool closing_ = false;          // control thread
+  bool pollDue_ = false;                            // a poll is posted or its timer armed
+  std::chrono::steady_clock::time_point polledAt_;  // the last poll's start
+  bool started_ = false;                            // control thread
+  bool closing_ = false;                            // control thread
   bool changing_ = false;         // a Raft configuration change is in flight (control thread)
   bool transferring_ = false;     // a leadership transfer is in flight (control thread)
   bool wasLeader_ = false;        // control thread

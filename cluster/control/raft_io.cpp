@@ -500,8 +500,10 @@ struct RaftIo::Impl {
     RaftIo& s = self(io);
     req->cb = cb;  // raft keeps its own log in memory; nothing reads the entries back
     if (cb == nullptr) return 0;
-    asio::post(s.ctx_, [req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
-      if (!alive.expired()) cb(req, 0);
+    asio::post(s.ctx_, [io, req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+      if (alive.expired()) return;
+      cb(req, 0);
+      self(io).handled();
     });
     return 0;
   }
@@ -515,8 +517,10 @@ struct RaftIo::Impl {
     s.snapshot_ = copy;
     req->cb = cb;
     if (cb == nullptr) return 0;
-    asio::post(s.ctx_, [req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
-      if (!alive.expired()) cb(req, 0);
+    asio::post(s.ctx_, [io, req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+      if (alive.expired()) return;
+      cb(req, 0);
+      self(io).handled();
     });
     return 0;
   }
@@ -528,10 +532,11 @@ struct RaftIo::Impl {
       RaftIo& me = self(io);
       if (me.snapshot_ == nullptr) {
         req->cb(req, nullptr, RAFT_NOTFOUND);
-        return;
+      } else {
+        raft_snapshot* copy = copySnapshot(*me.snapshot_);
+        req->cb(req, copy, copy == nullptr ? RAFT_NOMEM : 0);
       }
-      raft_snapshot* copy = copySnapshot(*me.snapshot_);
-      req->cb(req, copy, copy == nullptr ? RAFT_NOMEM : 0);
+      me.handled();
     });
     return 0;
   }
@@ -573,6 +578,7 @@ void RaftIo::tick() {
   ticker_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
     if (ec || alive.expired() || closed_) return;
     tickCb_(&io_);
+    handled();
     if (!closed_) tick();
   });
 }
@@ -620,6 +626,7 @@ Result<bool> RaftIo::deliver(std::string_view bytes) {
   if (recvCb_ == nullptr || closed_) return false;  // well-formed, but raft is not running
   d.release();  // raft owns the entries, the snapshot's configuration and data now
   recvCb_(&io_, &d.m);
+  handled();
   return true;
 }
 

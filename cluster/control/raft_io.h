@@ -33,6 +33,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -89,6 +90,10 @@ class RaftIo {
                        const std::vector<std::pair<std::uint64_t, std::string>>& voters,
                        std::string_view data);
 
+  // `f` runs on the io_context's thread after raft has handled each event that can change its
+  // state: a tick, a message delivered, a log append or snapshot completed. Set before raft_start.
+  void onEvent(std::function<void()> f) { onEvent_ = std::move(f); }
+
   // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
   // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
   // A well-formed message before start or after close is dropped: false.
@@ -98,6 +103,9 @@ class RaftIo {
   struct Impl;
   static RaftIo& self(raft_io* io) { return *static_cast<RaftIo*>(io->impl); }
   void tick();
+  void handled() {  // after raft handled an event
+    if (onEvent_ && !closed_) onEvent_();
+  }
 
   asio::io_context& ctx_;
   RaftNetwork& network_;
@@ -106,6 +114,7 @@ class RaftIo {
   unsigned tickMs_ = 100;
   raft_io_tick_cb tickCb_ = nullptr;
   raft_io_recv_cb recvCb_ = nullptr;
+  std::function<void()> onEvent_;
   bool closed_ = false;
   raft_id id_ = 0;
   std::string address_;
