@@ -52,8 +52,9 @@ void NodeImpl::sendRaft(MemberId to, const std::string& address, std::string byt
   if (state_.load() == kStopped || heartbeatsStopped_) return;
   std::shared_ptr<Peer> peer = peerFor(to, address);
   if (!peer) return;  // no link yet (the other side dials): raft sends again
-  peer->request(MessageType::kRaft, topology()->version, std::move(bytes),
-                std::max(electionTimeout(), std::chrono::milliseconds(100)), [](Result<Frame>) {});
+  // One-way: Raft's answers are messages of their own, and it resends what is lost.
+  peer->notify(MessageType::kRaft, topology()->version, std::move(bytes),
+               std::max(electionTimeout(), std::chrono::milliseconds(100)));
 }
 
 void NodeImpl::leadershipNews(bool leader, std::uint64_t term) {

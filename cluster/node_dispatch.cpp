@@ -95,7 +95,8 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
         return handlePrepare(conn, std::move(frame));
       case MessageType::kRaft:  // admitted: from the member it names
         if (control_) control_->deliver(std::move(frame.body));
-        conn->reply(header, MessageType::kRaft, topology()->version, {});
+        // A one-way frame gets no reply; one sent while its link was coming up gets an empty one.
+        if (!header.isOneWay()) conn->reply(header, MessageType::kRaft, topology()->version, {});
         return;
       case MessageType::kLease:
         return handleLease(conn, std::move(frame));

@@ -26,7 +26,8 @@ void checkAccepted(const HeaderBytes& bytes, const FrameHeader& h) {
   const auto type = static_cast<std::uint16_t>(h.type);
   if (h.magic != kFrameMagic || h.version != kProtocolVersion || type < 1 ||
       type > kMaxMessageType || (h.flags & ~kKnownFlags) != 0 || (h.isError() && !h.isResponse()) ||
-      h.reserved != 0 || h.bodyLength > kDefaultMaxBodyBytes) {
+      (h.isOneWay() && (h.isResponse() || h.type != MessageType::kRaft)) || h.reserved != 0 ||
+      h.bodyLength > kDefaultMaxBodyBytes) {
     fail("an accepted header holds an invalid field");
   }
   if (std::string_view(messageTypeName(h.type)) == "unknown") fail("an accepted type has no name");

@@ -241,6 +241,26 @@ void Connection::expireDue() {
   }
 }
 
+void Connection::notify(MessageType type, std::uint64_t topologyVersion, std::string body) {
+  if (onOwnThread()) {
+    sendOneWay(type, topologyVersion, std::move(body));
+    return;
+  }
+  asio::post(stream_.socket().get_executor(),
+             [self = shared_from_this(), type, topologyVersion, body = std::move(body)]() mutable {
+               self->sendOneWay(type, topologyVersion, std::move(body));
+             });
+}
+
+void Connection::sendOneWay(MessageType type, std::uint64_t topologyVersion, std::string body) {
+  if (closed_ || body.size() > options_.maxBodyBytes) return;
+  FrameHeader header;
+  header.type = type;
+  header.flags = kFlagOneWay;
+  header.topologyVersion = topologyVersion;
+  enqueue(header, std::move(body));
+}
+
 void Connection::reply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                        std::string body) {
   if (onOwnThread()) {
@@ -257,7 +277,7 @@ void Connection::reply(const FrameHeader& request, MessageType type, std::uint64
 
 void Connection::sendReply(const FrameHeader& request, MessageType type,
                            std::uint64_t topologyVersion, std::string body) {
-  if (closed_) return;
+  if (closed_ || request.isOneWay()) return;  // a one-way request is never answered
   if (body.size() > options_.maxBodyBytes) {
     // The requester would otherwise wait for its deadline; tell it why instead.
     sendError(request, Error(Errc::malformed_message,
@@ -281,6 +301,7 @@ void Connection::replyError(const FrameHeader& request, const Error& error) {
 }
 
 void Connection::sendError(const FrameHeader& request, const Error& error) {
+  if (request.isOneWay()) return;  // never answered (an error to request id 0 closes the link)
   FrameHeader header;
   header.type = request.type;
   header.flags = kFlagResponse | kFlagError;

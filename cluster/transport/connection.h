@@ -132,6 +132,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void request(MessageType type, std::uint64_t topologyVersion, std::string body,
                std::chrono::milliseconds timeout, ResponseHandler done);
 
+  // Sends a one-way request (kFlagOneWay, request id 0): no reply, no deadline, nothing kept; the
+  // receiver's reply() and replyError() to it send nothing.
+  // Dropped if the connection is closed or the body exceeds maxBodyBytes; only for messages whose
+  // loss the protocol above repairs (Raft). From any thread, like request().
+  void notify(MessageType type, std::uint64_t topologyVersion, std::string body);
+
   // Replies to `request` (same request id, kFlagResponse set). On the connection's thread the
   // reply is queued at once (within a read pass, it leaves with the pass's other frames in one
   // write); from another thread it is posted there.
@@ -224,6 +230,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void expireDue();
   void armDeadline(Clock::time_point at);
   // reply() on the connection's thread.
+  void sendOneWay(MessageType type, std::uint64_t topologyVersion, std::string body);
   void sendReply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                  std::string body);
   void enqueue(const FrameHeader& header, std::string body);

@@ -93,6 +93,13 @@ std::optional<Error> decodeHeader(const HeaderBytes& bytes, std::uint32_t maxBod
       return Error(Errc::protocol_error, "frame flags " + hex(flags, 4) +
                                              " set error (0x0002) without response (0x0001)");
     }
+    if ((flags & kFlagOneWay) != 0 &&
+        ((flags & kFlagResponse) != 0 || type != static_cast<std::uint16_t>(MessageType::kRaft))) {
+      return Error(Errc::protocol_error, "frame flags " + hex(flags, 4) +
+                                             " set one-way (0x0004) on a reply or on a " +
+                                             messageTypeName(static_cast<MessageType>(type)) +
+                                             " frame (only a Raft request is one-way)");
+    }
     const auto reserved = getLe<std::uint16_t>(&bytes[10]);
     if (reserved != 0) {
       return Error(Errc::protocol_error,

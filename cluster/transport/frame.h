@@ -31,7 +31,7 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 9: kRecover (ingrid-cli recover: survivors of a lost quorum form a new control plane).
 // 10: GetTopology with a body (WatchTopologyBody) is a watch, answered once a newer topology is
 //     installed.
-inline constexpr std::uint16_t kProtocolVersion = 10;
+inline constexpr std::uint16_t kProtocolVersion = 11;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
@@ -60,7 +60,8 @@ inline constexpr std::uint16_t kMaxMessageType = 17;
 // Bit flags of FrameHeader::flags.
 inline constexpr std::uint16_t kFlagResponse = 1u << 0;  // a reply to requestId
 inline constexpr std::uint16_t kFlagError = 1u << 1;     // (with response) body is an ErrorBody
-inline constexpr std::uint16_t kKnownFlags = kFlagResponse | kFlagError;
+inline constexpr std::uint16_t kFlagOneWay = 1u << 2;    // a Raft request that gets no reply
+inline constexpr std::uint16_t kKnownFlags = kFlagResponse | kFlagError | kFlagOneWay;
 
 struct FrameHeader {
   std::uint32_t magic = kFrameMagic;
@@ -75,6 +76,7 @@ struct FrameHeader {
 
   bool isResponse() const noexcept { return (flags & kFlagResponse) != 0; }
   bool isError() const noexcept { return (flags & kFlagError) != 0; }
+  bool isOneWay() const noexcept { return (flags & kFlagOneWay) != 0; }
 };
 
 using HeaderBytes = std::array<unsigned char, kFrameHeaderBytes>;

@@ -55,6 +55,23 @@ void Peer::request(MessageType type, std::uint64_t topologyVersion, std::string 
   });
 }
 
+void Peer::notify(MessageType type, std::uint64_t topologyVersion, std::string body,
+                  std::chrono::milliseconds timeout) {
+  auto linked = [this] { return !closed_ && ready_ && conn_ && conn_->isOpen(); };
+  if (transport_.io().get_executor().running_in_this_thread() && linked()) {
+    conn_->notify(type, topologyVersion, std::move(body));
+    return;
+  }
+  asio::post(transport_.io(), [self = shared_from_this(), linked, type, topologyVersion,
+                               body = std::move(body), timeout]() mutable {
+    if (linked()) {
+      self->conn_->notify(type, topologyVersion, std::move(body));
+    } else {
+      self->startRequest(type, topologyVersion, std::move(body), timeout, [](Result<Frame>) {});
+    }
+  });
+}
+
 void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::string body,
                         std::chrono::milliseconds timeout, Connection::ResponseHandler done) {
   if (closed_) {

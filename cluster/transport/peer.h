@@ -81,6 +81,12 @@ class Peer : public std::enable_shared_from_this<Peer> {
   void request(MessageType type, std::uint64_t topologyVersion, std::string body,
                std::chrono::milliseconds timeout, Connection::ResponseHandler done);
 
+  // Sends a one-way request (Connection::notify) on the ready connection. Without one it waits
+  // for a connection like request() does, for at most `timeout`, and is then sent as an ordinary
+  // request whose reply is ignored. Only for messages whose loss the protocol above repairs.
+  void notify(MessageType type, std::uint64_t topologyVersion, std::string body,
+              std::chrono::milliseconds timeout);
+
   // Makes an inbound connection this peer's connection (replacing none: if one is already open,
   // the older one is kept and `conn` becomes its spare, which takes over when the older closes;
   // a newer spare replaces an older one).

@@ -316,6 +316,17 @@ TEST_CASE("frame header: layout, round trip and every rejected field", "[cluster
   rejects(bad, Errc::protocol_error, "unknown frame flags 0x0008");
   bad.flags = kFlagError;
   rejects(bad, Errc::protocol_error, "without response");
+  bad.flags = kFlagOneWay;  // a Hello
+  rejects(bad, Errc::protocol_error, "on a reply or on a Hello frame (only a Raft request");
+  bad.type = MessageType::kRaft;
+  bad.flags = kFlagOneWay | kFlagResponse;
+  rejects(bad, Errc::protocol_error, "set one-way (0x0004) on a reply");
+  FrameHeader oneWay;
+  oneWay.type = MessageType::kRaft;
+  oneWay.flags = kFlagOneWay;
+  FrameHeader decoded;
+  CHECK_FALSE(decodeHeader(encodeHeader(oneWay), 1000, decoded).has_value());
+  CHECK(decoded.isOneWay());
   bad = {};
   bad.reserved = 5;
   rejects(bad, Errc::protocol_error, "reserved header field is 5, must be 0");
@@ -365,6 +376,21 @@ TEST_CASE("transport: request/reply round trip, error replies and timeouts",
   // Still usable after a timeout.
   auto again = send(conn, MessageType::kInvoke, "again");
   CHECK(answer(again) == "again");
+}
+
+TEST_CASE("transport: a one-way frame reaches the handler and is never answered",
+          "[cluster][transport]") {
+  Net server;
+  Net client({}, /*listen=*/false);
+  auto conn = dial(client.transport, server.address());
+  // The handler answers Raft with an error reply; to a one-way frame (request id 0) it would
+  // close this connection (a refusal of the connection itself), so none may be sent.
+  conn->notify(MessageType::kRaft, 3, "append entries");
+  REQUIRE(eventually([&] { return server.handler.count(MessageType::kRaft) == 1; }, kWait));
+  auto echo = send(conn, MessageType::kInvoke, "after");
+  CHECK(answer(echo) == "after");
+  CHECK(conn->isOpen());
+  CHECK(server.handler.closed == 0);
 }
 
 TEST_CASE("transport: a connection owes an answer from its first unanswered request until a frame",
