@@ -90,12 +90,13 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
                Error(Errc::unavailable, "no link to member " + std::to_string(primary)));
     return;
   }
-  // Rounded up: a call with less than a millisecond left is still sent, so "deadline passed"
-  // only ever ends a call (it never becomes the reason it was retried for, which names the last
-  // real refusal when it times out).
   const auto left =
-      std::chrono::ceil<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
+      std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
   if (left.count() <= 0) {
+    // Under a millisecond left: too little for an attempt, so out of time now. The call ends as
+    // a timeout at once (retryLater), never retried for this, so the reason it was last retried
+    // for, named at the end (finish), stays the last real refusal.
+    call->deadline = std::min(call->deadline, SteadyClock::now());
     retryLater(std::move(call), Error(Errc::timeout, "deadline passed before sending"));
     return;
   }
