@@ -45,7 +45,7 @@ class RespServerImpl {
   const RespOptions options_;
   // RespCounts, written on the serving thread, read from any.
   std::atomic<std::uint64_t> accepted_{0}, refused_{0}, idleClosed_{0}, protocolErrors_{0},
-      commands_{0}, authFailures_{0}, open_{0};
+      commands_{0}, authFailures_{0}, open_{0}, writes_{0};
   std::atomic<std::thread::id> commandThread_{};
   // The serving thread's context: ownIo_ (run by thread_), or the node's. Set by start().
   std::optional<asio::io_context> ownIo_;
@@ -222,6 +222,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
       return;
     }
     writing_ = true;
+    server_.writes_.fetch_add(1, std::memory_order_relaxed);
     sending_.swap(queued_);
     queued_.clear();
     asio::async_write(socket_, asio::buffer(sending_),
@@ -299,9 +300,9 @@ RespServer::RespServer(Node& node, RespOptions options)
 RespCounts RespServer::counts() const noexcept {
   constexpr auto r = std::memory_order_relaxed;
   const RespServerImpl& i = *impl_;
-  return RespCounts{i.open_.load(r),        i.accepted_.load(r),       i.refused_.load(r),
-                    i.idleClosed_.load(r),  i.protocolErrors_.load(r), i.commands_.load(r),
-                    i.authFailures_.load(r)};
+  return RespCounts{i.open_.load(r),         i.accepted_.load(r),       i.refused_.load(r),
+                    i.idleClosed_.load(r),   i.protocolErrors_.load(r), i.commands_.load(r),
+                    i.authFailures_.load(r), i.writes_.load(r)};
 }
 
 std::string RespServer::metricsText() const {
@@ -324,6 +325,8 @@ std::string RespServer::metricsText() const {
   metric("ingrid_resp_commands_total", "counter", "RESP gateway commands run.", c.commands);
   metric("ingrid_resp_auth_failures_total", "counter",
          "RESP gateway AUTH refusals and commands refused before AUTH.", c.authFailures);
+  metric("ingrid_resp_writes_total", "counter",
+         "RESP gateway socket writes of replies (a pipeline's replies may share one).", c.writes);
   return out;
 }
 

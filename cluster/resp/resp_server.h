@@ -65,6 +65,7 @@ struct RespCounts {
   std::uint64_t protocolErrors = 0;  // connections closed for breaking the protocol
   std::uint64_t commands = 0;        // commands run
   std::uint64_t authFailures = 0;    // AUTH refused, and commands refused -NOAUTH
+  std::uint64_t writes = 0;          // socket writes of replies (a pipeline's may share one)
 };
 
 class RespServer {
