@@ -168,7 +168,9 @@ class ControlPlane final : private RaftNetwork {
   std::unique_ptr<raft_fsm> fsm_;
   std::unique_ptr<raft_change> changeReq_;  // the one configuration change in flight
   // Polls follow raft's events (RaftIo::onEvent), not a clock: an idle member polls at raft's
-  // tick, not 50 times a second. At most one per kPollSpacing; a later event waits on the timer.
+  // tick (its heartbeat interval), not 50 times a second, so what the status shows and a
+  // configuration change refused in reconcile() wait at most a tick. At most one per
+  // kPollSpacing; a later event waits on the timer.
   static constexpr std::chrono::milliseconds kPollSpacing{20};
   asio::steady_timer pollTimer_{io_};
   bool pollDue_ = false;                            // a poll is posted or its timer armed

@@ -4,7 +4,7 @@
 // One class per connection (STYLE 8): it owns its socket and buffers, keeps one write in flight
 // with a queue behind it, and holds its own lifetime with shared_from_this() in every async
 // operation. Requests are correlated with replies by request id; each has a deadline, all served
-// by one timer per connection. A bad
+// by one timer per connection (a one-way request has neither: notify()). A bad
 // frame is answered with an error reply naming what was wrong, then the connection is closed;
 // nothing else is affected. EOF, reset, timeout and cancel are normal events, never exceptions.
 //
@@ -229,7 +229,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // the earliest one left.
   void expireDue();
   void armDeadline(Clock::time_point at);
-  // reply() on the connection's thread.
+  // notify() and reply() on the connection's thread.
   void sendOneWay(MessageType type, std::uint64_t topologyVersion, std::string body);
   void sendReply(const FrameHeader& request, MessageType type, std::uint64_t topologyVersion,
                  std::string body);

@@ -53,6 +53,7 @@ class TestHandler : public ConnectionHandler {
       }
       ++counts[h.type];
       if (h.type == MessageType::kHello) helloBodies.push_back(frame.body);
+      if (h.type == MessageType::kRaft) raftFlags.push_back(h.flags);
     }
     switch (h.type) {
       case MessageType::kHello:
@@ -103,6 +104,7 @@ class TestHandler : public ConnectionHandler {
   std::mutex mu;
   std::vector<MessageType> firstTypes;   // guarded by mu
   std::vector<std::string> helloBodies;  // guarded by mu
+  std::vector<std::uint16_t> raftFlags;  // each Raft frame's flags, guarded by mu
   std::map<MessageType, int> counts;     // guarded by mu
   std::string closeReasons;              // guarded by mu
 };
@@ -846,6 +848,34 @@ TEST_CASE("peer: queues until the server comes up, says Hello first on every con
   auto whileDown = send(peer, MessageType::kInvoke, "while down");
   Net again(at);
   CHECK(answer(whileDown) == "while down");
+  peer->close();
+}
+
+TEST_CASE("peer: a one-way frame waits for a link as a request, then goes one-way",
+          "[cluster][transport]") {
+  const std::uint16_t port = freePort();
+  Net client({}, false);
+  PeerOptions options;
+  options.backoffMin = 5ms;
+  options.backoffMax = 50ms;
+  auto peer = Peer::create(client.transport, "127.0.0.1:" + std::to_string(port), options);
+  peer->notify(MessageType::kRaft, 1, "before the link", 5000ms);  // nobody listens yet
+  TransportOptions at;
+  at.listenPort = port;
+  Net server(at);
+  REQUIRE(eventually([&] { return server.handler.count(MessageType::kRaft) == 1; }, kWait));
+  REQUIRE(eventually([&] { return peer->connected(); }, kWait));
+  peer->notify(MessageType::kRaft, 1, "on the link", 5000ms);
+  REQUIRE(eventually([&] { return server.handler.count(MessageType::kRaft) == 2; }, kWait));
+  {
+    std::lock_guard lock(server.handler.mu);
+    // The first was queued for the link and sent as an ordinary request (its error reply,
+    // the test handler's answer to Raft, is ignored); the second one-way, and not answered.
+    CHECK(server.handler.raftFlags == std::vector<std::uint16_t>{0, kFlagOneWay});
+  }
+  auto after = send(peer, MessageType::kInvoke, "after");
+  CHECK(answer(after) == "after");
+  CHECK(server.handler.closed == 0);
   peer->close();
 }
 
