@@ -252,6 +252,7 @@ void addFrames(Corpus& corpus) {
       frame(MessageType::kInvoke, kFlagResponse | kFlagError, 2,
             encode(ErrorBody{.code = 12, .message = "not the primary of partition 5"}));
   seeds["get_topology"] = frame(MessageType::kGetTopology, 0, 3, "");
+  seeds["raft_one_way"] = frame(MessageType::kRaft, kFlagOneWay, 0, std::string(40, '\x01'));
   seeds["heartbeats"] = frame(MessageType::kHeartbeat, 0, 4, encode(HeartbeatBody{.memberId = 2})) +
                         frame(MessageType::kHeartbeat, kFlagResponse, 4, "") +
                         frame(MessageType::kStatus, 0, 5, "");
