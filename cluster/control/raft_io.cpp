@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -120,6 +121,46 @@ raft_snapshot* copySnapshot(const raft_snapshot& src) {
     at += src.bufs[i].len;
   }
   return s;
+}
+
+// The stored form of `src` (its buffers joined).
+RaftStore::Snapshot toStored(const raft_snapshot& src) {
+  RaftStore::Snapshot s;
+  s.index = src.index;
+  s.term = src.term;
+  s.configurationIndex = src.configuration_index;
+  for (unsigned i = 0; i < src.configuration.n; ++i) {
+    const raft_server& server = src.configuration.servers[i];
+    s.servers.push_back(
+        {server.id, static_cast<std::uint8_t>(server.role), server.address ? server.address : ""});
+  }
+  for (unsigned i = 0; i < src.n_bufs; ++i) {
+    s.data.append(static_cast<const char*>(src.bufs[i].base), src.bufs[i].len);
+  }
+  return s;
+}
+
+// A raft_malloc'ed snapshot made from the stored form; nullptr if out of memory or a server is
+// not valid in a configuration.
+raft_snapshot* fromStored(const RaftStore::Snapshot& stored) {
+  raft_snapshot src{};
+  src.index = stored.index;
+  src.term = stored.term;
+  src.configuration_index = stored.configurationIndex;
+  raft_configuration_init(&src.configuration);
+  for (const auto& server : stored.servers) {
+    if (raft_configuration_add(&src.configuration, server.id, server.address.c_str(),
+                               server.role) != 0) {
+      raft_configuration_close(&src.configuration);
+      return nullptr;
+    }
+  }
+  raft_buffer buf{const_cast<char*>(stored.data.data()), stored.data.size()};
+  src.bufs = &buf;
+  src.n_bufs = 1;
+  raft_snapshot* copy = copySnapshot(src);
+  raft_configuration_close(&src.configuration);
+  return copy;
 }
 
 // Owns what a decoded message allocated until raft takes it over.
@@ -402,7 +443,8 @@ struct RaftIo::Impl {
     RaftIo& s = self(io);
     s.id_ = id;
     s.address_ = address ? address : "";
-    return 0;
+    const Result<bool> opened = s.openStore();
+    return opened.ok() ? 0 : s.failed(opened.error());
   }
   static void close(raft_io* io, raft_io_close_cb cb) {
     RaftIo& s = self(io);
@@ -422,6 +464,7 @@ struct RaftIo::Impl {
     *startIndex = 1;
     *entries = nullptr;
     *n = 0;
+    if (s.store_) return loadStored(s, snapshot, startIndex, entries, n);
     if (s.snapshot_ != nullptr) {
       *snapshot = copySnapshot(*s.snapshot_);
       if (*snapshot == nullptr) return RAFT_NOMEM;
@@ -446,6 +489,44 @@ struct RaftIo::Impl {
     *n = 1;
     return 0;
   }
+  // load() with a directory: the snapshot and the entries read when it was opened.
+  static int loadStored(RaftIo& s, raft_snapshot** snapshot, raft_index* startIndex,
+                        raft_entry* entries[], size_t* n) {
+    if (s.snapshot_ != nullptr) {
+      *snapshot = copySnapshot(*s.snapshot_);
+      if (*snapshot == nullptr) return RAFT_NOMEM;
+      *startIndex = s.snapshot_->index + 1;
+    }
+    if (s.loaded_.empty()) return 0;
+    std::size_t total = 0;
+    for (const auto& e : s.loaded_) total += e.data.size();
+    auto* es = static_cast<raft_entry*>(raft_calloc(s.loaded_.size(), sizeof(raft_entry)));
+    void* batch = raft_malloc(total == 0 ? 1 : total);  // shared by every entry
+    if (es == nullptr || batch == nullptr) {
+      raft_free(es);
+      raft_free(batch);
+      freeSnapshot(*snapshot);
+      *snapshot = nullptr;
+      return RAFT_NOMEM;
+    }
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < s.loaded_.size(); ++i) {
+      const RaftStore::Entry& src = s.loaded_[i];
+      es[i].term = src.term;
+      es[i].type = src.type;
+      es[i].buf.base = static_cast<char*>(batch) + at;
+      es[i].buf.len = src.data.size();
+      es[i].batch = batch;
+      if (!src.data.empty()) std::memcpy(es[i].buf.base, src.data.data(), src.data.size());
+      at += src.data.size();
+    }
+    *startIndex = s.loaded_.front().index;
+    *entries = es;
+    *n = s.loaded_.size();
+    s.loaded_.clear();
+    s.loaded_.shrink_to_fit();
+    return 0;
+  }
   static int start(raft_io* io, unsigned msecs, raft_io_tick_cb tick, raft_io_recv_cb recv) {
     RaftIo& s = self(io);
     s.tickMs_ = msecs == 0 ? 1 : msecs;
@@ -456,10 +537,31 @@ struct RaftIo::Impl {
   }
   static int bootstrap(raft_io* io, const raft_configuration* conf) {
     RaftIo& s = self(io);
-    if (s.term_ != 0 || !s.bootstrapConf_.empty()) return RAFT_CANTBOOTSTRAP;
+    if (const Result<bool> opened = s.openStore(); !opened.ok()) return s.failed(opened.error());
+    if (s.term_ != 0 || !s.bootstrapConf_.empty() || s.snapshot_ != nullptr ||
+        (s.store_ && s.store_->hasEntries())) {
+      return RAFT_CANTBOOTSTRAP;
+    }
     raft_buffer buf{};
     const int rv = raft_configuration_encode(conf, &buf);
     if (rv != 0) return rv;
+    if (s.store_) {
+      raft_entry e{};
+      e.term = 1;
+      e.type = RAFT_CHANGE;
+      e.buf = buf;
+      Result<bool> done = s.store_->append(&e, 1);
+      if (done.ok()) done = s.store_->setTermVote(1, 0);
+      if (done.ok()) {
+        s.loaded_.push_back(
+            {1, 1, RAFT_CHANGE, std::string(static_cast<const char*>(buf.base), buf.len)});
+      }
+      raft_free(buf.base);
+      if (!done.ok()) return s.failed(done.error());
+      s.term_ = 1;
+      s.votedFor_ = 0;
+      return 0;
+    }
     s.bootstrapConf_.assign(static_cast<const char*>(buf.base), buf.len);
     raft_free(buf.base);
     s.term_ = 1;
@@ -469,12 +571,23 @@ struct RaftIo::Impl {
   static int recover(raft_io*, const raft_configuration*) { return RAFT_IOERR; }  // no disk
   static int setTerm(raft_io* io, raft_term term) {
     RaftIo& s = self(io);
+    if (s.store_) {
+      if (const Result<bool> done = s.store_->setTermVote(term, 0); !done.ok()) {
+        return s.failed(done.error());
+      }
+    }
     s.term_ = term;
     s.votedFor_ = 0;
     return 0;
   }
   static int setVote(raft_io* io, raft_id id) {
-    self(io).votedFor_ = id;
+    RaftIo& s = self(io);
+    if (s.store_) {
+      if (const Result<bool> done = s.store_->setTermVote(s.term_, id); !done.ok()) {
+        return s.failed(done.error());
+      }
+    }
+    s.votedFor_ = id;
     return 0;
   }
   static int send(raft_io* io, raft_io_send* req, const raft_message* message, raft_io_send_cb cb) {
@@ -495,31 +608,51 @@ struct RaftIo::Impl {
     });
     return 0;
   }
-  static int append(raft_io* io, raft_io_append* req, const raft_entry[], unsigned,
+  static int append(raft_io* io, raft_io_append* req, const raft_entry entries[], unsigned n,
                     raft_io_append_cb cb) {
     RaftIo& s = self(io);
     req->cb = cb;  // raft keeps its own log in memory; nothing reads the entries back
+    int status = 0;
+    if (s.store_) {
+      if (const Result<bool> done = s.store_->append(entries, n); !done.ok()) {
+        status = s.failed(done.error());
+      }
+    }
     if (cb == nullptr) return 0;
-    asio::post(s.ctx_, [io, req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+    asio::post(s.ctx_, [io, req, cb, status, alive = std::weak_ptr<bool>(s.alive_)] {
       if (alive.expired()) return;
-      cb(req, 0);
+      cb(req, status);
       self(io).handled();
     });
     return 0;
   }
-  static int truncate(raft_io*, raft_index) { return 0; }
-  static int snapshotPut(raft_io* io, unsigned, raft_io_snapshot_put* req,
+  static int truncate(raft_io* io, raft_index index) {
+    RaftIo& s = self(io);
+    if (!s.store_) return 0;
+    const Result<bool> done = s.store_->truncate(index);
+    return done.ok() ? 0 : s.failed(done.error());
+  }
+  static int snapshotPut(raft_io* io, unsigned trailing, raft_io_snapshot_put* req,
                          const raft_snapshot* snapshot, raft_io_snapshot_put_cb cb) {
     RaftIo& s = self(io);
     raft_snapshot* copy = copySnapshot(*snapshot);
     if (copy == nullptr) return RAFT_NOMEM;
-    freeSnapshot(s.snapshot_);
-    s.snapshot_ = copy;
+    int status = 0;
+    if (s.store_) {
+      const Result<bool> done = s.store_->putSnapshot(toStored(*snapshot), trailing);
+      if (!done.ok()) status = s.failed(done.error());
+    }
+    if (status == 0) {
+      freeSnapshot(s.snapshot_);
+      s.snapshot_ = copy;
+    } else {
+      freeSnapshot(copy);
+    }
     req->cb = cb;
     if (cb == nullptr) return 0;
-    asio::post(s.ctx_, [io, req, cb, alive = std::weak_ptr<bool>(s.alive_)] {
+    asio::post(s.ctx_, [io, req, cb, status, alive = std::weak_ptr<bool>(s.alive_)] {
       if (alive.expired()) return;
-      cb(req, 0);
+      cb(req, status);
       self(io).handled();
     });
     return 0;
@@ -547,8 +680,12 @@ struct RaftIo::Impl {
   }
 };
 
-RaftIo::RaftIo(asio::io_context& io, RaftNetwork& network)
-    : ctx_(io), network_(network), ticker_(io), random_(std::random_device{}()) {
+RaftIo::RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir)
+    : ctx_(io),
+      network_(network),
+      ticker_(io),
+      dataDir_(std::move(dataDir)),
+      random_(std::random_device{}()) {
   io_.version = 1;
   io_.impl = this;
   io_.init = &Impl::init;
@@ -583,10 +720,38 @@ void RaftIo::tick() {
   });
 }
 
+Result<bool> RaftIo::openStore() {
+  if (dataDir_.empty() || store_) return true;
+  RaftStore::State state;
+  auto opened = RaftStore::open(dataDir_, state);
+  if (!opened.ok()) return std::move(opened).error();
+  if (state.snapshot) {
+    raft_snapshot* s = fromStored(*state.snapshot);
+    if (s == nullptr) {
+      return Error(Errc::invalid_configuration,
+                   dataDir_ + "/raft-snapshot: out of memory or an invalid configuration");
+    }
+    freeSnapshot(snapshot_);
+    snapshot_ = s;
+  }
+  term_ = state.term;
+  votedFor_ = state.vote;
+  loaded_ = std::move(state.entries);
+  store_ = std::move(*opened);
+  return true;
+}
+
+int RaftIo::failed(const Error& e) const {
+  std::cerr << "ingrid: Raft storage: " << e.message() << '\n';
+  return RAFT_IOERR;
+}
+
 Result<bool> RaftIo::preload(std::uint64_t term, std::uint64_t index,
                              const std::vector<std::pair<std::uint64_t, std::string>>& voters,
                              std::string_view data) {
-  if (term_ != 0 || snapshot_ != nullptr || !bootstrapConf_.empty() || recvCb_ != nullptr) {
+  if (Result<bool> opened = openStore(); !opened.ok()) return opened;
+  if (term_ != 0 || snapshot_ != nullptr || !bootstrapConf_.empty() || recvCb_ != nullptr ||
+      (store_ && store_->hasEntries())) {
     return Error(Errc::invalid_configuration, "Raft storage already holds state: no preload");
   }
   if (term == 0 || index == 0 || voters.empty()) {
@@ -610,6 +775,14 @@ Result<bool> RaftIo::preload(std::uint64_t term, std::uint64_t index,
   raft_snapshot* copy = copySnapshot(src);
   raft_configuration_close(&src.configuration);
   if (copy == nullptr) return Error(Errc::overloaded, "out of memory preloading a snapshot");
+  if (store_) {
+    Result<bool> done = store_->putSnapshot(toStored(*copy), 0);
+    if (done.ok()) done = store_->setTermVote(term, 0);
+    if (!done.ok()) {
+      freeSnapshot(copy);
+      return done;
+    }
+  }
   snapshot_ = copy;
   term_ = term;
   votedFor_ = 0;

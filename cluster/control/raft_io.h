@@ -1,21 +1,31 @@
 // RaftIo: libraft's `struct raft_io` on an Asio io_context, with messages carried by the owner's
-// network and everything Raft would persist kept in memory.
+// network and what Raft persists kept in memory or, given a directory, on disk (RaftStore).
 //
 // Raft needs from its I/O: a tick, the time, randomness, sending and receiving messages, and
 // storage for its term, vote, log entries and snapshots. Here the tick is an asio::steady_timer
-// and the time the steady clock. Storage is memory, and only what Raft reads back is kept: Raft
-// reads its log and term only once, at start (load), so after start an append is acknowledged
-// without a copy (Raft keeps its own in-memory log), while the latest snapshot is kept because
-// Raft reads it back to send it to a follower that fell behind. A restarted process therefore has
-// no Raft state: it must come back under a new Raft id (the node joins as a new member).
+// and the time the steady clock.
+//
+// Storage without a directory is memory, and only what Raft reads back is kept: Raft reads its log
+// and term only once, at start (load), so after start an append is acknowledged without a copy
+// (Raft keeps its own in-memory log), while the latest snapshot is kept because Raft reads it back
+// to send it to a follower that fell behind. A restarted process then has no Raft state: it must
+// come back under a new Raft id (the node joins as a new member).
+//
+// With a directory (created if missing), term, vote, log and snapshot are written by a RaftStore
+// (its header gives the format) and are durable before raft hears of them: set_term, set_vote,
+// bootstrap and truncate before they return, append and snapshot_put before their completion is
+// posted. A server restarted with its directory under the same id keeps its term, vote, log and
+// snapshot, so a voter keeps its vote and a quorum lost to crashes heals when the voters return.
+// The directory is opened by preload() or raft_init, whichever comes first; an I/O error is
+// logged (one line on std::cerr naming the file) and returned to raft as RAFT_IOERR.
 //
 // Messages travel through a RaftNetwork as bytes in the encoding below; deliver() decodes what
 // arrives, checking every length and count against the bytes that remain before allocating, and
 // hands it to Raft, which takes ownership of what it is given.
 //
 // Threads: the io_context is run by one thread (the control thread); every member, every raft
-// callback and every RaftNetwork call runs there. The RaftIo must outlive the raft instance using
-// it (until raft_close's callback has run).
+// callback, every RaftNetwork call and all disk I/O (blocking, fdatasync included) runs there. The
+// RaftIo must outlive the raft instance using it (until raft_close's callback has run).
 //
 // Encoding of one message (all integers little-endian):
 //   u8 type (RAFT_IO_APPEND_ENTRIES .. RAFT_IO_TIMEOUT_NOW), u64 sender id, string sender address,
@@ -51,6 +61,8 @@ extern "C" {
 
 #include <ingrid/result.h>
 
+#include "cluster/control/raft_store.h"
+
 namespace ingrid {
 
 // What RaftIo needs from its owner to move messages between servers.
@@ -73,7 +85,8 @@ std::optional<raft_id> raftMessageSender(std::string_view bytes);
 
 class RaftIo {
  public:
-  RaftIo(asio::io_context& io, RaftNetwork& network);
+  // `dataDir` empty: storage in memory. Otherwise the directory Raft state is kept in.
+  RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir = {});
   RaftIo(const RaftIo&) = delete;
   RaftIo& operator=(const RaftIo&) = delete;
   ~RaftIo();
@@ -81,11 +94,17 @@ class RaftIo {
   // What to pass to raft_init().
   raft_io* get() noexcept { return &io_; }
 
+  // Whether `dir` holds Raft state (a term above 0, a snapshot or log entries); reads only.
+  static Result<bool> holdsState(const std::string& dir) { return RaftStore::holdsState(dir); }
+  // Removes the Raft files from `dir`, leaving anything else in it (a member rejoining under a
+  // new id starts from nothing).
+  static Result<bool> wipe(const std::string& dir) { return RaftStore::wipe(dir); }
+
   // Before raft_init, on a RaftIo that holds nothing: load() will hand raft term `term` with no
   // vote, and a snapshot at log index `index` of term `term` holding `data`, whose configuration
   // is `voters` (id, address), every one a voter. What a survivor of a lost quorum restarts its
   // control plane from (ControlPlane::start with a Recovery). An Error if it already holds state
-  // or is out of memory.
+  // or is out of memory. With a directory, the snapshot and term are on disk when it returns.
   Result<bool> preload(std::uint64_t term, std::uint64_t index,
                        const std::vector<std::pair<std::uint64_t, std::string>>& voters,
                        std::string_view data);
@@ -103,7 +122,9 @@ class RaftIo {
   struct Impl;
   static RaftIo& self(raft_io* io) { return *static_cast<RaftIo*>(io->impl); }
   void tick();
-  void handled() {  // after raft handled an event
+  Result<bool> openStore();          // with a directory: opens it once and takes in what it holds
+  int failed(const Error& e) const;  // logs `e`; RAFT_IOERR
+  void handled() {                   // after raft handled an event
     if (onEvent_ && !closed_) onEvent_();
   }
 
@@ -123,6 +144,9 @@ class RaftIo {
   std::string
       bootstrapConf_;  // the bootstrap configuration entry, encoded by raft; load() reads it
   raft_snapshot* snapshot_ = nullptr;  // the latest one put (raft_malloc'ed; ours)
+  std::string dataDir_;
+  std::unique_ptr<RaftStore> store_;      // set once the directory is open
+  std::vector<RaftStore::Entry> loaded_;  // entries read at open, until load() hands them over
   std::mt19937 random_;
   // Set while alive; pending callbacks check it (they may outlive nothing else).
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
