@@ -301,7 +301,8 @@ Result<bool> RaftStore::openLog(State& state) {
   }
   const bool inconsistent =
       last.index < snap->index ||
-      state.entries[static_cast<std::size_t>(snap->index - first.index)].term != snap->term;
+      (first.index <= snap->index &&
+       state.entries[static_cast<std::size_t>(snap->index - first.index)].term != snap->term);
   if (inconsistent) {
     state.entries.clear();
     return resetLog(snap->index + 1);
