@@ -235,6 +235,15 @@ TEST_CASE("RaftStore: a snapshot compacts the log, keeping the trailing entries"
   CHECK(state.entries.back().index == next);
 }
 
+TEST_CASE("RaftStore: an unusable directory is an error naming it", "[control][raft_store]") {
+  TempDir tmp;
+  const std::string dir = tmp.sub("missing/raft");  // its parent does not exist
+  RaftStore::State state;
+  const auto opened = RaftStore::open(dir, state);
+  REQUIRE_FALSE(opened.ok());
+  CHECK_THAT(opened.error().message(), Catch::Contains(dir) && Catch::Contains("mkdir"));
+}
+
 TEST_CASE("RaftStore: wipe removes the Raft files only", "[control][raft_store]") {
   TempDir tmp;
   const std::string dir = tmp.sub("raft");
@@ -292,6 +301,10 @@ TEST_CASE("RaftIo with a directory: bootstrap and preload are durable and refuse
   const std::string dir = tmp.sub("raft");
   asio::io_context ctx;
   NoNetwork net;
+  {
+    RaftIo io(ctx, net, tmp.sub("missing/raft"));  // init fails (one line on std::cerr)
+    CHECK(io.get()->init(io.get(), 1, "server-1") == RAFT_IOERR);
+  }
   raft_configuration conf;
   raft_configuration_init(&conf);
   REQUIRE(raft_configuration_add(&conf, 1, "server-1", RAFT_VOTER) == 0);
