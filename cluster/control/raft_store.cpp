@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <string_view>
 #include <system_error>
 
@@ -52,9 +51,9 @@ std::uint64_t get(std::string_view in, std::size_t at, int n) {
 }
 void putCrc(std::string& out) { put(out, crc32c(out), 4); }
 
+// Its message reads "<strerror>: <op> <path>".
 Error ioError(const std::string& path, const char* op, int err) {
-  return Error(std::error_code(err, std::generic_category()),
-               path + ": " + op + ": " + std::strerror(err));
+  return Error(std::error_code(err, std::generic_category()), std::string(op) + " " + path);
 }
 Error corrupt(const std::string& path, const std::string& why) {
   return Error(Errc::malformed_message, path + ": " + why);
