@@ -205,6 +205,12 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "partition's backups and the voters are spread over distinct\n"
                  "zones. Default: none")
       ->type_name("NAME");
+  app.add_option("--data-dir", o.dataDir,
+                 "a directory of this node's own for its control plane's Raft state:\n"
+                 "restarted with it (at the same address), a voter keeps its vote,\n"
+                 "so voters killed together heal the quorum when they come back.\n"
+                 "Buckets stay in memory. Default: none (Raft state in memory)")
+      ->type_name("DIR");
   app.add_option("--workers", o.workerThreads,
                  "partition worker threads; 0 = one per core. Default: 0")
       ->type_name("N")

@@ -20,6 +20,7 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
   o.self = self;
   o.address = selfAddress_;
   o.voters = options_.voters;
+  if (dataDir_) o.dataDir = dataDir_->raftDir();
   o.electionTimeout = electionTimeout();
   o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 5);
   control_ = std::make_unique<ControlPlane>(controlRole_, o);

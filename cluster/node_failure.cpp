@@ -252,7 +252,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
       s.incomplete.push_back(p);
     }
   }
-  s.rejoining = rejoining_.load();
+  s.rejoining = rejoining_.load() || restored_.load() != 0;  // not a member under this id
   return s;
 }
 

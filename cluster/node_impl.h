@@ -44,6 +44,7 @@
 #include "cluster/admission.h"
 #include "cluster/control/control_plane.h"
 #include "cluster/control/coordinator.h"
+#include "cluster/data_dir.h"
 #include "cluster/shard/data_plane.h"
 #include "cluster/transport/call_router.h"
 #include "cluster/transport/messages.h"
@@ -170,6 +171,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // This member learned it was removed (paused or cut off past the failure timeout): drop the old
   // identity and join again as a new member without data (on rejoinThread_).
   void rejoin(std::vector<std::string> seeds);
+  // Network thread: this member's control plane, coordinator, links (they said Hello as it),
+  // failure-detection state and lease go (a rejoin, or a restored identity ending).
+  void dropIdentity();
   void leave();
 
   // --- the dispatch of requests (node_dispatch.cpp) ---
@@ -249,6 +253,14 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // first member. With `recovery`: from a recovered topology (kRecover).
   Result<bool> startControl(MemberId self, bool bootstrap,
                             std::optional<ControlRecovery> recovery = std::nullopt);
+  // Admitted as member `id` (network thread): ends a restored identity (its control plane, its
+  // links), records `id` in the data directory, and starts the control plane as `id`.
+  Result<bool> becomeMember(MemberId id);
+  // The data directory now belongs to member `id` (its Raft state forgotten); no-op without one.
+  Result<bool> claimDataDir(MemberId id);
+  // start(): opens the data directory; if it holds a member's Raft state, restores it (network
+  // thread: the control plane starts as that member, voting) and returns that member's id.
+  Result<MemberId> openDataDir();
   // kRecover (node_recovery.cpp, network thread): restarts the control plane from the recovered
   // topology the operator sent, or answers why not.
   void handleRecover(const std::shared_ptr<Connection>& conn, Frame frame);
@@ -340,7 +352,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
    public:
     explicit CoordinatorRole(NodeImpl& node) : node_(node) {}
     MemberId selfId() const override { return node_.memberId(); }
-    TopologyPtr currentTopology() const override { return node_.topology(); }
+    // The latest committed topology, installed or not (a restored leader's lists it as an
+    // earlier incarnation, and installs none until it is a member again).
+    TopologyPtr currentTopology() const override { return node_.committed_; }
     bool onNetworkThread() const override;
     void sendToMember(const MemberInfo& member, MessageType type, std::string body,
                       Connection::ResponseHandler done) override;
@@ -357,6 +371,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
     std::chrono::milliseconds migrationStallTimeout() const override {
       return node_.options_.migrationStallTimeout;
     }
+    std::optional<MemberId> raftServerAt(const std::string& address) const override;
+    bool selfRestored() const override { return node_.restored_.load() != 0; }
 
    private:
     NodeImpl& node_;
@@ -398,6 +414,17 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Random per process start, and anew on a rejoin: tells a restart from a retried join.
   std::atomic<std::uint64_t> incarnation_;
   std::atomic<bool> rejoining_{false};
+  // NodeOptions::dataDir, opened and locked by start(); null without one.
+  std::unique_ptr<DataDir> dataDir_;
+  // The member whose Raft state this process restored from its data directory, while it votes
+  // as that member and joins again (becomeMember ends it); 0 otherwise. Until then its topology
+  // entry is an earlier incarnation's: nothing is installed in the data plane.
+  std::atomic<MemberId> restored_{0};
+  // The latest committed topology, installed or not (network thread): the coordinator's view.
+  TopologyPtr committed_;
+  // Its members' addresses, where a restored process looks for the cluster (join's seeds).
+  mutable std::mutex committedMu_;
+  std::vector<std::string> committedAddresses_;  // guarded by committedMu_
   std::mutex rejoinMu_;       // guards rejoinThread_ (made on the network thread, joined by stop)
   std::thread rejoinThread_;  // a removed member joining again as a new one
   SharedTopology topology_;

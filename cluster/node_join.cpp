@@ -30,6 +30,10 @@ std::vector<std::string> NodeImpl::seedRound(const std::vector<std::string>& see
     if (a != selfAddress_ && std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   };
   for (const std::string& a : seeds) add(a);
+  if (restored_.load() != 0) {  // its log names the members: they are where the cluster is
+    std::lock_guard lock(committedMu_);
+    for (const std::string& a : committedAddresses_) add(a);
+  }
   discovered->clear();
   providerError->clear();
   if (options_.seedProvider) {
@@ -165,6 +169,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       lastError = seed + ": " + reply.error().message();
       continue;
     }
+    MemberId admitted = 0;
     try {
       if (reply->header.type == MessageType::kRedirect) {  // not the coordinator: go there
         const Topology t = decode<TopologyBody>(reply->body).topology;
@@ -188,7 +193,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       }
       const JoinReply joined = decode<JoinReply>(reply->body);
       if (joined.memberId == 0) throw std::invalid_argument("member id 0");
-      selfId_.store(joined.memberId, std::memory_order_release);
+      admitted = joined.memberId;
     } catch (const std::exception& e) {
       lastError = seed + ": reply does not decode: " + e.what();
       continue;
@@ -196,8 +201,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // Admitted: the leader adds this member to the control plane, whose log brings the
     // topologies (the first one listing this member makes the join complete).
     std::promise<Result<bool>> made;
-    asio::post(netIo_,
-               [this, &made] { made.set_value(startControl(memberId(), /*bootstrap=*/false)); });
+    asio::post(netIo_, [this, &made, admitted] { made.set_value(becomeMember(admitted)); });
     if (Result<bool> started = made.get_future().get(); !started) return started;
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()),
@@ -262,24 +266,14 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     auto forgot = std::make_shared<std::promise<void>>();  // shared: stop() may end the wait first
     auto forgotten = forgot->get_future();
     asio::post(netIo_, [this, forgot] {
-      if (control_) control_->stop();
-      control_.reset();
-      coordinator_.reset();
-      for (auto& [id, peer] : peers_) peer->close();
-      peers_.clear();
-      if (shardLinks_) shardLinks_->closeAll();
-      closeReplicaLinks();  // they said Hello as the old member
-      lastHeard_.clear();
-      watched_.clear();
-      suspects_.clear();
-      watchedSince_.clear();
-      leaseUntil_.store(0, std::memory_order_release);
+      dropIdentity();
       selfId_.store(0, std::memory_order_release);
       incarnation_.store(randomIncarnation());
       auto empty = std::make_shared<Topology>();
       empty->table = PartitionTable(options_.partitions,
                                     std::vector<std::vector<MemberId>>(options_.partitions));
       empty->backups = options_.backups;
+      committed_ = empty;
       {
         std::lock_guard lock(topoMu_);
         topology_.store(std::move(empty));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -190,6 +191,7 @@ Result<bool> NodeImpl::start() {
     empty->table = PartitionTable(options_.partitions,
                                   std::vector<std::vector<MemberId>>(options_.partitions));
     empty->backups = options_.backups;
+    committed_ = empty;
     topology_.store(std::move(empty));
   }
   data_->start();
@@ -239,7 +241,14 @@ Result<bool> NodeImpl::start() {
   netGuard_.emplace(netIo_.get_executor());
   netThread_ = std::thread([this] { netIo_.run(); });
   state_.store(kRunning, std::memory_order_release);
-  Result<bool> joined = options_.seeds.empty() && !options_.seedProvider
+  Result<MemberId> restored = openDataDir();
+  if (!restored) {
+    stop();
+    return std::move(restored).error();
+  }
+  // A restored member never starts a cluster: it joins the one its log names.
+  Result<bool> joined = *restored != 0 ? join(options_.seeds)
+                        : options_.seeds.empty() && !options_.seedProvider
                             ? bootstrap()
                             : join(options_.seeds, /*mayBootstrap=*/true);
   if (!joined) {
@@ -261,6 +270,7 @@ Result<bool> NodeImpl::bootstrap() {
   }
   // The first member bootstraps the control plane alone; once elected, its coordinator commits
   // the first topology (this member alone) through the log.
+  if (Result<bool> claimed = claimDataDir(1); !claimed) return claimed;
   selfId_.store(1, std::memory_order_release);
   std::promise<Result<bool>> made;
   asio::post(netIo_, [this, &made] { made.set_value(startControl(1, /*bootstrap=*/true)); });
@@ -328,6 +338,13 @@ void NodeImpl::stop() {
     });
     if (netThread_.joinable()) netThread_.join();
     control_.reset();
+  }
+  // A member that has left (a committed topology without it) is no longer anyone's Raft server:
+  // the next process with this directory starts afresh instead of voting as it.
+  if (dataDir_ && restored_.load() == 0 && memberId() != 0 && !topology()->hasMember(memberId())) {
+    if (Result<bool> forgot = dataDir_->forget(); !forgot) {
+      std::cerr << "ingrid: " << selfAddress_ << ": " << forgot.error().message() << "\n";
+    }
   }
   // 4. Close the shard ports (on their workers, which run the closes before they end), then drain
   //    and join the partition workers.

@@ -27,8 +27,10 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
                   "the request does not prove the cluster secret (give ingrid-cli recover the "
                   "cluster's --cluster-secret-file)");
   }
-  if (self == 0 || !control_ || rejoining_.load()) {
-    return refuse(Errc::unavailable, "it is not a member now (joining or rejoining)");
+  if (self == 0 || !control_ || rejoining_.load() || restored_.load() != 0) {
+    return refuse(
+        Errc::unavailable,
+        "it is not a member now (joining, rejoining, or restored from its data directory)");
   }
   const Topology& next = req.topology;
   if (!next.hasMember(self)) {
@@ -70,8 +72,13 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
   control_.reset();
   const std::uint64_t previousVersion = cur->version;
   auto recovered = std::make_shared<const Topology>(std::move(req.topology));
-  Result<bool> started =
-      startControl(self, /*bootstrap=*/false, ControlRecovery{recovered, req.term, req.index});
+  // The data directory's Raft state is the old control plane's: the new one starts from the
+  // recovered topology alone.
+  Result<bool> started = claimDataDir(self);
+  if (started) {
+    started =
+        startControl(self, /*bootstrap=*/false, ControlRecovery{recovered, req.term, req.index});
+  }
   if (!started) {
     // Without a control plane this member takes no part until restarted; say so loudly.
     return refuse(Errc::unavailable,

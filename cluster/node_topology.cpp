@@ -49,11 +49,17 @@ void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame fram
 
 void NodeImpl::commitTopology(TopologyPtr next) {
   const TopologyPtr cur = topology();
-  if (next->version <= cur->version) return;  // already installed
-  if (auto why = successorInvalidReason(*cur, *next)) {
+  if (next->version <= committed_->version) return;  // already installed
+  if (auto why = successorInvalidReason(*committed_, *next)) {
     std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
               << "\n";
     return;
+  }
+  committed_ = next;
+  {
+    std::lock_guard lock(committedMu_);
+    committedAddresses_.clear();
+    for (const auto& m : next->members) committedAddresses_.push_back(m.address);
   }
   if (memberId() == 0) {  // admitted, but the join reply has not arrived yet
     for (const auto& m : next->members) {
@@ -63,9 +69,17 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     }
   }
   const MemberId self = memberId();
+  // This process is the member a topology lists under its id only with its incarnation: an
+  // entry of an earlier one is the member whose Raft state it restored (NodeOptions::dataDir),
+  // whose buckets died with it. Such a topology is never installed: the data plane would take
+  // that member's place, and acknowledge updates for partitions it holds nothing of.
+  const auto listsMe = [&](const Topology& t) {
+    const MemberInfo* m = t.member(self);
+    return m != nullptr && m->incarnation == incarnation_.load();
+  };
   // A joining member replays the log from its start: topologies from before it was admitted
   // (that list neither it nor the members it links to yet) are history, not news.
-  if (!cur->hasMember(self) && !next->hasMember(self)) return;
+  if (!listsMe(*cur) && !listsMe(*next)) return;
   {
     std::lock_guard lock(topoMu_);
     topology_.store(next);

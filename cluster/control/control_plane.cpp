@@ -113,7 +113,7 @@ Result<bool> ControlPlane::start(bool bootstrap, std::optional<ControlRecovery> 
 void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlRecovery>& recovery,
                                  std::promise<Result<bool>>& started) {
   threadId_ = std::this_thread::get_id();
-  raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this));
+  raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this), options_.dataDir);
   raftIo_->onEvent([this] { raftEvent(); });
   if (recovery && !bootstrap) {
     std::vector<std::pair<std::uint64_t, std::string>> voters;
@@ -370,10 +370,13 @@ void ControlPlane::poll() {
     status_.isLeader = leader;
     status_.voters.clear();
     status_.standbys.clear();
+    status_.servers.clear();
     for (unsigned i = 0; i < r->configuration.n; ++i) {
       const raft_server& s = r->configuration.servers[i];
       (s.role == RAFT_VOTER ? status_.voters : status_.standbys).push_back(s.id);
+      status_.servers.emplace_back(s.id, s.address != nullptr ? s.address : "");
     }
+    status_.configurationCommitted = r->configuration_uncommitted_index == 0;
   }
   term_.store(term, std::memory_order_release);
   const bool changed = leader != wasLeader_ || (leader && term != leaderTerm_);
@@ -428,25 +431,6 @@ void ControlPlane::reconcile() {
     for (unsigned i = 0; i < conf.n; ++i) n += conf.servers[i].role == RAFT_VOTER ? 1 : 0;
     return n;
   };
-  // A leader that is no longer a member (it left) hands leadership to another voter first; the
-  // next leader removes it from the configuration.
-  if (!t.hasMember(options_.self)) {
-    if (voterCount() <= 1) return;
-    transferring_ = true;
-    using Transfer = struct raft_transfer;
-    auto* req = new Transfer();
-    req->data = this;
-    const int rv = raft_transfer(r, req, 0, [](struct raft_transfer* q) {
-      auto* self = static_cast<ControlPlane*>(q->data);
-      self->transferring_ = false;
-      delete q;
-    });
-    if (rv != 0) {
-      transferring_ = false;
-      delete req;
-    }
-    return;
-  }
   auto change = [this](int rv) {
     if (rv != 0) changing_ = false;  // refused now (e.g. a change still uncommitted): next poll
   };
@@ -490,6 +474,25 @@ void ControlPlane::reconcile() {
       changing_ = true;
       change(raft_assign(r, changeReq_.get(), id, RAFT_STANDBY, &ControlPlane::onChange));
       return;
+    }
+  }
+  // 4. A leader that is no longer a member (it left, or it is a restored Raft server whose member
+  //    was removed) hands leadership to another voter once the configuration follows the
+  //    topology in everything else (so the voter it picks is a member); the next leader removes
+  //    it from the configuration.
+  if (!t.hasMember(options_.self) && voterCount() > 1) {
+    transferring_ = true;
+    using Transfer = struct raft_transfer;
+    auto* req = new Transfer();
+    req->data = this;
+    const int rv = raft_transfer(r, req, 0, [](struct raft_transfer* q) {
+      auto* self = static_cast<ControlPlane*>(q->data);
+      self->transferring_ = false;
+      delete q;
+    });
+    if (rv != 0) {
+      transferring_ = false;
+      delete req;
     }
   }
 }

@@ -13,8 +13,9 @@
 // `voters` members vote, spread over the zones (votersOf), while the others follow as standbys
 // (they receive the log but are not counted for a quorum).
 // A member's raft id is its member id; ids are never reused, so a restarted process (a new
-// member, empty) never votes twice in a term under an old identity even though the log is kept
-// in memory only.
+// member, empty) never votes twice in a term under an old identity. With a data directory
+// (ControlPlaneOptions::dataDir) the log, term and vote are kept on disk, and a process restarted
+// with it comes back as the same Raft server, voting as it did.
 //
 // Threads: the control plane runs raft on its own thread (one io_context). Public members are
 // safe from any thread; ControlHost callbacks run on the control thread and must only post.
@@ -29,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <asio/executor_work_guard.hpp>
@@ -59,6 +61,9 @@ struct ControlPlaneOptions {
   // How many members vote at most (the ones with the smallest ids; an even count from 4 up is
   // rounded down to odd, which survives as many losses with a smaller quorum). Default: 3.
   unsigned voters = 3;
+  // Where Raft keeps its term, vote, log and snapshots (RaftIo's directory), so that this server
+  // restarted with it keeps its vote; empty: in memory only. Default: empty.
+  std::string dataDir;
 };
 
 // What the control plane needs from its node. Called on the control thread: post, never block.
@@ -100,6 +105,10 @@ struct ControlStatus {
   std::uint64_t committedVersion = 0;
   std::vector<MemberId> voters;    // the Raft configuration as this member knows it
   std::vector<MemberId> standbys;  // (spares are listed with the standbys)
+  // Every server of that configuration and its address.
+  std::vector<std::pair<MemberId, std::string>> servers;
+  // Whether that configuration is committed (no change of it is in flight).
+  bool configurationCommitted = true;
 };
 
 // The members that vote, of `members`, at most `most`: with fewer members every one, an even

@@ -76,7 +76,7 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
   const auto now = std::chrono::steady_clock::now();
   for (const auto& m : host_.currentTopology()->members) {
     if (m.address != address || m.incarnation == incarnation || failed_.count(m.id) != 0) continue;
-    if (m.id == host_.selfId()) {
+    if (m.id == host_.selfId() && !host_.selfRestored()) {
       reply(Error(Errc::join_refused, "address " + address + " is the leader's own (member " +
                                           std::to_string(m.id) + ")"));
       return;
@@ -92,6 +92,19 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
     }
     leases_.revoke(m.id);
     failMember(m.id);
+    reply(Error(Errc::unavailable, "address " + address + " was member " + std::to_string(m.id) +
+                                       "'s, which is being removed; ask again"));
+    return;
+  }
+  // The Raft server of a member that was at this address leaves the configuration before the
+  // joiner comes in: a process restarted with its data directory votes as that server until its
+  // removal commits, and then takes a new Raft id (one process, one Raft server).
+  if (const std::optional<MemberId> old = host_.raftServerAt(address)) {
+    reply(Error(Errc::unavailable, "address " + address + " is Raft server " +
+                                       std::to_string(*old) +
+                                       "'s until its removal from the control plane's "
+                                       "configuration; ask again"));
+    return;
   }
   queue_.push_back(Change{Kind::kJoin,
                           0,
@@ -112,7 +125,10 @@ void Coordinator::requestLeave(MemberId id) {
 
 void Coordinator::memberFailed(MemberId id, const char* why) {
   assert(host_.onNetworkThread());
-  if (id == host_.selfId() || failed_.count(id) != 0 || !leases_.revoke(id)) return;
+  if ((id == host_.selfId() && !host_.selfRestored()) || failed_.count(id) != 0 ||
+      !leases_.revoke(id)) {
+    return;
+  }
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
       leases_.expiry(id) - std::chrono::steady_clock::now());
   if (why != nullptr) {
@@ -171,7 +187,7 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
 }
 
 void Coordinator::failMember(MemberId id) {
-  if (id == host_.selfId() || !failed_.insert(id).second) return;
+  if ((id == host_.selfId() && !host_.selfRestored()) || !failed_.insert(id).second) return;
   if (busy_ && leaseWait_ && leaseWait_->members.count(id) != 0) {
     // A topology waits for this member's lease, and lists it: it is failed now (dead, for a
     // restart at its address; or its lease ran out), so plan the change again without it.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <ingrid/result.h>
@@ -50,6 +51,13 @@ class CoordinatorHost {
   virtual std::chrono::milliseconds hearingWindow() const = 0;
   // A migration with no finished sync for this long is planned again (NodeOptions).
   virtual std::chrono::milliseconds migrationStallTimeout() const = 0;
+  // The Raft server at `address` in the control plane's configuration as this leader knows it
+  // (the latest appended), if any.
+  virtual std::optional<MemberId> raftServerAt(const std::string& address) const = 0;
+  // This process restored its Raft state from a data directory and is not the member that
+  // state names (its topology entry is an earlier incarnation's): it leads, but is removed like
+  // any member whose process restarted, and joins again as a new member.
+  virtual bool selfRestored() const = 0;
 
  protected:
   ~CoordinatorHost() = default;

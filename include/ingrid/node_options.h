@@ -173,6 +173,15 @@ struct NodeOptions {
   // zone lost whole loses no partition and, with three zones or more, leaves a majority of the
   // voters. Empty: none (all members count as one zone). Default: empty.
   std::string zone = {};
+  // A directory of this node's own for the control plane's Raft state (term, vote, log,
+  // snapshots) and the identity of the member that state belongs to; locked while the node runs.
+  // The buckets are never written there: a node restarted with its directory comes back empty,
+  // but votes as the member it was until the others have removed that member, then joins as a new
+  // one. So voters killed together and restarted with their directories restore the quorum they
+  // belong to, and the cluster heals without `ingrid-cli recover`. Restart a node with its
+  // directory at the address it advertised before (or with an empty directory). Empty: none, the
+  // Raft state is in memory only (a lost quorum then needs `ingrid-cli recover`). Default: empty.
+  std::string dataDir = {};
   // The control plane's election timeout: a leader silent this long (randomized up to twice
   // it) is replaced. 0 means leaseDuration / 5 (at least 50 ms): a successor is elected while
   // the leases the dead leader granted still run, and the members renew theirs with it at once,

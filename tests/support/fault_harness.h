@@ -359,6 +359,8 @@ struct FaultClusterOptions {
   std::vector<std::vector<std::string>> launchers = {};
   // --listen of member i (port 0: ephemeral). Default: 127.0.0.1:0 for all.
   std::vector<std::string> listen = {};
+  // Per member: flags appended to member i's (its own --data-dir, say). Default: none.
+  std::vector<std::vector<std::string>> memberArgs = {};
   // Limit for each process to print "listening on", and for the first settled topology.
   std::chrono::milliseconds startLimit{30000};
   std::string program = INGRID_NODE_PATH;
@@ -444,6 +446,22 @@ class FaultCluster {
   std::string add(const std::string& seed) { return launch(seed, procs_.size()); }
   std::string add(const std::string& seed, std::size_t slot) { return launch(seed, slot); }
 
+  // Starts process i again once it has ended, at the address it had (the same port) and with its
+  // flags and launcher, joining through `seed`; the new process takes number i. Empty on success,
+  // else what went wrong.
+  // Does not wait: awaitStarted(i) does (processes restarted together may need each other).
+  std::string restart(std::size_t i, const std::string& seed) {
+    NodeProcess& old = *procs_.at(i);
+    if (old.alive()) return "process " + std::to_string(i) + " still runs";
+    const std::string address = old.address;
+    if (std::string failed = spawn(seed, i, address); !failed.empty()) return failed;
+    std::swap(procs_.at(i), procs_.back());
+    procs_.pop_back();
+    return {};
+  }
+  // Waits for process i to say it is a member ("listening on"), as add() does.
+  std::string awaitStarted(std::size_t i) { return awaitListening(*procs_.at(i)); }
+
   std::size_t size() const { return procs_.size(); }
   NodeProcess& operator[](std::size_t i) { return *procs_.at(i); }
   // Every process's listen address, in start order: the seeds for a client.
@@ -527,10 +545,15 @@ class FaultCluster {
   }
   // Starts process procs_.size() with the --listen and launcher of process `i`, joining through
   // `seed` (none: as options_.args say).
-  std::string spawn(const std::string& seed, std::size_t i) {
+  // `listen`, if given, replaces member i's --listen.
+  std::string spawn(const std::string& seed, std::size_t i, const std::string& listen = {}) {
     std::vector<std::string> args = options_.args;
-    args.insert(args.end(),
-                {"--listen", i < options_.listen.size() ? options_.listen[i] : "127.0.0.1:0"});
+    args.insert(args.end(), {"--listen", !listen.empty()              ? listen
+                                         : i < options_.listen.size() ? options_.listen[i]
+                                                                      : "127.0.0.1:0"});
+    if (i < options_.memberArgs.size()) {
+      args.insert(args.end(), options_.memberArgs[i].begin(), options_.memberArgs[i].end());
+    }
     if (!seed.empty()) args.insert(args.end(), {"--seed", seed});
     const auto& launcher =
         i < options_.launchers.size() ? options_.launchers[i] : options_.launcher;
@@ -601,5 +624,17 @@ class FaultCluster {
   std::vector<std::unique_ptr<NodeProcess>> procs_;
   std::unique_ptr<Client> probe_;  // asks members for their topology (syncing replicas)
 };
+
+// Member `address`'s own view: it knows no leader and holds no primary lease (its writes have
+// stopped: a lost quorum).
+inline bool writesStopped(const std::string& address) {
+  ClientOptions o;
+  o.seeds = {address};
+  o.requestTimeout = std::chrono::milliseconds(1000);
+  Client probe(o);
+  if (!probe.start()) return false;
+  auto s = probe.statusOf(address);
+  return s && s->leader == 0 && !s->isLeader && s->leaseLeftMs <= 0;
+}
 
 }  // namespace ingrid::testing

@@ -18,6 +18,7 @@
 #include <asio/post.hpp>
 
 #include "cluster/control/raft_io.h"
+#include "support/temp_dir.h"
 
 // RaftStore on its own (reopen, torn tails, corruption, truncate, compaction), RaftIo over it, and
 // libraft clusters whose servers restart from their directories.
@@ -29,19 +30,9 @@ namespace {
 namespace fs = std::filesystem;
 constexpr auto kWait = 15000ms;  // The most any condition below may take (sanitizer builds).
 
-// A fresh directory under the system temp dir, removed with everything in it at the end.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "ingrid-raft-store-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string sub(const std::string& name) const { return path + "/" + name; }
-  std::string path;
+// A fresh directory for one test.
+struct TempDir : ingrid::testing::TempDir {
+  TempDir() : ingrid::testing::TempDir("ingrid-raft-store") { REQUIRE_FALSE(path.empty()); }
 };
 
 // Entries of the given terms, each holding "e<term>-<i>".

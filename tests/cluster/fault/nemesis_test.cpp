@@ -24,9 +24,11 @@
 //   cut-one-way   one host cannot send to another (nft drops what it sends there)
 //   cut           two hosts cannot talk to each other; both talk to the other three
 //   split         two hosts cut from the other three, both ways
+// Hosts 0, 2 and 4 run their members with a data directory each (--data-dir), kept across
+// restarts on that host; hosts 1 and 3 without. So every kind that restarts a process restarts it
+// with its Raft state on some hosts and without on others: a restored one votes as the member it
+// was until the others have removed that member, then joins as a new one.
 // Not injected, and why:
-//   - restarts with and without a data dir: ingrid has no --data-dir yet (the Raft log is in
-//     memory only), so every restart is a new member with no state; nothing fakes it.
 //   - a fault before the cluster is safe again, or three members out at once: beyond what 5
 //     voters and 2 backups survive (a lost quorum needs `ingrid-cli recover`: recover_test).
 //   - faults of the test's clients (they sit in the lab, which every cut leaves reachable), clock
@@ -64,6 +66,7 @@
 #include "support/fault_harness.h"
 #include "support/grant_audit.h"
 #include "support/hosts.h"
+#include "support/temp_dir.h"
 
 using namespace std::chrono_literals;
 using ingrid::testing::AuditResult;
@@ -74,6 +77,7 @@ using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
 using ingrid::testing::HostLab;
 using ingrid::testing::NodeProcess;
+using ingrid::testing::TempDir;
 using std::chrono::milliseconds;
 
 namespace {
@@ -473,6 +477,13 @@ TEST_CASE(
             "--failure-timeout-ms",
             std::to_string(kFailureTimeout.count())};
   o.startLimit = 30s * kSlow;
+  TempDir dataDirs("ingrid-nemesis-data");
+  REQUIRE_FALSE(dataDirs.path.empty());
+  for (int h = 0; h < kHosts; ++h) {
+    o.memberArgs.push_back(
+        h % 2 == 0 ? std::vector<std::string>{"--data-dir", dataDirs.sub(std::to_string(h))}
+                   : std::vector<std::string>{});
+  }
   FaultCluster cluster(ingrid::testing::onHosts(lab, o));
   const std::string started = ingrid::testing::startOnHosts(cluster);
   INFO(started);

@@ -30,6 +30,7 @@ using ingrid::testing::FaultCluster;
 using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
 using ingrid::testing::NodeProcess;
+using ingrid::testing::writesStopped;
 
 namespace {
 
@@ -49,17 +50,6 @@ std::set<std::uint64_t> jsonNumbers(const std::string& line, const std::string& 
     p = *end == ',' ? end + 1 : end;
   }
   return out;
-}
-
-// The survivor's own view: whether it knows no leader and holds no lease (writes stopped).
-bool writesStopped(const std::string& address) {
-  ingrid::ClientOptions o;
-  o.seeds = {address};
-  o.requestTimeout = 1000ms;
-  ingrid::Client probe(o);
-  if (!probe.start()) return false;
-  auto s = probe.statusOf(address);
-  return s && s->leader == 0 && !s->isLeader && s->leaseLeftMs <= 0;
 }
 
 // `members` processes with `backups`, 3 voters (the three smallest ids); kills the first two
