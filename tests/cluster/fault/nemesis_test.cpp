@@ -299,8 +299,11 @@ class Nemesis {
       note(r, "restart on host " + std::to_string(h) + ": " + failed);
       return;
     }
+    // With a data directory (hosts 0, 2, 4) it logged the Raft state it restored before joining.
+    const bool restored = on(h).waitForLine("restored member", 0ms).has_value();
     r.outcome += (r.outcome.empty() ? "" : ", ") + std::string("host ") + std::to_string(h) +
-                 " restarted as member " + std::to_string(on(h).memberId);
+                 " restarted as member " + std::to_string(on(h).memberId) +
+                 (restored ? " (restored its Raft state first)" : "");
   }
 
   void strike(const Planned& p, Record& r) {
