@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,12 @@ void NodeImpl::leadershipNews(bool leader, std::uint64_t term) {
     return;
   }
   if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
+  if (const MemberId was = restored_.load(); was != 0) {
+    std::cerr << "ingrid: " << selfAddress_ << " (restored member " << was
+              << "'s Raft server, not a member) leads the control plane in term " << term
+              << ": it removes the members whose processes restarted, its own last, then hands "
+                 "leadership to a member\n";
+  }
   coordinator_ = std::make_unique<Coordinator>(coordinatorRole_);
   coordinator_->start();
   startJudging();

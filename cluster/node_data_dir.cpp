@@ -3,6 +3,7 @@
 // process is admitted under, and the end of a restored identity (becomeMember).
 #include "cluster/node_impl.h"
 
+#include <algorithm>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -44,6 +45,9 @@ Result<MemberId> NodeImpl::openDataDir() {
     made.set_value(startControl(id, /*bootstrap=*/false));
   });
   if (Result<bool> started = made.get_future().get(); !started) return std::move(started).error();
+  // Its timers run from now (start() starts them again once joined, which restarts each): elected
+  // leader meanwhile, it judges the members' silence like any leader.
+  asio::post(netIo_, [this] { startHeartbeats(); });
   std::cerr << "ingrid: " << selfAddress_ << " restored member " << was.memberId
             << "'s Raft state from " << dataDir_->path() << ": it votes as member " << was.memberId
             << " until the cluster has removed that member, then joins as a new "
@@ -63,12 +67,35 @@ Result<bool> NodeImpl::becomeMember(MemberId id) {
     // the configuration (Coordinator::requestJoin): its vote is no longer needed.
     dropIdentity();
     restored_.store(0);
+    // The new Raft server replays the log from its start: what the old one committed (or a
+    // catch-up fetched) is not this member's view yet.
+    committed_ = topology();
     std::cerr << "ingrid: " << selfAddress_ << " no longer votes as member " << was
               << "; admitted as member " << id << "\n";
   }
   if (Result<bool> claimed = claimDataDir(id); !claimed) return claimed;
   selfId_.store(id, std::memory_order_release);
   return startControl(id, /*bootstrap=*/false);
+}
+
+bool NodeImpl::restoredAlone() const {
+  std::lock_guard lock(committedMu_);
+  return !committedAddresses_.empty() &&
+         std::all_of(committedAddresses_.begin(), committedAddresses_.end(),
+                     [this](const std::string& a) { return a == selfAddress_; });
+}
+
+Result<bool> NodeImpl::startAfresh() {
+  std::promise<void> dropped;
+  asio::post(netIo_, [this, &dropped] {
+    dropIdentity();
+    restored_.store(0);
+    selfId_.store(0, std::memory_order_release);
+    committed_ = topology();
+    dropped.set_value();
+  });
+  dropped.get_future().wait();
+  return bootstrap();  // claims the directory for member 1 of the new cluster
 }
 
 void NodeImpl::dropIdentity() {

@@ -261,6 +261,11 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // start(): opens the data directory; if it holds a member's Raft state, restores it (network
   // thread: the control plane starts as that member, voting) and returns that member's id.
   Result<MemberId> openDataDir();
+  // join(), restored: the committed topology lists only this node's address (the restored member
+  // was the whole cluster).
+  bool restoredAlone() const;
+  // Ends the restored identity and starts a new cluster (bootstrap) instead (caller's thread).
+  Result<bool> startAfresh();
   // kRecover (node_recovery.cpp, network thread): restarts the control plane from the recovered
   // topology the operator sent, or answers why not.
   void handleRecover(const std::shared_ptr<Connection>& conn, Frame frame);
@@ -372,6 +377,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
       return node_.options_.migrationStallTimeout;
     }
     std::optional<MemberId> raftServerAt(const std::string& address) const override;
+    bool raftConfigurationCommitted() const override {
+      return node_.control_ && node_.control_->status().configurationCommitted;
+    }
     bool selfRestored() const override { return node_.restored_.load() != 0; }
 
    private:

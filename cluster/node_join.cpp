@@ -79,6 +79,12 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
   while (SteadyClock::now() < deadline) {
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     if (targets.empty()) {
+      if (const MemberId was = restored_.load(); was != 0 && restoredAlone()) {
+        std::cerr << "ingrid: " << selfAddress_ << ": member " << was
+                  << ", whose Raft state it restored, was the cluster's only member: its buckets "
+                     "went with it and no one is left to join; it starts a new cluster\n";
+        return startAfresh();
+      }
       if (mayBootstrap && options_.bootstrapExpect > 0 && !clusterSeen &&
           std::find(discovered.begin(), discovered.end(), selfAddress_) != discovered.end() &&
           idle.size() + 1 >= options_.bootstrapExpect &&

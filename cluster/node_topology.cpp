@@ -79,7 +79,17 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   };
   // A joining member replays the log from its start: topologies from before it was admitted
   // (that list neither it nor the members it links to yet) are history, not news.
-  if (!listsMe(*cur) && !listsMe(*next)) return;
+  if (!listsMe(*cur) && !listsMe(*next)) {
+    // A restored Raft server may lead meanwhile: it judges the members by their lease requests,
+    // as any leader does, from when it first saw them listed.
+    if (restored_.load() != 0) {
+      const auto listedAt = std::chrono::steady_clock::now();
+      for (const auto& m : next->members) {
+        if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
+      }
+    }
+    return;
+  }
   {
     std::lock_guard lock(topoMu_);
     topology_.store(next);

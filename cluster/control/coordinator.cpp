@@ -106,6 +106,14 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
                                        "configuration; ask again"));
     return;
   }
+  // ... and until that removal is committed: a leader elected without it would count on the
+  // restored server's vote again.
+  if (departed_.count(address) != 0 && !host_.raftConfigurationCommitted()) {
+    reply(Error(Errc::unavailable, "the removal of the member that was at " + address +
+                                       " from the control plane's configuration is not "
+                                       "committed yet; ask again"));
+    return;
+  }
   queue_.push_back(Change{Kind::kJoin,
                           0,
                           std::move(address),
@@ -188,6 +196,7 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
 
 void Coordinator::failMember(MemberId id) {
   if ((id == host_.selfId() && !host_.selfRestored()) || !failed_.insert(id).second) return;
+  if (const MemberInfo* m = host_.currentTopology()->member(id)) departed_.insert(m->address);
   if (busy_ && leaseWait_ && leaseWait_->members.count(id) != 0) {
     // A topology waits for this member's lease, and lists it: it is failed now (dead, for a
     // restart at its address; or its lease ran out), so plan the change again without it.

@@ -151,7 +151,9 @@ class Coordinator {
   bool syncing_ = false;
   std::set<std::pair<PartitionId, MemberId>> synced_;  // reported complete in this change
   std::set<MemberId> failed_;  // declared failed: never asked anything again
-  LeaseTable leases_;          // after failed_, which it reads
+  // Their addresses: a join from one waits until the Raft configuration is committed.
+  std::set<std::string> departed_;
+  LeaseTable leases_;  // after failed_, which it reads
   PartialPartitionJudge partitions_;
   // A topology held back until the leases of members whose Prepare failed have expired; failing
   // one of them cancels it (the change is planned again without that member).

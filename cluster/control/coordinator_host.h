@@ -54,6 +54,8 @@ class CoordinatorHost {
   // The Raft server at `address` in the control plane's configuration as this leader knows it
   // (the latest appended), if any.
   virtual std::optional<MemberId> raftServerAt(const std::string& address) const = 0;
+  // Whether that configuration is committed (no change of it in flight).
+  virtual bool raftConfigurationCommitted() const = 0;
   // This process restored its Raft state from a data directory and is not the member that
   // state names (its topology entry is an earlier incarnation's): it leads, but is removed like
   // any member whose process restarted, and joins again as a new member.

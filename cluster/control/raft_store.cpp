@@ -358,7 +358,17 @@ Result<bool> RaftStore::rewriteLog(std::uint64_t keepFrom) {
   return true;
 }
 
+Result<bool> RaftStore::once(Result<bool> done) {
+  if (failed_) return *failed_;
+  if (!done.ok()) failed_ = done.error();
+  return done;
+}
+
 Result<bool> RaftStore::setTermVote(std::uint64_t term, std::uint64_t vote) {
+  return once(setTermVoteOnce(term, vote));
+}
+
+Result<bool> RaftStore::setTermVoteOnce(std::uint64_t term, std::uint64_t vote) {
   std::string out(kMetaMagic);
   put(out, term, 8);
   put(out, vote, 8);
@@ -367,6 +377,10 @@ Result<bool> RaftStore::setTermVote(std::uint64_t term, std::uint64_t vote) {
 }
 
 Result<bool> RaftStore::append(const raft_entry* entries, unsigned n) {
+  return once(appendOnce(entries, n));
+}
+
+Result<bool> RaftStore::appendOnce(const raft_entry* entries, unsigned n) {
   const std::string path = dir_ + "/raft-log";
   std::string out;
   std::vector<std::uint64_t> offsets;
@@ -395,7 +409,9 @@ Result<bool> RaftStore::append(const raft_entry* entries, unsigned n) {
   return true;
 }
 
-Result<bool> RaftStore::truncate(std::uint64_t index) {
+Result<bool> RaftStore::truncate(std::uint64_t index) { return once(truncateOnce(index)); }
+
+Result<bool> RaftStore::truncateOnce(std::uint64_t index) {
   if (index >= nextIndex()) return true;
   const std::string path = dir_ + "/raft-log";
   const std::uint64_t at = index <= firstIndex_
@@ -414,6 +430,10 @@ Result<bool> RaftStore::truncate(std::uint64_t index) {
 }
 
 Result<bool> RaftStore::putSnapshot(const Snapshot& snapshot, std::uint64_t trailing) {
+  return once(putSnapshotOnce(snapshot, trailing));
+}
+
+Result<bool> RaftStore::putSnapshotOnce(const Snapshot& snapshot, std::uint64_t trailing) {
   auto put = replaceFile(dir_, "raft-snapshot", encodeSnapshot(snapshot));
   if (!put.ok()) return put;
   if (trailing == 0) return resetLog(snapshot.index + 1);  // installed: the log restarts after it

@@ -78,6 +78,8 @@ class RaftStore {
   RaftStore& operator=(const RaftStore&) = delete;
   ~RaftStore();
 
+  // The writes below are each durable when they return. After one fails, every later one fails
+  // with that error: raft would go on at indexes the files do not match.
   // Durably records term and vote (0 = none).
   Result<bool> setTermVote(std::uint64_t term, std::uint64_t vote);
 
@@ -100,12 +102,21 @@ class RaftStore {
   Result<bool> openLog(State& state);
   Result<bool> rewriteLog(std::uint64_t keepFrom);  // keeps entries >= keepFrom
   Result<bool> resetLog(std::uint64_t next);        // drops every entry; next appended is `next`
+  Result<bool> setTermVoteOnce(std::uint64_t term, std::uint64_t vote);
+  Result<bool> appendOnce(const raft_entry* entries, unsigned n);
+  Result<bool> truncateOnce(std::uint64_t index);
+  Result<bool> putSnapshotOnce(const Snapshot& snapshot, std::uint64_t trailing);
+  // After a failed write the files may not hold what raft believes (raft keeps entries whose
+  // append failed, and appends after them): every later write fails with the first error, so
+  // nothing lands at a wrong index. The server stops persisting; a restart reopens what is on disk.
+  Result<bool> once(Result<bool> done);
 
   std::string dir_;
   int logFd_ = -1;
   std::uint64_t logSize_ = 0;           // bytes in raft-log
   std::uint64_t firstIndex_ = 1;        // index of the first record (or of the next)
   std::vector<std::uint64_t> offsets_;  // file offset of each record, from firstIndex_
+  std::optional<Error> failed_;         // the first write that failed (see once())
 };
 
 }  // namespace ingrid

@@ -2,8 +2,10 @@
 // leader, leases lapse); restarting both with their directories, at their addresses, brings their
 // Raft votes back, the quorum elects a leader, the restarted processes join again as new members,
 // and writes resume with no `ingrid-cli recover`. With two backups every partition had a replica
-// on the survivor: 0 acknowledged grants lost, 0 doubled (GrantAudit). Run it alone with
-// `fault_tests "[data_dir]"`; it prints one summary line.
+// on the survivor: 0 acknowledged grants lost, 0 doubled (GrantAudit). Again with the survivor
+// paused while the two restart, so that a restored Raft server leads (and must remove its own old
+// member and hand leadership over). Run them alone with `fault_tests "[data_dir]"`; each prints one
+// summary line. (The directory lock: the last case.)
 #include "support/fault_harness.h"
 
 #include <catch2/catch.hpp>
@@ -26,10 +28,13 @@ using ingrid::testing::FaultClusterOptions;
 using ingrid::testing::GrantAudit;
 using ingrid::testing::TempDir;
 
-TEST_CASE(
-    "Data dir: two of three voters killed with kill -9 and restarted with their data "
-    "directories heal the quorum without recover, losing nothing",
-    "[fault][data_dir]") {
+namespace {
+
+// `scenario`: the audit's prefix and the summary line's name. With `restoredLeads`, the survivor
+// is paused while the two restart, so one of them (a restored Raft server, not a member) must
+// lead: it removes the other's old member, then its own, and hands leadership to a member once
+// the survivor is resumed.
+void runDataDirScenario(const char* scenario, bool restoredLeads) {
   TempDir dirs("ingrid-data-dir");
   REQUIRE_FALSE(dirs.path.empty());
   FaultClusterOptions o;
@@ -44,7 +49,7 @@ TEST_CASE(
   INFO(started);
   REQUIRE(started.empty());
   AuditOptions a;
-  a.prefix = "data-dir-2-of-3-voters";
+  a.prefix = scenario;
   a.fixedBuckets = 512;
   a.fixedCapacity = 1;
   a.freshBuckets = 32;
@@ -61,10 +66,24 @@ TEST_CASE(
       ingrid::testing::eventually([&] { return ingrid::testing::writesStopped(survivor); }, 20s));
   const auto stoppedAt = FaultClock::now();
 
+  if (restoredLeads) cluster[2].pause();
   // Both at once: each one's start waits for a quorum that needs the other's vote.
   REQUIRE(cluster.restart(0, survivor).empty());
   REQUIRE(cluster.restart(1, survivor).empty());
   const auto restartedAt = FaultClock::now();
+  if (restoredLeads) {
+    // No client can ask a restored process (it installs no topology): its log says it leads.
+    const bool led = ingrid::testing::eventually(
+        [&] {
+          return cluster[0].waitForLine("leads the control plane in term", 0ms) ||
+                 cluster[1].waitForLine("leads the control plane in term", 0ms);
+        },
+        20s);
+    cluster[2].resume();
+    INFO(cluster[0].tail(20));
+    INFO(cluster[1].tail(20));
+    REQUIRE(led);
+  }
   for (std::size_t i : {0u, 1u}) {
     const bool restored = cluster[i].waitForLine("restored member", 10s).has_value();
     const std::string joined = cluster.awaitStarted(i);
@@ -95,9 +114,9 @@ TEST_CASE(
   const auto outage = r.window(stoppedAt, restartedAt);
   const auto after = r.window(rejoinedAt, FaultClock::now());
   std::printf(
-      "[fault] data-dir-2-of-3-voters: %s acked_while_stopped=%llu acked_after=%llu "
+      "[fault] %s: %s acked_while_stopped=%llu acked_after=%llu "
       "converged=%s resume_ms=%lld rejoin_ms=%lld\n",
-      r.summary.line().c_str(), static_cast<unsigned long long>(outage.acked),
+      scenario, r.summary.line().c_str(), static_cast<unsigned long long>(outage.acked),
       static_cast<unsigned long long>(after.acked), converged.converged ? "yes" : "no",
       static_cast<long long>(resumedAt == FaultClock::time_point::max() ? -1 : ms(resumedAt)),
       static_cast<long long>(ms(rejoinedAt)));
@@ -115,6 +134,22 @@ TEST_CASE(
   CHECK(r.summary.doubled == 0);
   CHECK(r.summary.phantom == 0);
   CHECK(converged.converged);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "Data dir: two of three voters killed with kill -9 and restarted with their data "
+    "directories heal the quorum without recover, losing nothing",
+    "[fault][data_dir]") {
+  runDataDirScenario("data-dir-2-of-3-voters", false);
+}
+
+TEST_CASE(
+    "Data dir: a restored voter that leads removes its old member and hands leadership to a "
+    "member, losing nothing",
+    "[fault][data_dir]") {
+  runDataDirScenario("data-dir-restored-leader", true);
 }
 
 TEST_CASE("Data dir: a second process with the same directory is refused, naming it",
@@ -136,4 +171,26 @@ TEST_CASE("Data dir: a second process with the same directory is refused, naming
   CHECK(WIFEXITED(*ended));
   CHECK(WEXITSTATUS(*ended) != 0);
   CHECK(second.waitForLine("is in use by another process", 1s));
+}
+
+TEST_CASE("Data dir: the only member, restarted with its directory, starts a new cluster",
+          "[fault][data_dir]") {
+  TempDir dirs("ingrid-data-dir");
+  REQUIRE_FALSE(dirs.path.empty());
+  FaultClusterOptions o;
+  o.members = 1;
+  o.memberArgs = {{"--data-dir", dirs.path}};
+  FaultCluster cluster(o);
+  const std::string started = cluster.start();
+  INFO(started);
+  REQUIRE(started.empty());
+  cluster[0].kill9();
+  REQUIRE(cluster.restart(0, {}).empty());
+  const std::string again = cluster.awaitStarted(0);
+  INFO(again);
+  INFO(cluster[0].tail(12));
+  REQUIRE(again.empty());
+  CHECK(cluster[0].waitForLine("restored member 1", 1s));
+  CHECK(cluster[0].waitForLine("starts a new cluster", 1s));
+  CHECK(cluster.waitConverged(1, 15s).converged);
 }
