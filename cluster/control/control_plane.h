@@ -1,7 +1,8 @@
 // ControlPlane: the cluster's membership and topology, decided by consensus (invariant 12).
 //
 // Every member runs one. It is a Raft server (Canonical's raft, on RaftIo: our transport and
-// Asio timers, the log in memory) whose replicated state machine is the committed Topology.
+// Asio timers, the log in memory or in a data directory) whose replicated state machine is the
+// committed Topology.
 // Topologies are entries of the log: one leader per term, versions totally ordered, and a
 // minority can commit nothing. The leader's node plans changes (the Coordinator) and proposes
 // each next topology here; every member applies committed topologies in log order and hands
