@@ -20,6 +20,7 @@
 
 // Raft clusters of RaftIo instances on one io_context run by the test thread, over an in-memory
 // network that drops, delays, duplicates and reorders messages and partitions servers.
+#include "support/command_fsm.h"
 using namespace ingrid;
 using namespace std::chrono_literals;
 
@@ -101,41 +102,12 @@ struct Endpoint final : RaftNetwork {
 };
 
 // One raft server; its FSM appends each command (a u64) to `applied`.
-struct Server {
+struct Server : ingrid::testing::CommandFsm {
   Server(asio::io_context& ctx, Net& net, raft_id serverId)
       : id(serverId),
         address("server-" + std::to_string(serverId)),
         endpoint(net, id),
-        io(ctx, endpoint) {
-    fsm.version = 1;
-    fsm.data = this;
-    fsm.apply = [](raft_fsm* f, const raft_buffer* buf, void** result) {
-      std::uint64_t cmd = 0;
-      if (buf->len != sizeof cmd) return RAFT_MALFORMED;
-      std::memcpy(&cmd, buf->base, sizeof cmd);
-      static_cast<Server*>(f->data)->applied.push_back(cmd);
-      *result = nullptr;
-      return 0;
-    };
-    fsm.snapshot = [](raft_fsm* f, raft_buffer* bufs[], unsigned* n) {
-      const auto& cmds = static_cast<Server*>(f->data)->applied;
-      const std::size_t len = cmds.size() * sizeof(std::uint64_t);
-      *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
-      (*bufs)[0].base = raft_malloc(len == 0 ? 1 : len);
-      (*bufs)[0].len = len;
-      if (len > 0) std::memcpy((*bufs)[0].base, cmds.data(), len);
-      *n = 1;
-      return 0;
-    };
-    fsm.restore = [](raft_fsm* f, raft_buffer* buf) {
-      auto& self = *static_cast<Server*>(f->data);
-      self.applied.resize(buf->len / sizeof(std::uint64_t));
-      if (buf->len > 0) std::memcpy(self.applied.data(), buf->base, buf->len);
-      raft_free(buf->base);  // The FSM owns the restored buffer.
-      self.restores++;
-      return 0;
-    };
-  }
+        io(ctx, endpoint) {}
 
   void init(unsigned snapshotThreshold, unsigned snapshotTrailing) {
     REQUIRE(raft_init(&raft, io.get(), &fsm, id, address.c_str()) == 0);
@@ -159,10 +131,7 @@ struct Server {
   std::string address;
   Endpoint endpoint;
   RaftIo io;
-  raft_fsm fsm{};
   struct raft raft {};
-  std::vector<std::uint64_t> applied;
-  int restores = 0;
   bool running = false;
   bool closed = false;
 };

@@ -18,6 +18,7 @@
 #include <asio/post.hpp>
 
 #include "cluster/control/raft_io.h"
+#include "support/command_fsm.h"
 #include "support/temp_dir.h"
 
 // RaftStore on its own (reopen, torn tails, corruption, truncate, compaction), RaftIo over it, and
@@ -373,39 +374,12 @@ struct Endpoint final : RaftNetwork {
 };
 
 // One raft server keeping its state in `dir`; its FSM appends each command (a u64) to `applied`.
-struct Server {
+struct Server : ingrid::testing::CommandFsm {
   Server(asio::io_context& ctx, Net& net, raft_id serverId, const std::string& dir)
       : id(serverId),
         address("server-" + std::to_string(serverId)),
         endpoint(net),
         io(ctx, endpoint, dir) {
-    fsm.version = 1;
-    fsm.data = this;
-    fsm.apply = [](raft_fsm* f, const raft_buffer* buf, void** result) {
-      std::uint64_t cmd = 0;
-      if (buf->len != sizeof cmd) return RAFT_MALFORMED;
-      std::memcpy(&cmd, buf->base, sizeof cmd);
-      static_cast<Server*>(f->data)->applied.push_back(cmd);
-      *result = nullptr;
-      return 0;
-    };
-    fsm.snapshot = [](raft_fsm* f, raft_buffer* bufs[], unsigned* n) {
-      const auto& cmds = static_cast<Server*>(f->data)->applied;
-      const std::size_t len = cmds.size() * sizeof(std::uint64_t);
-      *bufs = static_cast<raft_buffer*>(raft_malloc(sizeof(raft_buffer)));
-      (*bufs)[0].base = raft_malloc(len == 0 ? 1 : len);
-      (*bufs)[0].len = len;
-      if (len > 0) std::memcpy((*bufs)[0].base, cmds.data(), len);
-      *n = 1;
-      return 0;
-    };
-    fsm.restore = [](raft_fsm* f, raft_buffer* buf) {
-      auto& self = *static_cast<Server*>(f->data);
-      self.applied.resize(buf->len / sizeof(std::uint64_t));
-      if (buf->len > 0) std::memcpy(self.applied.data(), buf->base, buf->len);
-      raft_free(buf->base);  // The FSM owns the restored buffer.
-      return 0;
-    };
     REQUIRE(raft_init(&raft, io.get(), &fsm, id, address.c_str()) == 0);
     raft.data = this;
     raft_set_election_timeout(&raft, 150);
@@ -425,9 +399,7 @@ struct Server {
   std::string address;
   Endpoint endpoint;
   RaftIo io;
-  raft_fsm fsm{};
   struct raft raft {};
-  std::vector<std::uint64_t> applied;
   bool running = false;
   bool closed = false;
 };

@@ -152,14 +152,23 @@ TEST_CASE(
   runDataDirScenario("data-dir-restored-leader", true);
 }
 
+namespace {
+
+// One member with its data directory `dir`.
+FaultClusterOptions oneMemberIn(const std::string& dir) {
+  FaultClusterOptions o;
+  o.members = 1;
+  o.memberArgs = {{"--data-dir", dir}};
+  return o;
+}
+
+}  // namespace
+
 TEST_CASE("Data dir: a second process with the same directory is refused, naming it",
           "[fault][data_dir]") {
   TempDir dirs("ingrid-data-dir");
   REQUIRE_FALSE(dirs.path.empty());
-  FaultClusterOptions o;
-  o.members = 1;
-  o.memberArgs = {{"--data-dir", dirs.path}};
-  FaultCluster cluster(o);
+  FaultCluster cluster(oneMemberIn(dirs.path));
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
@@ -177,10 +186,7 @@ TEST_CASE("Data dir: the only member, restarted with its directory, starts a new
           "[fault][data_dir]") {
   TempDir dirs("ingrid-data-dir");
   REQUIRE_FALSE(dirs.path.empty());
-  FaultClusterOptions o;
-  o.members = 1;
-  o.memberArgs = {{"--data-dir", dirs.path}};
-  FaultCluster cluster(o);
+  FaultCluster cluster(oneMemberIn(dirs.path));
   const std::string started = cluster.start();
   INFO(started);
   REQUIRE(started.empty());
