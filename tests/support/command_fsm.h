@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 extern "C" {
@@ -57,5 +58,28 @@ struct CommandFsm {
   std::vector<std::uint64_t> applied;
   int restores = 0;
 };
+
+// Proposes command `cmd` on `r`; `done(status)` runs once raft answers (0: committed and
+// applied here), or at once with raft_apply's refusal.
+inline void proposeCommand(raft& r, std::uint64_t cmd, std::function<void(int)> done) {
+  struct Request {
+    struct raft_apply req;
+    std::function<void(int)> done;
+  };
+  auto* request = new Request{{}, std::move(done)};
+  request->req.data = request;
+  raft_buffer buf{raft_malloc(sizeof cmd), sizeof cmd};
+  std::memcpy(buf.base, &cmd, sizeof cmd);
+  const int rv = raft_apply(&r, &request->req, &buf, 1, [](struct raft_apply* req, int st, void*) {
+    auto* q = static_cast<Request*>(req->data);
+    q->done(st);
+    delete q;
+  });
+  if (rv != 0) {
+    raft_free(buf.base);
+    request->done(rv);
+    delete request;
+  }
+}
 
 }  // namespace ingrid::testing

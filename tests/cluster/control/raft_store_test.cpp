@@ -517,26 +517,7 @@ class Cluster {
   }
   std::uint64_t propose(Server& s) {
     const std::uint64_t cmd = nextCommand_++;
-    struct Request {
-      struct raft_apply req;
-      Cluster* cluster;
-      std::uint64_t cmd;
-    };
-    auto* request = new Request{{}, this, cmd};
-    request->req.data = request;
-    raft_buffer buf{raft_malloc(sizeof cmd), sizeof cmd};
-    std::memcpy(buf.base, &cmd, sizeof cmd);
-    const int rv =
-        raft_apply(&s.raft, &request->req, &buf, 1, [](struct raft_apply* req, int st, void*) {
-          auto* r = static_cast<Request*>(req->data);
-          r->cluster->status_[r->cmd] = st;
-          delete r;
-        });
-    if (rv != 0) {
-      raft_free(buf.base);
-      delete request;
-      status_[cmd] = rv;
-    }
+    ingrid::testing::proposeCommand(s.raft, cmd, [this, cmd](int st) { status_[cmd] = st; });
     return cmd;
   }
 
