@@ -153,10 +153,11 @@ void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlReco
   raft_set_pre_vote(raft_.get(), true);
   raft_set_snapshot_threshold(raft_.get(), 256);
   raft_set_snapshot_trailing(raft_.get(), 64);
-  // Promoting a standby that does not keep up gives up after this long, and is tried again.
+  // Promoting a standby that does not keep up gives up after this long, and is tried again. A
+  // round may take up to a second (a loaded or slow machine), or an election timeout if longer.
   raft_set_max_catch_up_rounds(raft_.get(), 10);
-  raft_set_max_catch_up_round_duration(raft_.get(),
-                                       static_cast<unsigned>(options_.electionTimeout.count()));
+  raft_set_max_catch_up_round_duration(raft_.get(), static_cast<unsigned>(std::max<std::int64_t>(
+                                                        options_.electionTimeout.count(), 1000)));
   if (bootstrap) {
     raft_configuration conf;
     raft_configuration_init(&conf);
@@ -459,6 +460,17 @@ void ControlPlane::reconcile() {
   };
   std::vector<MemberId> ids = t.memberIds();
   std::sort(ids.begin(), ids.end());
+  // Every new member follows the log first (a spare receives nothing): a promotion to voter that
+  // does not catch up (a slow member) is tried again and again, and must not keep the others
+  // from receiving the log meanwhile.
+  for (MemberId id : ids) {
+    const raft_server* s = inConf(id);
+    if (s != nullptr && s->role == RAFT_SPARE) {
+      changing_ = true;
+      change(raft_assign(r, changeReq_.get(), id, RAFT_STANDBY, &ControlPlane::onChange));
+      return;
+    }
+  }
   for (MemberId id : ids) {
     const raft_server* s = inConf(id);
     const int role = votes(id) ? RAFT_VOTER : RAFT_STANDBY;
