@@ -184,7 +184,9 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
   }
   ++call->attempts;
   metrics_.retries.fetch_add(1, std::memory_order_relaxed);
-  call->retriedFor = why.detail();
+  // The reason a timeout at the end names: an attempt that ran out of time is no news after one
+  // refused for a reason (the last try, sent with a few ms left, times out).
+  if (why != Errc::timeout || call->retriedFor.empty()) call->retriedFor = why.detail();
   host_.routeLooksStale();
   // Back off briefly (2 ms doubling, at most 50 ms): the topology that fixes this is on its way.
   // Never past the caller's deadline: the last retry fires at it (and fails as a timeout then).

@@ -56,7 +56,7 @@ struct RoutedCall : CachedBlocks {
   std::chrono::steady_clock::time_point deadline;
   int attempts = 0;
   std::uint64_t seq = 0;    // its request number, from its first send to a member (0: not yet)
-  std::string retriedFor;   // why it was last retried: a timeout at the end names it
+  std::string retriedFor;   // why it was last retried (a reason over a timeout): the end names it
   bool mayHaveRun = false;  // an attempt went unanswered: giving up must not say "not run"
   TopologyPtr hint;         // a newer topology learned from a redirect; routes this call only
 };
