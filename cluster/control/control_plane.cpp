@@ -473,19 +473,16 @@ void ControlPlane::reconcile() {
   std::vector<MemberId> ids = t.memberIds();
   std::sort(ids.begin(), ids.end());
   // Voters vote; every other member is a spare, which receives nothing from Raft (its node
-  // receives each committed topology from the leader's node instead: ControlHost), so an idle
-  // member that does not vote costs the leader nothing per heartbeat. A member chosen to vote
-  // follows the log as a standby first and is promoted once caught up (a spare promoted at once
-  // would be caught up within the promotion, which took seconds on a loaded machine: a young
-  // cluster had one voter meanwhile). A voter no longer chosen is a standby, and becomes a spare
-  // only once it holds the configuration that made it a standby: a spare never hears of later
-  // configurations, and one that still believed it voted would stand for election.
+  // receives each committed topology from the leader's node instead: ControlHost): so an idle
+  // member that does not vote costs the leader nothing per heartbeat. A voter is demoted through
+  // a standby, which receives the log, and becomes a spare only once it holds the configuration
+  // that made it a standby: a spare never hears of later configurations, and one that still
+  // believed it voted would stand for election.
   for (MemberId id : ids) {
     const raft_server* s = inConf(id);
     if (s != nullptr && s->role != RAFT_VOTER && votes(id)) {
       changing_ = true;
-      change(raft_assign(r, changeReq_.get(), id, s->role == RAFT_SPARE ? RAFT_STANDBY : RAFT_VOTER,
-                         &ControlPlane::onChange));
+      change(raft_assign(r, changeReq_.get(), id, RAFT_VOTER, &ControlPlane::onChange));
       return;
     }
   }
@@ -500,7 +497,7 @@ void ControlPlane::reconcile() {
   if (r->configuration_uncommitted_index == 0) {
     for (unsigned i = 0; i < conf.n; ++i) {
       const raft_server& s = conf.servers[i];
-      if (s.role == RAFT_STANDBY && s.id != options_.self && !votes(s.id) &&
+      if (s.role == RAFT_STANDBY && s.id != options_.self &&
           r->leader_state.progress[i].match_index >= r->configuration_index) {
         changing_ = true;
         change(raft_assign(r, changeReq_.get(), s.id, RAFT_SPARE, &ControlPlane::onChange));
