@@ -248,9 +248,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
   if (control_) {
     const ControlStatus c = control_->status();
-    // A member that does not vote hears of terms from the topologies alone (Raft sends it
-    // nothing): a recovery's plan must be above every term in use.
-    s.term = std::max(c.term, t->term);
+    s.term = c.term;
     // The leader a voter's Raft server follows (0 while there is none). A member that does not
     // vote hears nothing from Raft: the leader of its latest topology, while a grant of that
     // leader's runs (its proof the leader lives); 0 once it has run out.

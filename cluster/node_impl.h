@@ -286,8 +286,7 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Just admitted (network thread): asks the leader at `address` for its topology until one
   // lists this member or `deadline` passes (a watch at a time; a topology the leader sent before
   // this member knew its id reached no link).
-  void awaitAdmission(const std::string& address, MemberId admitted,
-                      std::chrono::steady_clock::time_point deadline);
+  void awaitAdmission(const std::string& address, std::chrono::steady_clock::time_point deadline);
   // Asks member `m`, which this one does not dial (the smaller id dials) and has not heard for a
   // failure timeout, for its topology over a connection of this member's own (network thread).
   // A member removed while it was cut off learns so this way, and rejoins: the others no longer

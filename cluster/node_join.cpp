@@ -209,9 +209,8 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // join's answer was lost) found no link to it: it asks the leader too.
     std::promise<Result<bool>> made;
     asio::post(netIo_, [this, &made, admitted, seed, deadline] {
-      Result<bool> became = becomeMember(admitted);
-      if (became) awaitAdmission(seed, admitted, deadline);
-      made.set_value(std::move(became));
+      made.set_value(becomeMember(admitted));
+      awaitAdmission(seed, deadline);
     });
     if (Result<bool> started = made.get_future().get(); !started) return started;
     const bool member = waitForTopology(
@@ -233,23 +232,20 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
                    std::to_string(options_.joinTimeout.count()) + " ms; last error: " + lastError);
 }
 
-void NodeImpl::awaitAdmission(const std::string& address, MemberId admitted,
-                              SteadyClock::time_point deadline) {
+void NodeImpl::awaitAdmission(const std::string& address, SteadyClock::time_point deadline) {
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
-  if (!transport_ || stopCalled_.load() || left.count() <= 0 || memberId() != admitted ||
-      topology()->hasMember(admitted)) {
-    return;  // stopped, given up (a rejoin forgot that id), or admitted
+  if (!transport_ || stopCalled_.load() || left.count() <= 0 || topology()->hasMember(memberId())) {
+    return;
   }
-  // A watch: answered once the leader installs a topology newer than the newest this member has
-  // seen (committed_, which a topology that does not list it yet advances too), or after a second
-  // with the one it has (each answer is installed if it can follow this member's).
+  // A watch: answered once the leader installs a topology newer than this member's, or after a
+  // second with the one it has (each answer is installed if it can follow this member's).
   auto probe = Peer::create(*transport_, address, clientLinkOptions(options_.clientSecret));
   const auto wait = std::min(left, std::chrono::milliseconds(1000));
   probe->request(
       MessageType::kGetTopology, topology()->version,
-      encode(WatchTopologyBody{committed_->version, static_cast<std::uint32_t>(wait.count())}),
-      wait + options_.requestTimeout, [this, probe, address, admitted, deadline](Result<Frame> r) {
+      encode(WatchTopologyBody{topology()->version, static_cast<std::uint32_t>(wait.count())}),
+      wait + options_.requestTimeout, [this, probe, address, deadline](Result<Frame> r) {
         probe->close();
         if (r) {
           try {
@@ -260,7 +256,7 @@ void NodeImpl::awaitAdmission(const std::string& address, MemberId admitted,
         } else if (r.error() != Errc::timeout) {
           return;  // the leader is gone or refuses: the join's wait runs out and it tries again
         }
-        awaitAdmission(address, admitted, deadline);
+        awaitAdmission(address, deadline);
       });
 }
 

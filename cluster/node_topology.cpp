@@ -22,8 +22,7 @@ void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done
 void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame) {
   const Topology next = decode<TopologyBody>(frame.body).topology;
   const TopologyPtr cur = topology();
-  // (A member that does not vote knows the terms of its topologies; its Raft term stands still.)
-  const std::uint64_t term = std::max(control_ ? control_->term() : 0, cur->term);
+  const std::uint64_t term = control_ ? control_->term() : 0;
   // Only the leader of the current term may fence: a deposed or paused leader's Prepare (an
   // older term), or one for a topology that is not newer than ours, changes nothing.
   if (next.term < term || next.version <= cur->version || next.leader == 0 ||

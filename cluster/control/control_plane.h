@@ -5,9 +5,9 @@
 // committed Topology.
 // Topologies are entries of the log: one leader per term, versions totally ordered, and a
 // minority can commit nothing. The leader's node plans changes (the Coordinator) and proposes
-// each next topology here; every member that receives the log (the voters, and a standby)
-// applies committed topologies in log order and hands each to its node
-// (ControlHost::topologyCommitted); the leader's node sends each to the other members.
+// each next topology here; every member applies committed topologies in log order and hands
+// each to its node (ControlHost::topologyCommitted), which is the only way the control plane
+// reaches the data path.
 //
 // The Raft configuration follows the committed topology: on the leader, members missing from it
 // are added, servers no longer members are removed (a dead voter before any promotion), and up to
@@ -102,8 +102,8 @@ struct ControlStatus {
   std::uint64_t term = 0;
   MemberId leader = 0;  // as this member knows it; 0 if none
   // How long since this member last heard from a leader (or led), in ms; UINT64_MAX if never.
-  // A member that does not vote never stands for election, and a spare hears nothing from Raft,
-  // so it may name a dead leader: this says how long that leader has been silent.
+  // A standby never stands for election, so it names a dead leader until told otherwise: this
+  // says how long that leader has been silent.
   std::uint64_t leaderSilentMs = UINT64_MAX;
   bool isLeader = false;
   std::uint64_t committedVersion = 0;

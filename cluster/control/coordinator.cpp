@@ -216,8 +216,6 @@ void Coordinator::failMember(MemberId id) {
     // Otherwise an install round is in flight; migrating() or the end of the change sees it.
   }
   queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}, {}});
-  // T2 may wait for this member's first lease (finishMigration): not any more.
-  leases_.giveUpOn(id);
   pump();
 }
 
@@ -395,10 +393,6 @@ void Coordinator::finishMigration() {
   std::weak_ptr<int> life = life_;
   leases_.whenGranted(gaining, host_.leaseWait(), [this, life] {
     if (life.expired() || !target_) return;  // (re-planned meanwhile)
-    if (replan_) {  // a member failed meanwhile: plan again, without it, rather than install T2
-      migrating();
-      return;
-    }
     auto t2 = std::move(target_);
     install(std::move(t2), [this] {
       busy_ = false;

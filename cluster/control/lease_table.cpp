@@ -39,29 +39,6 @@ void LeaseTable::whenGranted(const std::vector<MemberId>& ids, std::chrono::mill
   waiters_.push_back(std::move(w));
 }
 
-std::vector<std::shared_ptr<UniqueFunction<void()>>> LeaseTable::takeDue() {
-  std::vector<std::shared_ptr<UniqueFunction<void()>>> due;
-  std::erase_if(waiters_, [&](Waiter& w) {
-    if (!*w.then) return true;  // its wait ran out: it ran then
-    if (!w.ids.empty()) return false;
-    due.push_back(std::move(w.then));
-    return true;
-  });
-  return due;
-}
-
-void LeaseTable::giveUpOn(MemberId id) {
-  assert(host_.onNetworkThread());
-  for (Waiter& w : waiters_) w.ids.erase(id);
-  std::weak_ptr<int> life = life_;
-  for (auto& then : takeDue()) {
-    auto run = std::move(*then);
-    *then = UniqueFunction<void()>();
-    run();
-    if (life.expired()) return;
-  }
-}
-
 void LeaseTable::remember(const TopologyPtr& t) {
   seen_.emplace(t->version, t);
   while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
@@ -160,7 +137,14 @@ void LeaseTable::runBarrier() {
         for (Waiter& w : waiters_) w.ids.erase(ask.id);
       }
     }
-    auto due = takeDue();
+    // Those whose members all hold a lease now, or whose wait ran out (then already ran).
+    std::vector<std::shared_ptr<UniqueFunction<void()>>> due;
+    std::erase_if(waiters_, [&](Waiter& w) {
+      if (!*w.then) return true;
+      if (!w.ids.empty()) return false;
+      due.push_back(std::move(w.then));
+      return true;
+    });
     runBarrier();
     for (auto& then : due) {
       auto run = std::move(*then);

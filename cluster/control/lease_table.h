@@ -55,8 +55,6 @@ class LeaseTable {
   // table goes first.
   void whenGranted(const std::vector<MemberId>& ids, std::chrono::milliseconds atMost,
                    UniqueFunction<void()> then);
-  // Member `id` failed: no whenGranted waits for it any more (those left with no member run).
-  void giveUpOn(MemberId id);
 
  private:
   struct Ask {
@@ -95,9 +93,6 @@ class LeaseTable {
     std::shared_ptr<UniqueFunction<void()>> then;
   };
   std::vector<Waiter> waiters_;
-  // Takes out the waiters whose members all hold a lease, or whose wait ran out; returns what
-  // the former run (the caller runs it, this table's state settled first).
-  std::vector<std::shared_ptr<UniqueFunction<void()>>> takeDue();
   bool barrierInFlight_ = false;
   bool barrierDue_ = false;   // a runBarrier is scheduled (spacing)
   SteadyTime lastBarrier_{};  // when the latest barrier was proposed
