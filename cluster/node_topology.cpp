@@ -47,30 +47,9 @@ void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame fram
   });
 }
 
-void NodeImpl::announceTopology(const TopologyPtr& t) {
-  if (heartbeatsStopped_ || !control_ || !control_->isLeader() ||
-      t->leader != control_->status().self || t->version < committed_->version) {
-    return;  // not this leader's (an entry of an earlier term, replayed), or superseded
-  }
-  const std::string body = encode(TopologyBody{*t});
-  for (const MemberInfo& m : t->members) {
-    std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
-    if (!peer) continue;
-    peer->request(MessageType::kTopologyCommit, t->version, body, options_.requestTimeout,
-                  [](Result<Frame>) {});
-  }
-}
-
-void NodeImpl::handleTopologyCommit(const std::shared_ptr<Connection>& conn, Frame frame) {
-  auto next = std::make_shared<Topology>(decode<TopologyBody>(frame.body).topology);
-  commitTopology(std::move(next));
-  conn->reply(frame.header, MessageType::kTopologyCommit, topology()->version, {});
-}
-
 void NodeImpl::commitTopology(TopologyPtr next) {
   const TopologyPtr cur = topology();
   if (next->version <= committed_->version) return;  // already installed
-  const MemberId leaderWas = committed_->leader;
   if (auto why = successorInvalidReason(*committed_, *next)) {
     std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
               << "\n";
@@ -124,11 +103,6 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
   }
   if (options_.onTopology) options_.onTopology(*next);
-  // A new leader commits a topology of its own at once: a member that does not vote hears of it
-  // this way, and asks it for a lease before the old leader's grant runs out.
-  if (next->leader != leaderWas && next->leader != self && self != 0 && next->hasMember(self)) {
-    renewLease();
-  }
   syncPeers(*next);
   retainReplicaLinks(next);
   if (self != 0 && cur->hasMember(self) && !next->hasMember(self) && !stopCalled_.load() &&

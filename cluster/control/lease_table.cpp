@@ -18,27 +18,6 @@ LeaseTable::SteadyTime LeaseTable::expiry(MemberId id) const {
   return from + host_.leaseWait();
 }
 
-void LeaseTable::whenGranted(const std::vector<MemberId>& ids, std::chrono::milliseconds atMost,
-                             UniqueFunction<void()> then) {
-  assert(host_.onNetworkThread());
-  Waiter w{{}, std::make_shared<UniqueFunction<void()>>(std::move(then))};
-  for (MemberId id : ids) {
-    if (lastGrant_.count(id) == 0) w.ids.insert(id);
-  }
-  if (w.ids.empty()) {
-    (*w.then)();
-    return;
-  }
-  std::weak_ptr<int> life = life_;
-  host_.runAfter(atMost, [life, then = w.then] {
-    if (life.expired() || !*then) return;
-    auto run = std::move(*then);
-    *then = UniqueFunction<void()>();
-    run();
-  });
-  waiters_.push_back(std::move(w));
-}
-
 void LeaseTable::remember(const TopologyPtr& t) {
   seen_.emplace(t->version, t);
   while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
@@ -134,24 +113,9 @@ void LeaseTable::runBarrier() {
       } else {
         lastGrant_[ask.id] = committed;
         ask.reply(true);
-        for (Waiter& w : waiters_) w.ids.erase(ask.id);
       }
     }
-    // Those whose members all hold a lease now, or whose wait ran out (then already ran).
-    std::vector<std::shared_ptr<UniqueFunction<void()>>> due;
-    std::erase_if(waiters_, [&](Waiter& w) {
-      if (!*w.then) return true;
-      if (!w.ids.empty()) return false;
-      due.push_back(std::move(w.then));
-      return true;
-    });
     runBarrier();
-    for (auto& then : due) {
-      auto run = std::move(*then);
-      *then = UniqueFunction<void()>();
-      run();
-      if (life.expired()) return;  // (it may end this leadership's coordinator)
-    }
   });
 }
 
