@@ -10,7 +10,7 @@ namespace {
 
 // Who may send a type, and on which ports.
 enum class From : std::uint8_t {
-  kNobody,  // not a request (Redirect) or retired (TopologyCommit)
+  kNobody,  // not a request (Redirect)
   kAnyone,  // before any proof: Hello, Auth, Join (which carries its own)
   kCaller,  // a client (past the client secret, if set) or a member
   kMember,  // a member's link only
@@ -48,8 +48,8 @@ Rule ruleFor(MessageType type) noexcept {
     case MessageType::kLeave:
     case MessageType::kRaft:
     case MessageType::kLease:
-      return {From::kMember, true, false};
     case MessageType::kTopologyCommit:
+      return {From::kMember, true, false};
     case MessageType::kRedirect:
       return {};
   }
@@ -67,6 +67,8 @@ std::optional<std::uint64_t> namedSender(MessageType type, std::string_view body
         return decode<LeaseBody>(body).memberId;
       case MessageType::kLeave:
         return decode<LeaveBody>(body).memberId;
+      case MessageType::kTopologyCommit:  // sent by the leader that committed it
+        return decode<TopologyBody>(body).topology.leader;
       default:
         return std::nullopt;
     }

@@ -11,7 +11,8 @@
 //   3. Each type is taken on the ports the table names, from the senders it names: anyone, a
 //      client or member, or a member only (its connection said Hello as that member and, with a
 //      cluster secret or TLS, proved it).
-//   4. A message that names its sender (Raft, Lease, Leave) must name the member its connection
+//   4. A message that names its sender (Raft, Lease, Leave, and TopologyCommit, whose topology
+//      names the leader that committed it) must name the member its connection
 //      proved: nobody speaks for another.
 //   5. A member's updates and snapshots (Replicate, Snapshot) come on the one port that is their
 //      path to this member (shard ports when both run them, else the member port), so a

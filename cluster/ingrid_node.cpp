@@ -195,8 +195,8 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
       ->type_name("N")
       ->check(wholeIn(0, 8));
   app.add_option("--voters", o.voters,
-                 "members that vote in the control plane at most (the others follow\n"
-                 "as standbys): 3 survive 1 loss, 5 survive 2, 7 survive 3.\n"
+                 "members that vote in the control plane at most (the others are\n"
+                 "spares): 3 survive 1 loss, 5 survive 2, 7 survive 3.\n"
                  "Default: 5")
       ->type_name("N")
       ->check(oneOf({"1", "3", "5", "7"}));

@@ -38,8 +38,10 @@ void NodeImpl::ControlRole::sendControl(MemberId to, const std::string& address,
 }
 
 void NodeImpl::ControlRole::topologyCommitted(TopologyPtr t) {
-  asio::post(node_.netIo_,
-             [&node = node_, t = std::move(t)]() mutable { node.commitTopology(std::move(t)); });
+  asio::post(node_.netIo_, [&node = node_, t = std::move(t)]() mutable {
+    node.commitTopology(t);
+    node.announceTopology(t);
+  });
 }
 
 void NodeImpl::ControlRole::leadershipChanged(bool leader, std::uint64_t term) {

@@ -105,8 +105,8 @@ void NodeImpl::onRequest(const std::shared_ptr<Connection>& conn, Frame frame) {
         return;
       case MessageType::kRecover:
         return handleRecover(conn, std::move(frame));
-      case MessageType::kTopologyCommit:  // retired: topologies are committed by the Raft log
-        break;
+      case MessageType::kTopologyCommit:  // admitted: from the leader that committed it
+        return handleTopologyCommit(conn, std::move(frame));
       case MessageType::kSynced: {
         const SyncedBody s = decode<SyncedBody>(frame.body);
         if (!coordinator_) {  // the reporter retries at the coordinator its topology names

@@ -142,7 +142,14 @@ void NodeImpl::memberUnanswered(MemberId id) {
 }
 
 MemberId NodeImpl::knownLeader(const Topology& t) const {
-  MemberId leader = control_ ? control_->status().leader : 0;
+  // A voter hears of a new leader from Raft first. A member that does not vote hears nothing from
+  // Raft (a spare), or what it heard while it voted: the leader of the last topology, which a new
+  // leader commits at once, is news to it; Raft's leader only if of that term or a later one.
+  MemberId leader = 0;
+  if (control_) {
+    const ControlStatus c = control_->status();
+    if (c.term >= t.term) leader = c.leader;
+  }
   if (leader == 0 || leader == memberId()) leader = t.leader;
   return leader;
 }
@@ -218,8 +225,11 @@ void NodeImpl::renewLease() {
   // Waits up to a lease for the grant (a slow barrier on a loaded leader still extends the lease
   // from this request's sending); the next ticks ask again meanwhile.
   peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
-                [extend](Result<Frame> r) {
+                [this, extend, leader, address = info->address](Result<Frame> r) {
                   if (!r) return;
+                  // The leader has committed a topology this member has not installed (its
+                  // TopologyCommit was lost): fetch it.
+                  if (r->header.topologyVersion > topology()->version) catchUp(leader, address);
                   try {
                     extend(std::chrono::milliseconds(decode<LeaseGrant>(r->body).leaseMs));
                   } catch (const std::exception& e) {
@@ -233,17 +243,25 @@ MemberStatusBody NodeImpl::ownStatus() const {
   const TopologyPtr t = topology();
   s.memberId = memberId();
   s.topologyVersion = t->version;
-  if (control_) {
-    const ControlStatus c = control_->status();
-    s.term = c.term;
-    s.leader = c.leader;
-    s.isLeader = c.isLeader;
-    s.voters = c.voters;
-    s.standbys = c.standbys;
-  }
   const std::int64_t left =
       leaseUntil_.load(std::memory_order_acquire) - SteadyClock::now().time_since_epoch().count();
   s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
+  if (control_) {
+    const ControlStatus c = control_->status();
+    // A member that does not vote hears of terms from the topologies alone (Raft sends it
+    // nothing): a recovery's plan must be above every term in use.
+    s.term = std::max(c.term, t->term);
+    // The leader a voter's Raft server follows (0 while there is none). A member that does not
+    // vote hears nothing from Raft: the leader of its latest topology, while a grant of that
+    // leader's runs (its proof the leader lives); 0 once it has run out.
+    const bool votes = std::find(c.voters.begin(), c.voters.end(), c.self) != c.voters.end();
+    s.leader = votes || c.isLeader ? c.leader : left > 0 ? knownLeader(*t) : 0;
+    s.isLeader = c.isLeader;
+    s.voters = c.voters;
+    s.standbys = c.standbys;  // every member that does not vote: standbys and spares
+    s.standbys.insert(s.standbys.end(), c.spares.begin(), c.spares.end());
+    std::sort(s.standbys.begin(), s.standbys.end());
+  }
   s.leaseLapses = leaseLapses_.load(std::memory_order_relaxed);
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);

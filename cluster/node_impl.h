@@ -208,7 +208,15 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // A Prepare from the control plane's leader: refused from an older term or for a version that
   // is not newer than the installed one.
   void handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame);
+  // Installs a committed topology newer than the last one (from this member's control plane, the
+  // leader's TopologyCommit, or a member's answer); an older or equal one changes nothing.
   void commitTopology(TopologyPtr next);
+  // The control plane's leader sends `t`, which it committed in its term, to every other member:
+  // only the voters receive the Raft log. Best effort: a member that misses it fetches it when
+  // its lease grant or a heartbeat answer names a newer version (catchUp).
+  void announceTopology(const TopologyPtr& t);
+  // A TopologyCommit (admitted: from the leader that committed it): installed if newer.
+  void handleTopologyCommit(const std::shared_ptr<Connection>& conn, Frame frame);
 
   // --- links to members (node_links.cpp) ---
   std::shared_ptr<Peer> peerFor(MemberId id, const std::string& address) override;
@@ -275,6 +283,11 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   void heartbeatTick();
   // A member answered with a newer topology than ours: fetch it and install it.
   void catchUp(MemberId from, const std::string& address) override;
+  // Just admitted (network thread): asks the leader at `address` for its topology until one
+  // lists this member or `deadline` passes (a watch at a time; a topology the leader sent before
+  // this member knew its id reached no link).
+  void awaitAdmission(const std::string& address, MemberId admitted,
+                      std::chrono::steady_clock::time_point deadline);
   // Asks member `m`, which this one does not dial (the smaller id dials) and has not heard for a
   // failure timeout, for its topology over a connection of this member's own (network thread).
   // A member removed while it was cut off learns so this way, and rejoins: the others no longer

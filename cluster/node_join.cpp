@@ -204,10 +204,15 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       lastError = seed + ": reply does not decode: " + e.what();
       continue;
     }
-    // Admitted: the leader adds this member to the control plane, whose log brings the
-    // topologies (the first one listing this member makes the join complete).
+    // Admitted: the leader sends this member each topology it commits (the first one listing
+    // this member makes the join complete). One committed before this member knew its id (its
+    // join's answer was lost) found no link to it: it asks the leader too.
     std::promise<Result<bool>> made;
-    asio::post(netIo_, [this, &made, admitted] { made.set_value(becomeMember(admitted)); });
+    asio::post(netIo_, [this, &made, admitted, seed, deadline] {
+      Result<bool> became = becomeMember(admitted);
+      if (became) awaitAdmission(seed, admitted, deadline);
+      made.set_value(std::move(became));
+    });
     if (Result<bool> started = made.get_future().get(); !started) return started;
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()),
@@ -226,6 +231,37 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
   return Error(Errc::unreachable,
                "could not join through seeds [" + tried + "]: none answered for " +
                    std::to_string(options_.joinTimeout.count()) + " ms; last error: " + lastError);
+}
+
+void NodeImpl::awaitAdmission(const std::string& address, MemberId admitted,
+                              SteadyClock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+  if (!transport_ || stopCalled_.load() || left.count() <= 0 || memberId() != admitted ||
+      topology()->hasMember(admitted)) {
+    return;  // stopped, given up (a rejoin forgot that id), or admitted
+  }
+  // A watch: answered once the leader installs a topology newer than the newest this member has
+  // seen (committed_, which a topology that does not list it yet advances too), or after a second
+  // with the one it has (each answer is installed if it can follow this member's).
+  auto probe = Peer::create(*transport_, address, clientLinkOptions(options_.clientSecret));
+  const auto wait = std::min(left, std::chrono::milliseconds(1000));
+  probe->request(
+      MessageType::kGetTopology, topology()->version,
+      encode(WatchTopologyBody{committed_->version, static_cast<std::uint32_t>(wait.count())}),
+      wait + options_.requestTimeout, [this, probe, address, admitted, deadline](Result<Frame> r) {
+        probe->close();
+        if (r) {
+          try {
+            commitTopology(std::make_shared<Topology>(decode<TopologyBody>(r->body).topology));
+          } catch (const std::exception&) {
+            // Undecodable: asked again below.
+          }
+        } else if (r.error() != Errc::timeout) {
+          return;  // the leader is gone or refuses: the join's wait runs out and it tries again
+        }
+        awaitAdmission(address, admitted, deadline);
+      });
 }
 
 void NodeImpl::rejoin(std::vector<std::string> seeds) {

@@ -1,6 +1,8 @@
 // Recovery after a lost quorum (kRecover, sent by `ingrid-cli recover`): a survivor restarts its
 // control plane from the recovered topology that the operator's plan gives every survivor
 // (cluster/transport/recovery_plan.h; docs/operations.md, "Recovery after a lost quorum").
+#include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <string>
 
@@ -45,7 +47,16 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
                                               " (recovered before?)");
   }
   if (auto why = successorInvalidReason(*cur, next)) return refuse(Errc::invalid_argument, *why);
-  const ControlStatus c = control_->status();
+  ControlStatus c = control_->status();
+  // A member that does not vote hears nothing from the leader through Raft: its last lease grant
+  // is its last word from a leader (the grant proves that leader led a lease before it runs out).
+  if (const std::int64_t until = leaseUntil_.load(std::memory_order_acquire); until != 0) {
+    const auto grantAgo = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now().time_since_epoch() -
+        std::chrono::steady_clock::duration(until) + leaseDuration());
+    c.leaderSilentMs = std::min<std::uint64_t>(
+        c.leaderSilentMs, static_cast<std::uint64_t>(std::max<std::int64_t>(grantAgo.count(), 0)));
+  }
   if (req.term <= c.term || req.index == 0) {
     return refuse(Errc::invalid_argument, "the recovery's Raft term " + std::to_string(req.term) +
                                               " is not above its term " + std::to_string(c.term) +

@@ -22,7 +22,8 @@ void NodeImpl::prepareTopology(const Topology& next, UniqueFunction<void()> done
 void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame frame) {
   const Topology next = decode<TopologyBody>(frame.body).topology;
   const TopologyPtr cur = topology();
-  const std::uint64_t term = control_ ? control_->term() : 0;
+  // (A member that does not vote knows the terms of its topologies; its Raft term stands still.)
+  const std::uint64_t term = std::max(control_ ? control_->term() : 0, cur->term);
   // Only the leader of the current term may fence: a deposed or paused leader's Prepare (an
   // older term), or one for a topology that is not newer than ours, changes nothing.
   if (next.term < term || next.version <= cur->version || next.leader == 0 ||
@@ -47,9 +48,30 @@ void NodeImpl::handlePrepare(const std::shared_ptr<Connection>& conn, Frame fram
   });
 }
 
+void NodeImpl::announceTopology(const TopologyPtr& t) {
+  if (heartbeatsStopped_ || !control_ || !control_->isLeader() ||
+      t->leader != control_->status().self || t->version < committed_->version) {
+    return;  // not this leader's (an entry of an earlier term, replayed), or superseded
+  }
+  const std::string body = encode(TopologyBody{*t});
+  for (const MemberInfo& m : t->members) {
+    std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
+    if (!peer) continue;
+    peer->request(MessageType::kTopologyCommit, t->version, body, options_.requestTimeout,
+                  [](Result<Frame>) {});
+  }
+}
+
+void NodeImpl::handleTopologyCommit(const std::shared_ptr<Connection>& conn, Frame frame) {
+  auto next = std::make_shared<Topology>(decode<TopologyBody>(frame.body).topology);
+  commitTopology(std::move(next));
+  conn->reply(frame.header, MessageType::kTopologyCommit, topology()->version, {});
+}
+
 void NodeImpl::commitTopology(TopologyPtr next) {
   const TopologyPtr cur = topology();
   if (next->version <= committed_->version) return;  // already installed
+  const MemberId leaderWas = committed_->leader;
   if (auto why = successorInvalidReason(*committed_, *next)) {
     std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
               << "\n";
@@ -103,6 +125,11 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
   }
   if (options_.onTopology) options_.onTopology(*next);
+  // A new leader commits a topology of its own at once: a member that does not vote hears of it
+  // this way, and asks it for a lease before the old leader's grant runs out.
+  if (next->leader != leaderWas && next->leader != self && self != 0 && next->hasMember(self)) {
+    renewLease();
+  }
   syncPeers(*next);
   retainReplicaLinks(next);
   if (self != 0 && cur->hasMember(self) && !next->hasMember(self) && !stopCalled_.load() &&

@@ -371,14 +371,26 @@ void ControlPlane::poll() {
     status_.isLeader = leader;
     status_.voters.clear();
     status_.standbys.clear();
+    status_.spares.clear();
     status_.servers.clear();
     for (unsigned i = 0; i < r->configuration.n; ++i) {
       const raft_server& s = r->configuration.servers[i];
-      (s.role == RAFT_VOTER ? status_.voters : status_.standbys).push_back(s.id);
+      (s.role == RAFT_VOTER     ? status_.voters
+       : s.role == RAFT_STANDBY ? status_.standbys
+                                : status_.spares)
+          .push_back(s.id);
       status_.servers.emplace_back(s.id, s.address != nullptr ? s.address : "");
     }
     status_.configurationCommitted = r->configuration_uncommitted_index == 0;
   }
+  // A follower that does not vote (as far as it knows) has nothing to time: it ticks rarely.
+  bool votes = false;
+  for (unsigned i = 0; i < r->configuration.n; ++i) {
+    const raft_server& s = r->configuration.servers[i];
+    if (s.id == options_.self) votes = s.role == RAFT_VOTER;
+  }
+  raftIo_->slowTicks(raft_state(r) == RAFT_FOLLOWER && !votes,
+                     std::max(options_.electionTimeout, std::chrono::milliseconds(1000)));
   term_.store(term, std::memory_order_release);
   const bool changed = leader != wasLeader_ || (leader && term != leaderTerm_);
   if (changed) {
@@ -460,23 +472,20 @@ void ControlPlane::reconcile() {
   };
   std::vector<MemberId> ids = t.memberIds();
   std::sort(ids.begin(), ids.end());
-  // Every new member follows the log first (a spare receives nothing): a promotion to voter that
-  // does not catch up (a slow member) is tried again and again, and must not keep the others
-  // from receiving the log meanwhile.
+  // Voters vote; every other member is a spare, which receives nothing from Raft (its node
+  // receives each committed topology from the leader's node instead: ControlHost), so an idle
+  // member that does not vote costs the leader nothing per heartbeat. A member chosen to vote
+  // follows the log as a standby first and is promoted once caught up (a spare promoted at once
+  // would be caught up within the promotion, which took seconds on a loaded machine: a young
+  // cluster had one voter meanwhile). A voter no longer chosen is a standby, and becomes a spare
+  // only once it holds the configuration that made it a standby: a spare never hears of later
+  // configurations, and one that still believed it voted would stand for election.
   for (MemberId id : ids) {
     const raft_server* s = inConf(id);
-    if (s != nullptr && s->role == RAFT_SPARE) {
+    if (s != nullptr && s->role != RAFT_VOTER && votes(id)) {
       changing_ = true;
-      change(raft_assign(r, changeReq_.get(), id, RAFT_STANDBY, &ControlPlane::onChange));
-      return;
-    }
-  }
-  for (MemberId id : ids) {
-    const raft_server* s = inConf(id);
-    const int role = votes(id) ? RAFT_VOTER : RAFT_STANDBY;
-    if (s != nullptr && s->role != role && (role == RAFT_VOTER || s->role == RAFT_SPARE)) {
-      changing_ = true;
-      change(raft_assign(r, changeReq_.get(), id, role, &ControlPlane::onChange));
+      change(raft_assign(r, changeReq_.get(), id, s->role == RAFT_SPARE ? RAFT_STANDBY : RAFT_VOTER,
+                         &ControlPlane::onChange));
       return;
     }
   }
@@ -486,6 +495,17 @@ void ControlPlane::reconcile() {
       changing_ = true;
       change(raft_assign(r, changeReq_.get(), id, RAFT_STANDBY, &ControlPlane::onChange));
       return;
+    }
+  }
+  if (r->configuration_uncommitted_index == 0) {
+    for (unsigned i = 0; i < conf.n; ++i) {
+      const raft_server& s = conf.servers[i];
+      if (s.role == RAFT_STANDBY && s.id != options_.self && !votes(s.id) &&
+          r->leader_state.progress[i].match_index >= r->configuration_index) {
+        changing_ = true;
+        change(raft_assign(r, changeReq_.get(), s.id, RAFT_SPARE, &ControlPlane::onChange));
+        return;
+      }
     }
   }
   // 4. A leader that is no longer a member (it left, or it is a restored Raft server whose member

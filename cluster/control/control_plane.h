@@ -5,14 +5,17 @@
 // committed Topology.
 // Topologies are entries of the log: one leader per term, versions totally ordered, and a
 // minority can commit nothing. The leader's node plans changes (the Coordinator) and proposes
-// each next topology here; every member applies committed topologies in log order and hands
-// each to its node (ControlHost::topologyCommitted), which is the only way the control plane
-// reaches the data path.
+// each next topology here; every member that receives the log (the voters, and a standby)
+// applies committed topologies in log order and hands each to its node
+// (ControlHost::topologyCommitted); the leader's node sends each to the other members.
 //
 // The Raft configuration follows the committed topology: on the leader, members missing from it
 // are added, servers no longer members are removed (a dead voter before any promotion), and up to
-// `voters` members vote, spread over the zones (votersOf), while the others follow as standbys
-// (they receive the log but are not counted for a quorum).
+// `voters` members vote, spread over the zones (votersOf). The others are spares: Raft sends them
+// nothing, so an idle cluster's heartbeats go to the voters only, and their nodes hear of each
+// committed topology from the leader's node (NodeImpl::announceTopology). A voter no longer
+// chosen is a standby (it receives the log) until it holds the configuration that says so, then
+// a spare. A follower that does not vote ticks rarely (RaftIo::slowTicks).
 // A member's raft id is its member id; ids are never reused, so a restarted process (a new
 // member, empty) never votes twice in a term under an old identity. With a data directory
 // (ControlPlaneOptions::dataDir) the log, term and vote are kept on disk, and a process restarted
@@ -99,13 +102,15 @@ struct ControlStatus {
   std::uint64_t term = 0;
   MemberId leader = 0;  // as this member knows it; 0 if none
   // How long since this member last heard from a leader (or led), in ms; UINT64_MAX if never.
-  // A standby never stands for election, so it names a dead leader until told otherwise: this
-  // says how long that leader has been silent.
+  // A member that does not vote never stands for election, and a spare hears nothing from Raft,
+  // so it may name a dead leader: this says how long that leader has been silent.
   std::uint64_t leaderSilentMs = UINT64_MAX;
   bool isLeader = false;
   std::uint64_t committedVersion = 0;
-  std::vector<MemberId> voters;    // the Raft configuration as this member knows it
-  std::vector<MemberId> standbys;  // (spares are listed with the standbys)
+  // The Raft configuration as this member knows it (a spare hears of none after it became one).
+  std::vector<MemberId> voters;
+  std::vector<MemberId> standbys;  // receive the log, do not vote (a voter being demoted)
+  std::vector<MemberId> spares;    // receive nothing (every member that does not vote)
   // Every server of that configuration and its address.
   std::vector<std::pair<MemberId, std::string>> servers;
   // Whether that configuration is committed (no change of it is in flight).

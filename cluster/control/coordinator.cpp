@@ -216,6 +216,8 @@ void Coordinator::failMember(MemberId id) {
     // Otherwise an install round is in flight; migrating() or the end of the change sees it.
   }
   queue_.push_back(Change{Kind::kFail, id, {}, 0, {}, {}, {}});
+  // T2 may wait for this member's first lease (finishMigration): not any more.
+  leases_.giveUpOn(id);
   pump();
 }
 
@@ -378,11 +380,31 @@ void Coordinator::onSynced(PartitionId partition, MemberId member, std::uint64_t
 
 void Coordinator::finishMigration() {
   syncing_ = false;
-  auto t2 = std::move(target_);
-  install(std::move(t2), [this] {
-    busy_ = false;
-    replan_ = false;  // a failure during T2's install is queued as its own change
-    pump();
+  // A member that becomes a primary at T2 holds a lease first (it asked as soon as it was
+  // admitted), so that its partitions do not refuse writes in between; a member that never asks
+  // holds T2 up for a lease wait at most.
+  const TopologyPtr cur = host_.currentTopology();
+  std::vector<MemberId> gaining;
+  for (PartitionId p = 0; p < target_->table.partitionCount(); ++p) {
+    const MemberId m = target_->table.primary(p);
+    if (m != 0 && (p >= cur->table.partitionCount() || cur->table.primary(p) != m) &&
+        std::find(gaining.begin(), gaining.end(), m) == gaining.end()) {
+      gaining.push_back(m);
+    }
+  }
+  std::weak_ptr<int> life = life_;
+  leases_.whenGranted(gaining, host_.leaseWait(), [this, life] {
+    if (life.expired() || !target_) return;  // (re-planned meanwhile)
+    if (replan_) {  // a member failed meanwhile: plan again, without it, rather than install T2
+      migrating();
+      return;
+    }
+    auto t2 = std::move(target_);
+    install(std::move(t2), [this] {
+      busy_ = false;
+      replan_ = false;  // a failure during T2's install is queued as its own change
+      pump();
+    });
   });
 }
 

@@ -18,6 +18,50 @@ LeaseTable::SteadyTime LeaseTable::expiry(MemberId id) const {
   return from + host_.leaseWait();
 }
 
+void LeaseTable::whenGranted(const std::vector<MemberId>& ids, std::chrono::milliseconds atMost,
+                             UniqueFunction<void()> then) {
+  assert(host_.onNetworkThread());
+  Waiter w{{}, std::make_shared<UniqueFunction<void()>>(std::move(then))};
+  for (MemberId id : ids) {
+    if (lastGrant_.count(id) == 0) w.ids.insert(id);
+  }
+  if (w.ids.empty()) {
+    (*w.then)();
+    return;
+  }
+  std::weak_ptr<int> life = life_;
+  host_.runAfter(atMost, [life, then = w.then] {
+    if (life.expired() || !*then) return;
+    auto run = std::move(*then);
+    *then = UniqueFunction<void()>();
+    run();
+  });
+  waiters_.push_back(std::move(w));
+}
+
+std::vector<std::shared_ptr<UniqueFunction<void()>>> LeaseTable::takeDue() {
+  std::vector<std::shared_ptr<UniqueFunction<void()>>> due;
+  std::erase_if(waiters_, [&](Waiter& w) {
+    if (!*w.then) return true;  // its wait ran out: it ran then
+    if (!w.ids.empty()) return false;
+    due.push_back(std::move(w.then));
+    return true;
+  });
+  return due;
+}
+
+void LeaseTable::giveUpOn(MemberId id) {
+  assert(host_.onNetworkThread());
+  for (Waiter& w : waiters_) w.ids.erase(id);
+  std::weak_ptr<int> life = life_;
+  for (auto& then : takeDue()) {
+    auto run = std::move(*then);
+    *then = UniqueFunction<void()>();
+    run();
+    if (life.expired()) return;
+  }
+}
+
 void LeaseTable::remember(const TopologyPtr& t) {
   seen_.emplace(t->version, t);
   while (seen_.size() > kSeenTopologies) seen_.erase(seen_.begin());
@@ -113,9 +157,17 @@ void LeaseTable::runBarrier() {
       } else {
         lastGrant_[ask.id] = committed;
         ask.reply(true);
+        for (Waiter& w : waiters_) w.ids.erase(ask.id);
       }
     }
+    auto due = takeDue();
     runBarrier();
+    for (auto& then : due) {
+      auto run = std::move(*then);
+      *then = UniqueFunction<void()>();
+      run();
+      if (life.expired()) return;  // (it may end this leadership's coordinator)
+    }
   });
 }
 

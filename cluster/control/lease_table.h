@@ -50,6 +50,13 @@ class LeaseTable {
   // an earlier leader may have granted one until just before this one was elected, so nobody's
   // lease is known expired before this table's creation + CoordinatorHost::leaseWait().
   SteadyTime expiry(MemberId id) const;
+  // Runs `then` once this leader has granted a lease to each of `ids`, or after `atMost`,
+  // whichever comes first (at once if it has granted all of them already). Not run if this
+  // table goes first.
+  void whenGranted(const std::vector<MemberId>& ids, std::chrono::milliseconds atMost,
+                   UniqueFunction<void()> then);
+  // Member `id` failed: no whenGranted waits for it any more (those left with no member run).
+  void giveUpOn(MemberId id);
 
  private:
   struct Ask {
@@ -81,6 +88,16 @@ class LeaseTable {
   static constexpr std::size_t kSeenTopologies = 64;
   std::map<std::uint64_t, TopologyPtr> seen_;
   std::vector<Ask> queue_;
+  // whenGranted's: the members still without a grant, and what runs after (shared with the
+  // timer that runs it anyway after its wait; emptied when it has run).
+  struct Waiter {
+    std::set<MemberId> ids;
+    std::shared_ptr<UniqueFunction<void()>> then;
+  };
+  std::vector<Waiter> waiters_;
+  // Takes out the waiters whose members all hold a lease, or whose wait ran out; returns what
+  // the former run (the caller runs it, this table's state settled first).
+  std::vector<std::shared_ptr<UniqueFunction<void()>>> takeDue();
   bool barrierInFlight_ = false;
   bool barrierDue_ = false;   // a runBarrier is scheduled (spacing)
   SteadyTime lastBarrier_{};  // when the latest barrier was proposed

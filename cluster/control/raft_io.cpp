@@ -710,8 +710,17 @@ RaftIo::~RaftIo() {
   freeSnapshot(snapshot_);
 }
 
+void RaftIo::slowTicks(bool slow, std::chrono::milliseconds slowMs) {
+  const unsigned want = slow ? static_cast<unsigned>(std::max<std::int64_t>(slowMs.count(), 1)) : 0;
+  if (want == slowTickMs_) return;
+  slowTickMs_ = want;
+  if (tickCb_ == nullptr || closed_) return;  // not started (start() arms the first tick)
+  ticker_.cancel();  // the pending wait ends with operation_aborted and does not re-arm
+  tick();
+}
+
 void RaftIo::tick() {
-  ticker_.expires_after(std::chrono::milliseconds(tickMs_));
+  ticker_.expires_after(std::chrono::milliseconds(slowTickMs_ != 0 ? slowTickMs_ : tickMs_));
   ticker_.async_wait([this, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
     if (ec || alive.expired() || closed_) return;
     tickCb_(&io_);

@@ -42,6 +42,7 @@
 //   where string = u16 length + bytes and bytes = u32 length + bytes. Nothing may follow.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -113,6 +114,11 @@ class RaftIo {
   // state: a tick, a message delivered, a log append or snapshot completed. Set before raft_start.
   void onEvent(std::function<void()> f) { onEvent_ = std::move(f); }
 
+  // While `slow`, raft's tick comes every `slowMs` instead of every heartbeat interval (control
+  // thread). A follower that does not vote times nothing (it never stands for election), so a
+  // spare or standby need not wake its thread at a leader's cadence. Taking effect at once.
+  void slowTicks(bool slow, std::chrono::milliseconds slowMs);
+
   // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
   // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
   // A well-formed message before start or after close is dropped: false.
@@ -132,7 +138,8 @@ class RaftIo {
   RaftNetwork& network_;
   raft_io io_{};
   asio::steady_timer ticker_;
-  unsigned tickMs_ = 100;
+  unsigned tickMs_ = 100;    // raft's own tick interval
+  unsigned slowTickMs_ = 0;  // 0: ticks at tickMs_ (slowTicks)
   raft_io_tick_cb tickCb_ = nullptr;
   raft_io_recv_cb recvCb_ = nullptr;
   std::function<void()> onEvent_;

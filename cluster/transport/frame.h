@@ -31,7 +31,10 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 9: kRecover (ingrid-cli recover: survivors of a lost quorum form a new control plane).
 // 10: GetTopology with a body (WatchTopologyBody) is a watch, answered once a newer topology is
 //     installed.
-inline constexpr std::uint16_t kProtocolVersion = 11;
+// 11: Raft frames are one-way (no empty reply).
+// 12: kTopologyCommit again, with a new meaning: the control plane's leader sends each topology it
+//     committed to the members, most of which no longer receive the Raft log (spares).
+inline constexpr std::uint16_t kProtocolVersion = 12;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.
 inline constexpr std::uint32_t kDefaultMaxBodyBytes = 16u << 20;
@@ -40,7 +43,7 @@ enum class MessageType : std::uint16_t {
   kHello = 1,            // first frame of a connection: who is calling
   kJoin = 2,             // a node asks the coordinator to admit it
   kTopologyPrepare = 3,  // leader -> members: fence partitions you are about to lose
-  kTopologyCommit = 4,   // retired (topologies are committed through the Raft log); refused
+  kTopologyCommit = 4,   // leader -> members: a topology the control plane committed
   kGetTopology = 5,      // anyone -> member: send me your current topology
   kInvoke = 6,           // run an entry processor on a key's primary
   kReplicate = 7,        // primary -> backup: the resulting entry state, in sequence order

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cluster/transport/messages.h"
 
@@ -73,10 +74,8 @@ TEST_CASE("Admission: who may send what, on which port", "[cluster][admission]")
       CHECK(why.find("travels on its shard ports") != std::string::npos);
     }
   }
-  SECTION("replies and retired types are never requests") {
+  SECTION("replies are never requests") {
     CHECK(verdict(kMember3, MessageType::kRedirect, {}, Port::kMember) == Verdict::kWrongPort);
-    CHECK(verdict(kMember3, MessageType::kTopologyCommit, {}, Port::kMember) ==
-          Verdict::kWrongPort);
   }
 }
 
@@ -100,6 +99,26 @@ TEST_CASE("Admission: nobody speaks for another member", "[cluster][admission]")
         Verdict::kAdmit);
   CHECK(verdict(kMember3, MessageType::kLease, encode(LeaseBody{4, 1, 1, {}}), Port::kMember) ==
         Verdict::kForgedSender);
+
+  // A committed topology comes from the leader it names, on that member's link only.
+  auto committedBy = [](MemberId leader) {
+    Topology t;
+    t.version = 2;
+    t.leader = leader;
+    t.members = {MemberInfo{2, "127.0.0.2:1", 1, {}}, MemberInfo{3, "127.0.0.3:1", 1, {}}};
+    const std::vector<MemberId> ids{2, 3};
+    t.table = PartitionTable::balanced(4, ids, 1);
+    t.nextMemberId = 4;
+    return encode(TopologyBody{t});
+  };
+  CHECK(verdict(kMember3, MessageType::kTopologyCommit, committedBy(3), Port::kMember) ==
+        Verdict::kAdmit);
+  CHECK(verdict(kMember3, MessageType::kTopologyCommit, committedBy(2), Port::kMember) ==
+        Verdict::kForgedSender);
+  CHECK(verdict(kStranger, MessageType::kTopologyCommit, committedBy(3), Port::kMember) ==
+        Verdict::kMembersOnly);
+  CHECK(verdict(kMember3, MessageType::kTopologyCommit, committedBy(3), Port::kShard) ==
+        Verdict::kWrongPort);
 }
 
 TEST_CASE("Admission: the client secret and the connection limit close the connection",

@@ -413,7 +413,35 @@ class FaultCluster {
     }
     Convergence c0 = waitConverged(static_cast<std::size_t>(options_.members), options_.startLimit);
     if (!c0.converged) return "the cluster did not settle:\n" + c0.detail;
+    // And every member chosen to vote votes: until its promotion, a young cluster survives fewer
+    // losses than it will (3 members with one voter lose their quorum with the leader).
+    const std::size_t wanted = wantedVoters();
+    std::size_t voters = 0;
+    if (!testing::eventually(
+            [&] {
+              const int leader = leaderIndex();
+              if (leader < 0) return false;
+              auto st = probe_->statusOf(procs_[static_cast<std::size_t>(leader)]->address);
+              voters = st ? st->voters.size() : 0;
+              return voters == wanted;
+            },
+            options_.startLimit)) {
+      return "the control plane's leader counts " + std::to_string(voters) + " voters, not " +
+             std::to_string(wanted);
+    }
     return {};
+  }
+
+  // How many members vote once all options_.members are in: --voters (default 5) at most, an
+  // even count from 4 up rounded down to odd (votersOf).
+  std::size_t wantedVoters() const {
+    std::size_t most = 5;
+    for (std::size_t i = 0; i + 1 < options_.args.size(); ++i) {
+      if (options_.args[i] == "--voters") most = std::stoul(options_.args[i + 1]);
+    }
+    std::size_t wanted = std::min<std::size_t>(most, static_cast<std::size_t>(options_.members));
+    if (wanted > 3 && wanted % 2 == 0) --wanted;
+    return wanted;
   }
 
  public:

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -165,7 +166,8 @@ TEST_CASE("A bootstrapped control plane leads and commits topologies in order", 
   CHECK_THAT(stale.error().message(), Catch::Contains("not next"));
 }
 
-TEST_CASE("Members added by the committed topology follow the log and vote", "[control][raft]") {
+TEST_CASE("Members added by the committed topology vote, and the others are spares",
+          "[control][raft]") {
   Switchboard board;
   ControlPlane& first = bootstrapFirst(board);
   board.start(2, false);
@@ -176,16 +178,61 @@ TEST_CASE("Members added by the committed topology follow the log and vote", "[c
   REQUIRE(eventually(
       [&] {
         const ControlStatus s = first.status();
-        return s.voters.size() == 3 && s.standbys.size() == 1;
+        return s.voters.size() == 3 && s.spares.size() == 1;
       },
       10s));
   const ControlStatus s = first.status();
   CHECK(s.voters == std::vector<MemberId>{1, 2, 3});
-  CHECK(s.standbys == std::vector<MemberId>{4});
-  for (MemberId id : {2, 3, 4}) {
+  CHECK(s.spares == std::vector<MemberId>{4});
+  CHECK(s.standbys.empty());
+  for (MemberId id : {2, 3}) {
     REQUIRE(eventually([&] { return board.host(id).last() && board.host(id).last()->version == 2; },
                        10s));
   }
+  // A spare receives nothing from Raft: its node hears of topologies from the leader's node.
+  REQUIRE(proposeAndWait(first, topologyOf(3, {1, 2, 3, 4})).ok());
+  REQUIRE(
+      eventually([&] { return board.host(3).last() && board.host(3).last()->version == 3; }, 10s));
+  CHECK(board.host(4).last() == nullptr);
+  CHECK(board.plane(4).status().voters.empty());
+  // Member 1 leaves: the spare becomes a voter, catching up first (it holds the log after).
+  REQUIRE(proposeAndWait(first, topologyOf(4, {2, 3, 4})).ok());
+  REQUIRE(
+      eventually([&] { return board.host(4).last() && board.host(4).last()->version >= 3; }, 10s));
+  REQUIRE(eventually(
+      [&] {
+        const ControlStatus l = board.plane(2).isLeader()   ? board.plane(2).status()
+                                : board.plane(3).isLeader() ? board.plane(3).status()
+                                                            : first.status();
+        return l.voters == std::vector<MemberId>{2, 3, 4};
+      },
+      10s));
+}
+
+TEST_CASE("A voter demoted becomes a spare only once it knows it does not vote",
+          "[control][raft]") {
+  Switchboard board;
+  ControlPlane& first = bootstrapFirst(board);
+  for (MemberId id : {2, 3, 4}) board.start(id, false);
+  REQUIRE(proposeAndWait(first, topologyOf(2, {1, 2, 3})).ok());
+  REQUIRE(eventually([&] { return first.status().voters == std::vector<MemberId>{1, 2, 3}; }, 10s));
+  // Member 4 comes in another zone: the voters are spread over both (1 and 2 of zone a, 4 of b),
+  // so member 3 no longer votes.
+  auto zoned = topologyOf(3, {1, 2, 3, 4});
+  for (MemberInfo& m : zoned->members) m.zone = m.id == 4 ? "b" : "a";
+  REQUIRE(proposeAndWait(first, zoned).ok());
+  REQUIRE(eventually(
+      [&] {
+        const ControlStatus s = first.status();
+        return s.voters == std::vector<MemberId>{1, 2, 4} && s.spares == std::vector<MemberId>{3} &&
+               s.configurationCommitted;
+      },
+      10s));
+  // It was a standby first, long enough to hold that configuration: it does not stand for
+  // election, though it hears no more from Raft.
+  const ControlStatus three = board.plane(3).status();
+  CHECK(std::find(three.voters.begin(), three.voters.end(), 3) == three.voters.end());
+  CHECK(std::find(three.standbys.begin(), three.standbys.end(), 3) != three.standbys.end());
 }
 
 TEST_CASE("An isolated leader commits nothing: the majority elects another and goes on",
