@@ -104,6 +104,8 @@ void NodeImpl::dropIdentity() {
   coordinator_.reset();
   for (auto& [id, peer] : peers_) peer->close();
   peers_.clear();
+  for (auto& [id, peer] : departed_) peer->close();
+  departed_.clear();
   if (shardLinks_) shardLinks_->closeAll();
   closeReplicaLinks();  // they said Hello as the old member
   lastHeard_.clear();

@@ -480,6 +480,10 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // The member id worker w's replica links said Hello as (worker w only).
   std::vector<MemberId> replicaLinksAs_;
   std::unordered_map<MemberId, std::shared_ptr<Peer>> peers_;  // network thread
+  // Links to members that left the topology, kept until their requests' deadline (syncPeers):
+  // Raft's answers still reach a departed member that leads the control plane until it hands
+  // leadership over (network thread).
+  std::unordered_map<MemberId, std::shared_ptr<Peer>> departed_;
   // Links to members' shard ports for the calls this member forwards (made with transport_;
   // network thread).
   std::optional<ShardLinks> shardLinks_;

@@ -331,6 +331,8 @@ void NodeImpl::stop() {
       watchers_.stop();
       for (auto& [id, peer] : peers_) peer->close();
       peers_.clear();
+      for (auto& [id, peer] : departed_) peer->close();
+      departed_.clear();
       if (shardLinks_) shardLinks_->closeAll();
       transport_->stop();
       // Handlers queued by the closes above may still reach the coordinator: stop first.

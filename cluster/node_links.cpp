@@ -96,7 +96,13 @@ void NodeImpl::syncPeers(const Topology& t) {
     // link waiting for a member that died) goes elsewhere now.
     it->second->abandonQueued("member " + std::to_string(it->first) + " left the topology");
     auto timer = std::make_shared<asio::steady_timer>(netIo_, options_.requestTimeout);
-    timer->async_wait([timer, peer = it->second](std::error_code) { peer->close(); });
+    timer->async_wait([this, timer, id = it->first, peer = it->second](std::error_code) {
+      if (auto d = departed_.find(id); d != departed_.end() && d->second == peer) {
+        departed_.erase(d);
+      }
+      peer->close();
+    });
+    departed_.insert_or_assign(it->first, it->second);
     it = peers_.erase(it);
   }
   if (shardLinks_) shardLinks_->retain(t, options_.requestTimeout);
