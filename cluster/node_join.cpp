@@ -214,14 +214,32 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       made.set_value(std::move(became));
     });
     if (Result<bool> started = made.get_future().get(); !started) return started;
+    // At least a join timeout from the admission: the change that lists it may wait its turn.
+    const auto admittedBy = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
     const bool member = waitForTopology(
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now()),
+        std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - SteadyClock::now()),
         [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
     if (member && !stopCalled_.load()) return true;
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
-    lastError =
-        "admitted as member " + std::to_string(memberId()) + " but no topology with it arrived";
-    break;
+    // The id was given by a leader whose change never committed (it lost leadership first; the
+    // next leader may give that id to another joiner). This node forgets it and joins again, with
+    // the same incarnation: if that change did commit after all, the leader answers with the same
+    // id (Coordinator::requestJoin).
+    std::cerr << "ingrid: " << selfAddress_ << " was admitted as member " << admitted
+              << " but no topology listing it arrived within "
+              << options_.joinTimeout.count() << " ms; it forgets that id and joins again\n";
+    std::promise<void> forgot;
+    asio::post(netIo_, [this, &forgot] {
+      dropIdentity();
+      selfId_.store(0, std::memory_order_release);
+      committed_ = topology();
+      forgot.set_value();
+    });
+    forgot.get_future().wait();
+    lastError = "admitted as member " + std::to_string(admitted) +
+                " but no topology with it arrived; joined again";
+    deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+    targets.assign(round.begin(), round.end());
   }
   // The seed provider's latest failure is kept beside the seeds' (a name that stopped resolving
   // explains why no seed answered).
