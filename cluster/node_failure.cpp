@@ -21,11 +21,15 @@ void NodeImpl::startHeartbeats() {
 void NodeImpl::judgeTick() {
   if (heartbeatsStopped_) return;
   // Only the leader judges: a member silent for failureTimeout is reported failed within a
-  // twentieth of it (not a whole heartbeat interval) after. Every member ticks, so that
-  // discountStall runs at this cadence everywhere (a longer gap is a stall).
+  // twentieth of it (not a whole heartbeat interval) after. A member that does not lead stops
+  // ticking (an idle member's most frequent wake-up otherwise); startJudging starts it again.
+  if (!coordinator_ || memberId() == 0) {
+    judging_ = false;
+    return;
+  }
   const auto now = SteadyClock::now();
   discountStall(now);
-  if (coordinator_ && memberId() != 0) {
+  {
     std::vector<MemberId> silent;
     for (const auto& [id, heard] : lastHeard_) {
       if (now - heard.at > options_.failureTimeout) silent.push_back(id);
@@ -36,6 +40,11 @@ void NodeImpl::judgeTick() {
           id, "has sent no lease request or heartbeat answer for the failure timeout");
     }
   }
+  armJudgeTick();
+}
+
+void NodeImpl::armJudgeTick() {
+  judging_ = true;
   judgeTimer_.expires_after(judgeInterval());
   judgeTimer_.async_wait([this](std::error_code ec) {
     if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
@@ -71,8 +80,8 @@ void NodeImpl::heartbeatTick() {
   // And the control plane's leader, by every member: a member the leader cannot send to (its
   // lease grants lost, while its requests arrive) reports it; and a new leader has watched the
   // old one, whose silence it then judges from its last answer.
-  if (const MemberId leader = knownLeader(*t);
-      leader != 0 && leader != self && t->hasMember(leader) &&
+  const MemberId leader = knownLeader(*t);
+  if (leader != 0 && leader != self && t->hasMember(leader) &&
       std::find(watched_.begin(), watched_.end(), leader) == watched_.end()) {
     watched_.push_back(leader);
   }
@@ -97,6 +106,12 @@ void NodeImpl::heartbeatTick() {
     // Silent for a failure timeout: this member may have been removed meanwhile (the others no
     // longer dial it, and may not answer it); a probe as a client finds out.
     if (now - silentSince(m.id) > options_.failureTimeout) probeTopology(m);
+    // The leader's lease grants (renewLease) answer for it: a leader heard within a heartbeat
+    // interval gets no heartbeat, so that it does not answer one per member per interval.
+    if (const auto h = lastHeard_.find(m.id);
+        m.id == leader && h->second.answered && now - h->second.at < options_.heartbeatInterval) {
+      continue;
+    }
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
     if (!peer) continue;
     peer->request(MessageType::kHeartbeat, t->version, beat, options_.failureTimeout,
@@ -173,6 +188,7 @@ void NodeImpl::startJudging() {
         hearing.answered && since != watchedSince_.end() && hearing.at >= since->second;
     if (!heardWatching) hearing = Hearing{std::max(hearing.at, now), false};
   }
+  if (!judging_ && !heartbeatsStopped_) armJudgeTick();
 }
 
 void NodeImpl::renewLease() {
@@ -227,6 +243,7 @@ void NodeImpl::renewLease() {
   peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
                 [this, extend, leader, address = info->address](Result<Frame> r) {
                   if (!r) return;
+                  heard(leader);  // in place of a heartbeat's answer (heartbeatTick)
                   // The leader has committed a topology this member has not installed (its
                   // TopologyCommit was lost): fetch it.
                   if (r->header.topologyVersion > topology()->version) catchUp(leader, address);
@@ -306,12 +323,15 @@ void NodeImpl::discountStall(SteadyClock::time_point now) {
   // A stalled leader (a stalled host: every member at once) would otherwise find every member
   // silent the moment it runs again, before it reads the answers waiting for it, and remove them
   // all one after another; a stalled member would report every other one cut off.
+  // The leader runs it every judge interval; the others every heartbeat (heartbeatTick) and
+  // lease renewal (renewLease).
   const auto ranAt = std::exchange(detectorRanAt_, now);
+  const auto cadence = judging_ ? judgeInterval() : options_.heartbeatInterval;
   if (ranAt == SteadyClock::time_point{} ||
-      now - ranAt <= std::max(options_.heartbeatInterval, 2 * judgeInterval())) {
+      now - ranAt <= std::max(options_.heartbeatInterval, 2 * cadence)) {
     return;
   }
-  const auto stalled = now - ranAt - judgeInterval();
+  const auto stalled = now - ranAt - cadence;
   for (auto& [id, heard] : lastHeard_) heard.at = std::min(now, heard.at + stalled);
 }
 

@@ -297,8 +297,11 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   void renewLease();
   // Renews the lease every renewInterval() (network thread) until the node stops.
   void leaseTick();
-  // The leader's verdict on silent members (network thread), every failureTimeout / 20.
+  // The leader's verdict on silent members (network thread), every judgeInterval() while this
+  // member leads.
   void judgeTick();
+  // Runs judgeTick after a judge interval (network thread).
+  void armJudgeTick();
   // This member has become the leader: the members it has not heard while watching them get a
   // failure timeout to ask it for a lease (network thread).
   void startJudging();
@@ -356,8 +359,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Time during which this node's failure detection did not run (its process was paused, or
   // starved of CPU with its host) is nobody's silence: answers that came meanwhile wait unread.
   // Called first by each detection step (network thread); a gap since the previous step longer
-  // than a heartbeat interval (and two judge intervals) moves every member's last hearing forward
-  // by the gap less one judge interval (never past `now`).
+  // than a heartbeat interval and two cadences (the leader's judge interval, or the others'
+  // heartbeat interval) moves every member's last hearing forward by the gap less one cadence
+  // (never past `now`).
   void discountStall(std::chrono::steady_clock::time_point now);
   // Silence after which a member reports a peer as unreachable to the leader (with its lease
   // requests); always longer than hearingWindow().
@@ -513,6 +517,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // memberUnanswered's throttle (any thread): when each member was last posted.
   std::mutex suspectMu_;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspectPostedAt_;
+  // Whether judgeTick runs (this member leads; network thread).
+  bool judging_ = false;
   // When failure detection last ran here (discountStall); the epoch before its first run.
   std::chrono::steady_clock::time_point detectorRanAt_{};
   bool catchingUp_ = false;
