@@ -67,8 +67,9 @@ class Coordinator {
   // Queues the admission of a node listening at `address`; `reply` gets its member id once the
   // change starts. The same address with the same incarnation is a retried join: answered at once
   // with the same id if the committed topology or the change under way lists it, else queued
-  // (and then answered with the same id); with another incarnation it is that member restarted:
-  // the old member is removed as failed and the node admitted afresh.
+  // (and then answered with the same id); with another incarnation it is a claim: the member
+  // there is removed only once its last lease has surely expired (the joiner is answered
+  // unavailable until then, and asks again), and then the node is admitted afresh.
   // `shardPorts` and `zone` go into its topology entry (MemberInfo).
   void requestJoin(std::string address, std::uint64_t incarnation,
                    std::vector<std::uint16_t> shardPorts, std::string zone,
