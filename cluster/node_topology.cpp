@@ -126,8 +126,12 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   }
   if (options_.onTopology) options_.onTopology(*next);
   // A new leader commits a topology of its own at once: a member that does not vote hears of it
-  // this way, and asks it for a lease before the old leader's grant runs out.
-  if (next->leader != leaderWas && next->leader != self && self != 0 && next->hasMember(self)) {
+  // this way, and asks it for a lease before the old leader's grant runs out. A member listed
+  // for the first time (a joiner; the first member, whose leadership came before its first
+  // topology) asks at once too, not at its next lease tick.
+  const bool firstListed = self != 0 && next->hasMember(self) && !cur->hasMember(self);
+  if (((next->leader != leaderWas && next->leader != self) || firstListed) && self != 0 &&
+      next->hasMember(self)) {
     renewLease();
   }
   syncPeers(*next);

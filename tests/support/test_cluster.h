@@ -99,7 +99,14 @@ class TestCluster {
         return false;
       }
     }
-    return eventually([this] { return settled(); });
+    // Settled, and every member holds its primary lease (readiness): a write sent at once, with
+    // no client's retries (a raw frame), is not refused for the want of one.
+    return eventually([this] { return settled(); }) && eventually([this] {
+             for (Node* node : live()) {
+               if (!node->readiness().ok) return false;
+             }
+             return true;
+           });
   }
 
   // Stops node i gracefully (it leaves the cluster first) and forgets it.
