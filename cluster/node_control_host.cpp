@@ -54,10 +54,15 @@ void NodeImpl::ControlRole::leaderLearnt(MemberId leader, std::uint64_t /*term*/
 
 void NodeImpl::sendRaft(MemberId to, const std::string& address, std::string bytes) {
   if (state_.load() == kStopped || heartbeatsStopped_) return;
-  std::shared_ptr<Peer> peer = peerFor(to, address);
   // A member that left may still lead the control plane, handing it over (leave()): its link
-  // lasts a request's deadline after it left the topology.
-  if (auto d = departed_.find(to); !peer && d != departed_.end()) peer = d->second;
+  // lasts a request's deadline after it left the topology (syncPeers), and is used rather than a
+  // new one.
+  std::shared_ptr<Peer> peer;
+  if (auto d = departed_.find(to); d != departed_.end() && !topology()->hasMember(to)) {
+    peer = d->second;
+  } else {
+    peer = peerFor(to, address);
+  }
   if (!peer) return;  // no link yet (the other side dials): raft sends again
   // One-way: Raft's answers are messages of their own, and it resends what is lost.
   peer->notify(MessageType::kRaft, topology()->version, std::move(bytes),

@@ -68,7 +68,8 @@ void NodeImpl::heartbeatTick() {
   const auto now = SteadyClock::now();
   discountStall(now);
   // The silence of a member is measured from its last heartbeat answer (or, on the leader, its
-  // last lease request), or from when this node first saw it listed (commitTopology).
+  // last lease request; of the leader, its last lease grant too), or from when this node first
+  // saw it listed (commitTopology).
   std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   std::erase_if(probedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   // Only the members after this one on the ring (watch_ring.h), each watched by a few, and the
@@ -177,6 +178,9 @@ SteadyClock::time_point NodeImpl::silentSince(MemberId id) const {
 }
 
 void NodeImpl::startJudging() {
+  // Brought up to date at the follower's cadence first, so that the first judge tick does not
+  // take the gap since the last heartbeat or renewal for a stall.
+  discountStall(SteadyClock::now());
   // This member has just become the leader. It has truly heard only the members it watched (the
   // old leader among them) and has had answers from since it began watching them; every other
   // member is given a failure timeout from now to ask it for a lease, and until one does it is

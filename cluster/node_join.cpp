@@ -8,6 +8,7 @@
 #include <future>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -207,15 +208,16 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // Admitted: the leader sends this member each topology it commits (the first one listing
     // this member makes the join complete). One committed before this member knew its id (its
     // join's answer was lost) found no link to it: it asks the leader too.
+    // It waits at least a join timeout from the admission: the change that lists it may wait its
+    // turn.
+    const auto admittedBy = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
     std::promise<Result<bool>> made;
-    asio::post(netIo_, [this, &made, admitted, seed, deadline] {
+    asio::post(netIo_, [this, &made, admitted, seed, admittedBy] {
       Result<bool> became = becomeMember(admitted);
-      if (became) awaitAdmission(seed, admitted, deadline);
+      if (became) awaitAdmission(seed, admitted, admittedBy);
       made.set_value(std::move(became));
     });
     if (Result<bool> started = made.get_future().get(); !started) return started;
-    // At least a join timeout from the admission: the change that lists it may wait its turn.
-    const auto admittedBy = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - SteadyClock::now()),
         [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
@@ -228,16 +230,37 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     std::cerr << "ingrid: " << selfAddress_ << " was admitted as member " << admitted
               << " but no topology listing it arrived within "
               << options_.joinTimeout.count() << " ms; it forgets that id and joins again\n";
-    std::promise<void> forgot;
-    asio::post(netIo_, [this, &forgot] {
+    // Shared: stop() may end this wait first (its network thread then never runs the forget).
+    struct Forgot {
+      bool listed = false;  // a topology listing it arrived after all: joined
+      std::optional<Error> error;
+    };
+    auto forgot = std::make_shared<std::promise<Forgot>>();
+    auto forgotten = forgot->get_future();
+    asio::post(netIo_, [this, forgot, admitted] {
+      // A topology listing it may have arrived since the wait ended (a watch's answer, a push).
+      if (topology()->hasMember(admitted)) {
+        forgot->set_value(Forgot{true, std::nullopt});
+        return;
+      }
       dropIdentity();
       selfId_.store(0, std::memory_order_release);
       committed_ = topology();
-      forgot.set_value();
+      Forgot f;
+      // The data directory no longer names that id (a restart would claim it).
+      if (dataDir_) {
+        if (Result<bool> r = dataDir_->forget(); !r) f.error = std::move(r).error();
+      }
+      forgot->set_value(std::move(f));
     });
-    forgot.get_future().wait();
+    while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+      if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
+    }
+    Forgot f = forgotten.get();
+    if (f.listed) return true;
+    if (f.error) return std::move(*f.error);
     lastError = "admitted as member " + std::to_string(admitted) +
-                " but no topology with it arrived; joined again";
+                " but no topology with it arrived (it forgot that id and asked again)";
     deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
     targets.assign(round.begin(), round.end());
   }

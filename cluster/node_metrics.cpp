@@ -3,6 +3,7 @@
 // of its probes (liveness, readiness, cluster safety). Called from any thread but the node's own
 // (a scrape's): what the network thread owns is read there, what a worker owns on that worker,
 // each with a bounded wait; the request path's cells are read in place (request_metrics.h).
+#include <algorithm>
 #include <cmath>
 #include <future>
 #include <limits>
@@ -30,6 +31,21 @@ namespace ingrid {
 namespace {
 
 constexpr std::chrono::milliseconds kProbeWait{1000};
+
+// Why the control plane's leader, reporting `s`, does not yet have the voters it wants for `t`
+// (a promotion, or a dead voter's removal, under way: losing a voter now could cost the quorum);
+// empty if it has them, or `s` is not the leader's.
+std::string votersVerdict(const MemberStatusBody& s, const Topology& t, unsigned most) {
+  if (!s.isLeader) return {};
+  std::vector<MemberId> want = votersOf(t.members, most);
+  std::vector<MemberId> have = s.voters;
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  if (want == have) return {};
+  return "the control plane's leader (member " + std::to_string(s.memberId) + ") has " +
+         std::to_string(have.size()) + " voters, not the " + std::to_string(want.size()) +
+         " it wants: a promotion or a removal is under way";
+}
 
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
@@ -308,6 +324,9 @@ Probe NodeImpl::clusterSafe() {
                        " partitions with a backup that lacks an update (first: " +
                        std::to_string(g->status.behind.front()) + "): replication is failing"};
   }
+  if (std::string why = votersVerdict(g->status, *topology(), options_.voters); !why.empty()) {
+    return {false, why};
+  }
   if (!transport_) return {true, "one member, nothing migrating"};
   // Every other member's own report: the topology says a replica is complete once it synced,
   // but a replica that missed an update since is resyncing, which only its member knows.
@@ -331,7 +350,7 @@ Probe NodeImpl::clusterSafe() {
     }
     for (const MemberInfo* m : others) {
       std::shared_ptr<Peer> peer = peerFor(m->id, m->address);
-      auto answer = [gather, id = m->id](Result<Frame> r) {
+      auto answer = [gather, id = m->id, t, most = options_.voters](Result<Frame> r) {
         if (gather->verdict.empty()) {
           if (!r) {
             gather->verdict =
@@ -347,6 +366,8 @@ Probe NodeImpl::clusterSafe() {
                                   std::to_string(s.behind.size()) +
                                   " partitions with a backup that lacks an update: replication "
                                   "is failing";
+              } else {
+                gather->verdict = votersVerdict(s, *t, most);
               }
             } catch (const std::exception& e) {
               gather->verdict =

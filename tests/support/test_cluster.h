@@ -99,13 +99,15 @@ class TestCluster {
         return false;
       }
     }
-    // Settled, and every member holds its primary lease (readiness): a write sent at once, with
-    // no client's retries (a raw frame), is not refused for the want of one.
+    // Settled, every member holds its primary lease (readiness: a write sent at once, with no
+    // client's retries, is not refused for the want of one), and the cluster is safe (the control
+    // plane has every voter it wants: a crash during a promotion may cost a young cluster its
+    // quorum).
     return eventually([this] { return settled(); }) && eventually([this] {
              for (Node* node : live()) {
                if (!node->readiness().ok) return false;
              }
-             return true;
+             return settled() && live().front()->clusterSafe().ok;
            });
   }
 
