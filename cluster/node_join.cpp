@@ -228,8 +228,8 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // the same incarnation: if that change did commit after all, the leader answers with the same
     // id (Coordinator::requestJoin).
     std::cerr << "ingrid: " << selfAddress_ << " was admitted as member " << admitted
-              << " but no topology listing it arrived within "
-              << options_.joinTimeout.count() << " ms; it forgets that id and joins again\n";
+              << " but no topology listing it arrived within " << options_.joinTimeout.count()
+              << " ms; it forgets that id and joins again\n";
     // Shared: stop() may end this wait first (its network thread then never runs the forget).
     struct Forgot {
       bool listed = false;  // a topology listing it arrived after all: joined
