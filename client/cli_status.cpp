@@ -116,6 +116,13 @@ ClusterView gatherStatus(ingrid::Client& client) {
           " partition(s) with a backup that lacks an update (replication failing)");
     }
     if (s.leader == 0) v.problems.push_back("member " + std::to_string(m.id) + " knows no leader");
+    if (!s.suspects.empty()) {
+      std::string ids;
+      for (ingrid::MemberId x : s.suspects) ids += (ids.empty() ? "" : ", ") + std::to_string(x);
+      v.problems.push_back("the control plane's leader (member " + std::to_string(m.id) +
+                           ") may be about to remove member(s) " + ids +
+                           " (declared failed, not heard from, or reported unreachable)");
+    }
   }
   if (v.migrating) v.problems.push_back("a migration is in progress");
   return v;
@@ -152,6 +159,7 @@ void printStatusJson(const ClusterView& v) {
            ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
            ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
            ",\"behind\":" + jsonArray(s.behind) +
+           ",\"suspects\":" + jsonArray(s.suspects) +
            ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
   }
   out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";
@@ -181,7 +189,8 @@ void printStatusText(const ClusterView& v) {
           ", leader " + std::to_string(s.leader) + (s.isLeader ? " (itself)" : "") +
           (s.leaseLeftMs > 0 ? ", lease " + std::to_string(s.leaseLeftMs) + " ms" : ", NO LEASE") +
           (s.fenced.empty() ? "" : ", " + std::to_string(s.fenced.size()) + " fenced") +
-          (s.incomplete.empty() ? "" : ", " + std::to_string(s.incomplete.size()) + " incomplete");
+          (s.incomplete.empty() ? "" : ", " + std::to_string(s.incomplete.size()) + " incomplete") +
+          (s.suspects.empty() ? "" : ", " + std::to_string(s.suspects.size()) + " suspected");
     }
     const auto primaries = v.primaries.count(m.id) ? v.primaries.at(m.id) : 0;
     const auto backups = v.backups.count(m.id) ? v.backups.at(m.id) : 0;

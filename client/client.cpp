@@ -558,7 +558,8 @@ Result<MemberStatus> ClientImpl::statusOf(const std::string& address) {
                         s.rejoining,
                         std::move(s.incomplete),
                         std::move(s.behind),
-                        s.leaseLapses};
+                        s.leaseLapses,
+                        std::move(s.suspects)};
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
   }

@@ -88,14 +88,18 @@ bool NodeImpl::restoredAlone() const {
 Result<bool> NodeImpl::startAfresh() {
   std::promise<void> dropped;
   asio::post(netIo_, [this, &dropped] {
-    dropIdentity();
-    restored_.store(0);
-    selfId_.store(0, std::memory_order_release);
-    committed_ = topology();
+    forgetIdentity();
     dropped.set_value();
   });
   dropped.get_future().wait();
   return bootstrap();  // claims the directory for member 1 of the new cluster
+}
+
+void NodeImpl::forgetIdentity() {
+  dropIdentity();
+  restored_.store(0);
+  selfId_.store(0, std::memory_order_release);
+  committed_ = topology();
 }
 
 void NodeImpl::dropIdentity() {

@@ -29,16 +29,14 @@ void NodeImpl::judgeTick() {
   }
   const auto now = SteadyClock::now();
   discountStall(now);
-  {
-    std::vector<MemberId> silent;
-    for (const auto& [id, heard] : lastHeard_) {
-      if (now - heard.at > options_.failureTimeout) silent.push_back(id);
-    }
-    std::sort(silent.begin(), silent.end());
-    for (MemberId id : silent) {
-      coordinator_->memberFailed(
-          id, "has sent no lease request or heartbeat answer for the failure timeout");
-    }
+  std::vector<MemberId> silent;
+  for (const auto& [id, heard] : lastHeard_) {
+    if (now - heard.at > options_.failureTimeout) silent.push_back(id);
+  }
+  std::sort(silent.begin(), silent.end());
+  for (MemberId id : silent) {
+    coordinator_->memberFailed(
+        id, "has sent no lease request or heartbeat answer for the failure timeout");
   }
   armJudgeTick();
 }
@@ -283,6 +281,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
     s.standbys.insert(s.standbys.end(), c.spares.begin(), c.spares.end());
     std::sort(s.standbys.begin(), s.standbys.end());
   }
+  if (coordinator_) s.suspects = coordinator_->suspects();
   s.leaseLapses = leaseLapses_.load(std::memory_order_relaxed);
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);

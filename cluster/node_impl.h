@@ -174,6 +174,10 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Network thread: this member's control plane, coordinator, links (they said Hello as it),
   // failure-detection state and lease go (a rejoin, or a restored identity ending).
   void dropIdentity();
+  // Network thread: dropIdentity, and this node is no member (id 0, no restored Raft server); the
+  // topology installed now is its committed view (a new Raft server replays the log from its
+  // start, and must not take what the old one committed for news).
+  void forgetIdentity();
   void leave();
 
   // --- the dispatch of requests (node_dispatch.cpp) ---

@@ -243,9 +243,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
         forgot->set_value(Forgot{true, std::nullopt});
         return;
       }
-      dropIdentity();
-      selfId_.store(0, std::memory_order_release);
-      committed_ = topology();
+      forgetIdentity();
       Forgot f;
       // The data directory no longer names that id (a restart would claim it).
       if (dataDir_) {
@@ -349,8 +347,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     auto forgot = std::make_shared<std::promise<void>>();  // shared: stop() may end the wait first
     auto forgotten = forgot->get_future();
     asio::post(netIo_, [this, forgot] {
-      dropIdentity();
-      selfId_.store(0, std::memory_order_release);
+      forgetIdentity();
       incarnation_.store(randomIncarnation());
       auto empty = std::make_shared<Topology>();
       empty->table = PartitionTable(options_.partitions,

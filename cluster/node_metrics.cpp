@@ -47,6 +47,28 @@ std::string votersVerdict(const MemberStatusBody& s, const Topology& t, unsigned
          " it wants: a promotion or a removal is under way";
 }
 
+// Why member `s` reports that the cluster is not safe to lose a member: an incomplete replica
+// there, a backup behind on a partition it leads, and on the control plane's leader a member it
+// may be about to remove or a voter it lacks; empty if none.
+std::string reportVerdict(const MemberStatusBody& s, const Topology& t, unsigned most) {
+  const std::string member = "member " + std::to_string(s.memberId);
+  if (!s.incomplete.empty()) {
+    return member + " reports " + std::to_string(s.incomplete.size()) +
+           " incomplete replicas (first: partition " + std::to_string(s.incomplete.front()) + ")";
+  }
+  if (!s.behind.empty()) {
+    return member + " leads " + std::to_string(s.behind.size()) +
+           " partitions with a backup that lacks an update (first: " +
+           std::to_string(s.behind.front()) + "): replication is failing";
+  }
+  if (!s.suspects.empty()) {
+    return "the control plane's leader (" + member + ") may be about to remove member " +
+           std::to_string(s.suspects.front()) + (s.suspects.size() > 1 ? " and others" : "") +
+           " (declared failed, not heard from, or reported unreachable)";
+  }
+  return votersVerdict(s, t, most);
+}
+
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -314,17 +336,7 @@ Probe NodeImpl::clusterSafe() {
   if (g->migrationsPending > 0) {
     return {false, std::to_string(g->migrationsPending) + " partitions are migrating"};
   }
-  if (!g->status.incomplete.empty()) {
-    return {false, "member " + std::to_string(g->status.memberId) + " reports " +
-                       std::to_string(g->status.incomplete.size()) + " incomplete replicas"};
-  }
-  if (!g->status.behind.empty()) {
-    return {false, "member " + std::to_string(g->status.memberId) + " leads " +
-                       std::to_string(g->status.behind.size()) +
-                       " partitions with a backup that lacks an update (first: " +
-                       std::to_string(g->status.behind.front()) + "): replication is failing"};
-  }
-  if (std::string why = votersVerdict(g->status, *topology(), options_.voters); !why.empty()) {
+  if (std::string why = reportVerdict(g->status, *topology(), options_.voters); !why.empty()) {
     return {false, why};
   }
   if (!transport_) return {true, "one member, nothing migrating"};
@@ -357,18 +369,7 @@ Probe NodeImpl::clusterSafe() {
                 "member " + std::to_string(id) + " did not report: " + r.error().message();
           } else {
             try {
-              const auto s = decode<MemberStatusBody>(r->body);
-              if (!s.incomplete.empty()) {
-                gather->verdict = "member " + std::to_string(id) + " reports " +
-                                  std::to_string(s.incomplete.size()) + " incomplete replicas";
-              } else if (!s.behind.empty()) {
-                gather->verdict = "member " + std::to_string(id) + " leads " +
-                                  std::to_string(s.behind.size()) +
-                                  " partitions with a backup that lacks an update: replication "
-                                  "is failing";
-              } else {
-                gather->verdict = votersVerdict(s, *t, most);
-              }
+              gather->verdict = reportVerdict(decode<MemberStatusBody>(r->body), *t, most);
             } catch (const std::exception& e) {
               gather->verdict =
                   "member " + std::to_string(id) + "'s status does not decode: " + e.what();

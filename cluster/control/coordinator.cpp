@@ -194,6 +194,20 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
   }
 }
 
+std::vector<MemberId> Coordinator::suspects() const {
+  assert(host_.onNetworkThread());
+  const std::set<MemberId> reported =
+      partitions_.named(std::chrono::steady_clock::now(), host_.leaseWait());
+  std::vector<MemberId> out;
+  for (const MemberInfo& m : host_.currentTopology()->members) {
+    if (failed_.count(m.id) != 0 || leases_.revoked(m.id) || reported.count(m.id) != 0 ||
+        (m.id != host_.selfId() && !host_.hearsFrom(m.id))) {
+      out.push_back(m.id);
+    }
+  }
+  return out;
+}
+
 void Coordinator::failMember(MemberId id) {
   if ((id == host_.selfId() && !host_.selfRestored()) || !failed_.insert(id).second) return;
   if (const MemberInfo* m = host_.currentTopology()->member(id)) departed_.insert(m->address);

@@ -100,6 +100,12 @@ class Coordinator {
   void onSynced(PartitionId partition, MemberId member, std::uint64_t version);
   // No change running or queued.
   bool idle() const noexcept { return !busy_ && queue_.empty(); }
+  // The members of the committed topology this leader may be about to remove: declared failed or
+  // revoked (a removal waiting for a lease to run out), not heard from within the hearing window,
+  // or named in a fresh reachability report (a partial partition being judged). Empty when no
+  // removal can follow from what it knows now: what `/cluster-safe` and `ingrid-cli status` wait
+  // for, so that a fault is not struck while the last one's removal is still to come.
+  std::vector<MemberId> suspects() const;
 
  private:
   enum class Kind { kJoin, kLeave, kFail, kReplan };

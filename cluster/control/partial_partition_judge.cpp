@@ -74,4 +74,15 @@ std::vector<PartialPartitionJudge::Removal> PartialPartitionJudge::judge(
   return out;
 }
 
+std::set<MemberId> PartialPartitionJudge::named(SteadyTime now,
+                                               std::chrono::milliseconds freshFor) const {
+  std::set<MemberId> out;
+  for (const auto& [reporter, r] : unreachable_) {
+    if (now - r.at >= freshFor) continue;
+    out.insert(reporter);
+    for (const auto& [m, since] : r.since) out.insert(m);
+  }
+  return out;
+}
+
 }  // namespace ingrid

@@ -49,6 +49,11 @@ class PartialPartitionJudge {
                              SteadyTime now, std::chrono::milliseconds freshFor,
                              std::chrono::milliseconds confirmAfter) const;
 
+  // Every member named in a report not older than `freshFor`, as a reporter or as unreachable:
+  // the members a judgement may still remove (a report stays until its reporter sends a clean
+  // one, which it does once it hears the others again).
+  std::set<MemberId> named(SteadyTime now, std::chrono::milliseconds freshFor) const;
+
  private:
   struct Report {
     std::map<MemberId, SteadyTime> since;  // whom it cannot reach, each since its first listing

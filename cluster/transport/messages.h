@@ -489,10 +489,13 @@ struct MemberStatusBody {
   std::vector<std::uint32_t> behind;
   // Times its primary lease ran out before a renewal came (it refused writes meanwhile).
   std::uint64_t leaseLapses = 0;
+  // On the control plane's leader: the members it may be about to remove (Coordinator::suspects:
+  // removing, not heard, or reported unreachable). Empty elsewhere.
+  std::vector<MemberId> suspects;
   template <class A>
   void save(A& ar) const {
     ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
-       rejoining, incomplete, behind, leaseLapses);
+       rejoining, incomplete, behind, leaseLapses, suspects);
   }
   template <class A>
   void load(A& ar) {
@@ -510,6 +513,8 @@ struct MemberStatusBody {
     behind.resize(loadBoundedSize(ar, kMaxIds, "MemberStatusBody.behind"));
     for (auto& p : behind) ar(p);
     ar(leaseLapses);
+    suspects.resize(loadBoundedSize(ar, kMaxMembers, "MemberStatusBody.suspects"));
+    for (auto& m : suspects) ar(m);
   }
 };
 

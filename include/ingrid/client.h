@@ -95,6 +95,9 @@ struct MemberStatus {
   // Times its primary lease ran out before a renewal came: it refused writes in between (a
   // control plane without a leader for longer than the lease, or a member cut off from it).
   std::uint64_t leaseLapses = 0;
+  // On the control plane's leader: the members it may be about to remove (declared failed, not
+  // heard from, or reported unreachable by another member). Empty on the other members.
+  std::vector<MemberId> suspects;
 };
 class ClientImpl;
 

@@ -10,6 +10,7 @@
 #include <deque>
 #include <future>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -158,13 +159,81 @@ TEST_CASE("Cluster safety is false while a join's snapshots are held back, true 
   faults->add({.to = "127.0.0.4", .types = {MessageType::kSnapshot}, .cut = true});
   cluster.add();
   REQUIRE(cluster.lastStart().ok());
+  // Snapshots were really held back (the join's first ones may not have been sent yet).
+  CHECK(eventually([&] { return faults->counts().dropped > 0; }, 10s));
   const bool unsafe = eventually([&] { return !cluster.at(0).clusterSafe().ok; }, 10s);
   const Probe during = cluster.at(0).clusterSafe();
   INFO(during.reason);
   CHECK(unsafe);
-  CHECK(faults->counts().dropped > 0);  // snapshots were really held back
+  CHECK_FALSE(during.ok);  // the join still cannot finish
   faults->clear();
   CHECK(eventually([&] { return cluster.settled(); }, 30s));
   CHECK(eventually([&] { return cluster.at(0).clusterSafe().ok; }, 30s));
   CHECK(eventually([&] { return cluster.at(2).clusterSafe().ok; }, 10s));
+}
+
+TEST_CASE("Cluster safety is false while the leader may be about to remove a member, true after",
+          "[cluster][metrics]") {
+  // A cut link between two members: their reports reach the leader, which names both as suspects
+  // (one of them is to be removed) in its status, and /cluster-safe says so, before any removal
+  // is committed. A safe verdict there would let an operator (or the nemesis) take down another
+  // member while this removal is still to come.
+  auto faults = std::make_shared<FrameFaults>(/*seed=*/7);
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.frameFaults = faults;
+  TestCluster cluster(o);
+  cluster.useDistinctAddresses();
+  REQUIRE(cluster.start(3));
+  ClientOptions co;
+  co.seeds = {cluster.at(0).listenAddress()};
+  Client client(co);
+  REQUIRE(client.start().ok());
+  auto leaderStatus = [&]() -> std::optional<MemberStatus> {
+    for (Node* n : cluster.live()) {
+      auto s = client.statusOf(n->listenAddress());
+      if (s && s->isLeader) return *s;
+    }
+    return std::nullopt;
+  };
+  std::optional<MemberStatus> before = leaderStatus();
+  REQUIRE(before);
+  CHECK(before->suspects.empty());
+  // Cut the two members that do not lead from each other, both ways.
+  std::vector<std::string> others;
+  for (Node* n : cluster.live()) {
+    if (n->memberId() != before->memberId) {
+      others.push_back(n->listenAddress().substr(0, n->listenAddress().rfind(':')));
+    }
+  }
+  REQUIRE(others.size() == 2);
+  faults->add({.from = others[0], .to = others[1], .cut = true});
+  faults->add({.from = others[1], .to = others[0], .cut = true});
+  std::optional<MemberStatus> during;
+  CHECK(eventually(
+      [&] {
+        during = leaderStatus();
+        return during && !during->suspects.empty();
+      },
+      20s));
+  Probe unsafe;
+  CHECK(eventually(
+      [&] {
+        for (Node* n : cluster.live()) {
+          unsafe = n->clusterSafe();
+          if (unsafe.reason.find("may be about to remove") != std::string::npos) return true;
+        }
+        return false;
+      },
+      20s));
+  INFO(unsafe.reason);
+  CHECK_FALSE(unsafe.ok);
+  CHECK(faults->counts().dropped > 0);  // the link was really cut
+  faults->clear();
+  CHECK(eventually([&] { return cluster.settled(); }, 30s));
+  CHECK(eventually(
+      [&] {
+        const auto s = leaderStatus();
+        return s && s->suspects.empty() && cluster.at(0).clusterSafe().ok;
+      },
+      30s));
 }

@@ -39,17 +39,27 @@ fail() {
   exit 1
 }
 
-# Free loopback ports, one per member (a restarted member comes back at its address).
-mapfile -t PORTS < <(python3 -c '
-import socket
-socks = [socket.socket() for _ in range('"$MEMBERS"')]
-for s in socks: s.bind(("127.0.0.1", 0))
-for s in socks: print(s.getsockname()[1])
-for s in socks: s.close()
-')
-[[ ${#PORTS[@]} -eq $MEMBERS ]] || fail "could not pick $MEMBERS free ports"
-SEED="127.0.0.1:${PORTS[0]}"
-export SEED
+# A free loopback port below the kernel's ephemeral range (so no outgoing connection, and no test
+# binding port 0, takes it while its member is down for a restart); a member that finds it taken
+# anyway at its first start is given another (start_new).
+pick_port() {
+  python3 -c '
+import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randrange(max(1024, low - 12000), low)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    sys.exit(0)
+sys.exit(1)
+'
+}
 
 # start_member PORT [SEED]: starts ingrid-node at 127.0.0.1:PORT; waits (bounded) until it listens.
 start_member() {
@@ -90,9 +100,27 @@ restart_member() {
 }
 export -f restart_member
 
-start_member "${PORTS[0]}" || fail "member 1 did not start"
+# start_new INDEX [SEED]: starts member INDEX on a port of its own (PORTS[INDEX]), picking another
+# if another process bound the picked one first (bounded).
+PORTS=()
+start_new() {
+  local m=$1 seed=${2:-} try port
+  for ((try = 0; try < 5; try++)); do
+    port=$(pick_port) || return 1
+    PORTS[m]=$port
+    start_member "$port" "$seed" && return 0
+    grep -q "Address already in use" "$TMP/member-$port.log" 2>/dev/null || return 1
+    rm -f "$TMP/member-$port.pid"  # not a member: restart_member must not pick it as a seed
+    echo "member $((m + 1)): port $port was taken before it bound it; another port" >&2
+  done
+  return 1
+}
+
+start_new 0 || fail "member 1 did not start"
+SEED="127.0.0.1:${PORTS[0]}"
+export SEED
 for ((m = 1; m < MEMBERS; m++)); do
-  start_member "${PORTS[$m]}" "$SEED" || fail "member $((m + 1)) did not start"
+  start_new "$m" "$SEED" || fail "member $((m + 1)) did not start"
 done
 "$CLI" wait cluster-safe --seed "$SEED" --timeout-ms 30000 || fail "the new cluster was not safe"
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -98,4 +99,21 @@ TEST_CASE("Partial partition judge: a member dropped from a report is confirmed 
   const auto removals = judge.judge(t, 1, {1, 2, 3}, kT0 + milliseconds(1800), kFresh, kConfirm);
   REQUIRE(removals.size() == 1);
   CHECK(removals[0].member == 3);
+}
+
+TEST_CASE("Partial partition judge: names every member of a fresh report until it is withdrawn",
+          "[control][partial_partition]") {
+  // What the leader reports as suspects: a cut being judged may remove either end, so both are
+  // named from the first report (before any judgement), until a clean report or staleness.
+  PartialPartitionJudge judge;
+  constexpr milliseconds kFresh(500);
+  CHECK(judge.named(kT0, kFresh).empty());
+  REQUIRE(judge.report(2, {3}, kT0));
+  CHECK(judge.named(kT0, kFresh) == std::set<MemberId>{2, 3});
+  REQUIRE(judge.report(4, {5}, kT0 + milliseconds(300)));
+  CHECK(judge.named(kT0 + milliseconds(400), kFresh) == std::set<MemberId>{2, 3, 4, 5});
+  // Member 2 went quiet: its report is stale; member 4's is not yet.
+  CHECK(judge.named(kT0 + milliseconds(600), kFresh) == std::set<MemberId>{4, 5});
+  CHECK(!judge.report(4, {}, kT0 + milliseconds(700)));  // 4 hears 5 again
+  CHECK(judge.named(kT0 + milliseconds(700), kFresh).empty());
 }
