@@ -158,8 +158,7 @@ void printStatusJson(const ClusterView& v) {
            ",\"isLeader\":" + (s.isLeader ? "true" : "false") +
            ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
            ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
-           ",\"behind\":" + jsonArray(s.behind) +
-           ",\"suspects\":" + jsonArray(s.suspects) +
+           ",\"behind\":" + jsonArray(s.behind) + ",\"suspects\":" + jsonArray(s.suspects) +
            ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
   }
   out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";

@@ -75,7 +75,7 @@ std::vector<PartialPartitionJudge::Removal> PartialPartitionJudge::judge(
 }
 
 std::set<MemberId> PartialPartitionJudge::named(SteadyTime now,
-                                               std::chrono::milliseconds freshFor) const {
+                                                std::chrono::milliseconds freshFor) const {
   std::set<MemberId> out;
   for (const auto& [reporter, r] : unreachable_) {
     if (now - r.at >= freshFor) continue;
