@@ -134,8 +134,10 @@ class Node {
   Probe liveness();
   // Readiness: a member with a valid primary lease and every partition it owns installed.
   Probe readiness();
-  // Cluster safety: no partition migrating, and every member reports every replica it owns
-  // complete (asked now, within 1 s). What a rolling restart waits for between two stops.
+  // Cluster safety: no partition migrating; every member reports every replica it owns complete
+  // and no backup behind on a partition it leads; and the control plane's leader has every voter
+  // it wants and suspects no member (none it is removing, none unheard, none reported unreachable)
+  // (each member asked now, within 1 s). What a rolling restart waits for between two stops.
   Probe clusterSafe();
 
   // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
