@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "cluster/transport/messages.h"
+
 namespace ingrid::cli {
 namespace {
 
@@ -116,12 +118,18 @@ ClusterView gatherStatus(ingrid::Client& client) {
           " partition(s) with a backup that lacks an update (replication failing)");
     }
     if (s.leader == 0) v.problems.push_back("member " + std::to_string(m.id) + " knows no leader");
+    if (s.isLeader) {
+      if (std::string why = ingrid::votersShortfall(m.id, s.voters, s.wantedVoters); !why.empty()) {
+        v.problems.push_back(std::move(why));
+      }
+    }
     if (!s.suspects.empty()) {
       std::string ids;
       for (ingrid::MemberId x : s.suspects) ids += (ids.empty() ? "" : ", ") + std::to_string(x);
-      v.problems.push_back("the control plane's leader (member " + std::to_string(m.id) +
-                           ") may be about to remove member(s) " + ids +
-                           " (declared failed, not heard from, or reported unreachable)");
+      v.problems.push_back(
+          "the control plane's leader (member " + std::to_string(m.id) +
+          ") may be about to remove member(s) " + ids +
+          " (declared failed, not heard from, or at either end of a reported cut link)");
     }
   }
   if (v.migrating) v.problems.push_back("a migration is in progress");
@@ -158,7 +166,9 @@ void printStatusJson(const ClusterView& v) {
            ",\"isLeader\":" + (s.isLeader ? "true" : "false") +
            ",\"leaseLeftMs\":" + std::to_string(s.leaseLeftMs) +
            ",\"fenced\":" + jsonArray(s.fenced) + ",\"incomplete\":" + jsonArray(s.incomplete) +
-           ",\"behind\":" + jsonArray(s.behind) + ",\"suspects\":" + jsonArray(s.suspects) +
+           ",\"behind\":" + jsonArray(s.behind) + ",\"voters\":" + jsonArray(s.voters) +
+           ",\"suspects\":" + jsonArray(s.suspects) +
+           ",\"wantedVoters\":" + jsonArray(s.wantedVoters) +
            ",\"rejoining\":" + (s.rejoining ? "true" : "false") + "}";
   }
   out += "],\"healthy\":" + std::string(v.problems.empty() ? "true" : "false") + ",\"problems\":[";

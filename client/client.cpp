@@ -559,7 +559,8 @@ Result<MemberStatus> ClientImpl::statusOf(const std::string& address) {
                         std::move(s.incomplete),
                         std::move(s.behind),
                         s.leaseLapses,
-                        std::move(s.suspects)};
+                        std::move(s.suspects),
+                        std::move(s.wantedVoters)};
   } catch (const std::exception& e) {
     return Error(Errc::malformed_message, address + ": status does not decode: " + e.what());
   }

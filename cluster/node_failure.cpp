@@ -281,7 +281,10 @@ MemberStatusBody NodeImpl::ownStatus() const {
     s.standbys.insert(s.standbys.end(), c.spares.begin(), c.spares.end());
     std::sort(s.standbys.begin(), s.standbys.end());
   }
-  if (coordinator_) s.suspects = coordinator_->suspects();
+  if (coordinator_) {
+    s.suspects = coordinator_->suspects();
+    s.wantedVoters = votersOf(committed_->members, options_.voters);  // as the control plane's
+  }
   s.leaseLapses = leaseLapses_.load(std::memory_order_relaxed);
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);
@@ -302,8 +305,10 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
                                                   " does not lead the control plane"));
     return;
   }
-  // The leader hears every member through its lease requests (the heartbeats go around the ring).
-  if (topology()->hasMember(ask.memberId)) heard(ask.memberId);
+  // The leader hears every member through its lease requests (the heartbeats go around the ring):
+  // every member of the committed topology, which a restored Raft server that leads (it installs
+  // none) judges too.
+  if (committed_->hasMember(ask.memberId)) heard(ask.memberId);
   coordinator_->reportUnreachable(ask.memberId, ask.unreachable);
   coordinator_->requestLease(
       ask.memberId, ask.incarnation, ask.topologyVersion,

@@ -32,25 +32,10 @@ namespace {
 
 constexpr std::chrono::milliseconds kProbeWait{1000};
 
-// Why the control plane's leader, reporting `s`, does not yet have the voters it wants for `t`
-// (a promotion, or a dead voter's removal, under way: losing a voter now could cost the quorum);
-// empty if it has them, or `s` is not the leader's.
-std::string votersVerdict(const MemberStatusBody& s, const Topology& t, unsigned most) {
-  if (!s.isLeader) return {};
-  std::vector<MemberId> want = votersOf(t.members, most);
-  std::vector<MemberId> have = s.voters;
-  std::sort(want.begin(), want.end());
-  std::sort(have.begin(), have.end());
-  if (want == have) return {};
-  return "the control plane's leader (member " + std::to_string(s.memberId) + ") has " +
-         std::to_string(have.size()) + " voters, not the " + std::to_string(want.size()) +
-         " it wants: a promotion or a removal is under way";
-}
-
 // Why member `s` reports that the cluster is not safe to lose a member: an incomplete replica
 // there, a backup behind on a partition it leads, and on the control plane's leader a member it
 // may be about to remove or a voter it lacks; empty if none.
-std::string reportVerdict(const MemberStatusBody& s, const Topology& t, unsigned most) {
+std::string reportVerdict(const MemberStatusBody& s) {
   const std::string member = "member " + std::to_string(s.memberId);
   if (!s.incomplete.empty()) {
     return member + " reports " + std::to_string(s.incomplete.size()) +
@@ -64,9 +49,9 @@ std::string reportVerdict(const MemberStatusBody& s, const Topology& t, unsigned
   if (!s.suspects.empty()) {
     return "the control plane's leader (" + member + ") may be about to remove member " +
            std::to_string(s.suspects.front()) + (s.suspects.size() > 1 ? " and others" : "") +
-           " (declared failed, not heard from, or reported unreachable)";
+           " (declared failed, not heard from, or at either end of a reported cut link)";
   }
-  return votersVerdict(s, t, most);
+  return s.isLeader ? votersShortfall(s.memberId, s.voters, s.wantedVoters) : std::string();
 }
 
 using prometheus::ClientMetric;
@@ -336,7 +321,7 @@ Probe NodeImpl::clusterSafe() {
   if (g->migrationsPending > 0) {
     return {false, std::to_string(g->migrationsPending) + " partitions are migrating"};
   }
-  if (std::string why = reportVerdict(g->status, *topology(), options_.voters); !why.empty()) {
+  if (std::string why = reportVerdict(g->status); !why.empty()) {
     return {false, why};
   }
   if (!transport_) return {true, "one member, nothing migrating"};
@@ -362,14 +347,14 @@ Probe NodeImpl::clusterSafe() {
     }
     for (const MemberInfo* m : others) {
       std::shared_ptr<Peer> peer = peerFor(m->id, m->address);
-      auto answer = [gather, id = m->id, t, most = options_.voters](Result<Frame> r) {
+      auto answer = [gather, id = m->id](Result<Frame> r) {
         if (gather->verdict.empty()) {
           if (!r) {
             gather->verdict =
                 "member " + std::to_string(id) + " did not report: " + r.error().message();
           } else {
             try {
-              gather->verdict = reportVerdict(decode<MemberStatusBody>(r->body), *t, most);
+              gather->verdict = reportVerdict(decode<MemberStatusBody>(r->body));
             } catch (const std::exception& e) {
               gather->verdict =
                   "member " + std::to_string(id) + "'s status does not decode: " + e.what();

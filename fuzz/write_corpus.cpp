@@ -149,6 +149,8 @@ std::map<std::string, std::string> messageSeeds() {
   status.leaseLeftMs = 2500;
   status.fenced = {5};
   status.incomplete = {5};
+  status.suspects = {3};
+  status.wantedVoters = {1, 2, 3};
   return {
       {"ErrorBody",
        encode(ErrorBody{.code = 13, .message = "partition 5 is moving: retry shortly"})},

@@ -34,7 +34,8 @@ inline constexpr std::uint32_t kFrameMagic = 0x44524749;  // bytes "IGRD" on the
 // 11: Raft frames are one-way (no empty reply).
 // 12: kTopologyCommit again, with a new meaning: the control plane's leader sends each topology it
 //     committed to the members, most of which no longer receive the Raft log (spares).
-// 13: Status carries the leader's suspects (members it may be about to remove).
+// 13: Status carries the leader's suspects (members it may be about to remove) and the voters it
+//     wants.
 inline constexpr std::uint16_t kProtocolVersion = 13;
 inline constexpr std::size_t kFrameHeaderBytes = 32;
 // Default largest body a node accepts or sends. Default: 16 MiB.

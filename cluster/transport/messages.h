@@ -490,12 +490,16 @@ struct MemberStatusBody {
   // Times its primary lease ran out before a renewal came (it refused writes meanwhile).
   std::uint64_t leaseLapses = 0;
   // On the control plane's leader: the members it may be about to remove (Coordinator::suspects:
-  // removing, not heard, or reported unreachable). Empty elsewhere.
+  // removing, not heard, or named in a report of a cut link, either end). Empty elsewhere.
   std::vector<MemberId> suspects;
+  // On the control plane's leader: the voters it wants for its topology (votersOf, its own
+  // NodeOptions::voters); `voters` differs while a promotion or a removal is under way. Empty
+  // elsewhere.
+  std::vector<MemberId> wantedVoters;
   template <class A>
   void save(A& ar) const {
     ar(memberId, topologyVersion, term, leader, isLeader, voters, standbys, leaseLeftMs, fenced,
-       rejoining, incomplete, behind, leaseLapses, suspects);
+       rejoining, incomplete, behind, leaseLapses, suspects, wantedVoters);
   }
   template <class A>
   void load(A& ar) {
@@ -515,8 +519,37 @@ struct MemberStatusBody {
     ar(leaseLapses);
     suspects.resize(loadBoundedSize(ar, kMaxMembers, "MemberStatusBody.suspects"));
     for (auto& m : suspects) ar(m);
+    wantedVoters.resize(loadBoundedSize(ar, kMaxMembers, "MemberStatusBody.wantedVoters"));
+    for (auto& m : wantedVoters) ar(m);
   }
 };
+
+// Why the control plane's leader `leader`, voting with `voters`, does not yet have the voters it
+// wants (`wanted`, its MemberStatusBody::wantedVoters): one of them does not vote yet (a promotion
+// under way), or a member it does not want still votes (a removal under way; the leader itself
+// excepted, which keeps its vote while it leads). Losing a voter then could cost the quorum.
+// Empty if neither; `wanted` empty (not the leader's report) is never a shortfall.
+inline std::string votersShortfall(MemberId leader, const std::vector<MemberId>& voters,
+                                   const std::vector<MemberId>& wanted) {
+  if (wanted.empty()) return {};
+  const auto in = [](const std::vector<MemberId>& v, MemberId m) {
+    return std::find(v.begin(), v.end(), m) != v.end();
+  };
+  for (MemberId m : wanted) {
+    if (!in(voters, m)) {
+      return "the control plane's leader (member " + std::to_string(leader) +
+             ") does not have member " + std::to_string(m) +
+             " voting yet: a promotion is under way";
+    }
+  }
+  for (MemberId m : voters) {
+    if (m != leader && !in(wanted, m)) {
+      return "the control plane's leader (member " + std::to_string(leader) +
+             ") still has member " + std::to_string(m) + " voting: a removal is under way";
+    }
+  }
+  return {};
+}
 
 // kRecover request (ingrid-cli recover; docs/operations.md, "Recovery after a lost quorum"): the
 // member, one of the survivors that `topology` lists (RecoveryPlan), restarts its control plane

@@ -96,8 +96,12 @@ struct MemberStatus {
   // control plane without a leader for longer than the lease, or a member cut off from it).
   std::uint64_t leaseLapses = 0;
   // On the control plane's leader: the members it may be about to remove (declared failed, not
-  // heard from, or reported unreachable by another member). Empty on the other members.
+  // heard from, or named in a member's report of a link it cannot use, as the reporter or the far
+  // end). Empty on the other members.
   std::vector<MemberId> suspects;
+  // On the control plane's leader: the voters it wants for its topology; `voters` differs while a
+  // promotion or a dead voter's removal is under way. Empty on the other members.
+  std::vector<MemberId> wantedVoters;
 };
 class ClientImpl;
 

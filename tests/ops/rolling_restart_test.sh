@@ -45,9 +45,16 @@ fail() {
 pick_port() {
   python3 -c '
 import random, socket, sys
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+# Below the ephemeral range if there is room there, else above it (else anywhere unprivileged).
+if low - 1024 >= 2000:
+    span = (max(1024, low - 12000), low)
+elif 65535 - high >= 2000:
+    span = (high + 1, 65536)
+else:
+    span = (1024, 65536)
 for _ in range(200):
-    port = random.randrange(max(1024, low - 12000), low)
+    port = random.randrange(*span)
     s = socket.socket()
     try:
         s.bind(("127.0.0.1", port))
