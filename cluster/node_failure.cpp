@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cluster/node_impl.h"
+#include "cluster/tick_grid.h"
 #include "cluster/watch_ring.h"
 
 namespace ingrid {
@@ -43,7 +44,7 @@ void NodeImpl::judgeTick() {
 
 void NodeImpl::armJudgeTick() {
   judging_ = true;
-  judgeTimer_.expires_after(judgeInterval());
+  judgeTimer_.expires_after(untilGridTick(judgeInterval()));
   judgeTimer_.async_wait([this](std::error_code ec) {
     if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
   });
@@ -53,7 +54,7 @@ void NodeImpl::leaseTick() {
   if (heartbeatsStopped_) return;
   const MemberId self = memberId();
   if (self != 0 && topology()->hasMember(self)) renewLease();
-  leaseTimer_.expires_after(renewInterval());
+  leaseTimer_.expires_after(untilGridTick(renewInterval()));
   leaseTimer_.async_wait([this](std::error_code ec) {
     if (!ec) leaseTick();  // (a tick due when stop() cancelled it ends on the flag)
   });
@@ -120,7 +121,7 @@ void NodeImpl::heartbeatTick() {
                     if (r->header.topologyVersion > topology()->version) catchUp(id, address);
                   });
   }
-  heartbeatTimer_.expires_after(options_.heartbeatInterval);
+  heartbeatTimer_.expires_after(untilGridTick(options_.heartbeatInterval));
   heartbeatTimer_.async_wait([this](std::error_code ec) {
     // A tick already due when stop() cancelled the timer still runs without an error: the flag
     // (checked first thing in heartbeatTick) ends the loop.

@@ -710,8 +710,8 @@ RaftIo::~RaftIo() {
   freeSnapshot(snapshot_);
 }
 
-void RaftIo::slowTicks(bool slow, std::chrono::milliseconds slowMs) {
-  const unsigned want = slow ? static_cast<unsigned>(std::max<std::int64_t>(slowMs.count(), 1)) : 0;
+void RaftIo::tickEvery(std::chrono::milliseconds every) {
+  const unsigned want = static_cast<unsigned>(std::max<std::int64_t>(every.count(), 0));
   if (want == slowTickMs_) return;
   slowTickMs_ = want;
   if (tickCb_ == nullptr || closed_) return;  // not started (start() arms the first tick)

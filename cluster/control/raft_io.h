@@ -114,10 +114,12 @@ class RaftIo {
   // state: a tick, a message delivered, a log append or snapshot completed. Set before raft_start.
   void onEvent(std::function<void()> f) { onEvent_ = std::move(f); }
 
-  // While `slow`, raft's tick comes every `slowMs` instead of every heartbeat interval (control
-  // thread). A follower that does not vote times nothing (it never stands for election), so a
-  // spare or standby need not wake its thread at a leader's cadence. Taking effect at once.
-  void slowTicks(bool slow, std::chrono::milliseconds slowMs);
+  // Raft's tick comes every `every` instead of every heartbeat interval (0: every heartbeat
+  // interval), from now on (control thread). Only a leader sends on its ticks (heartbeats); a
+  // follower only checks its election timer, so it may tick at a coarser cadence: one that does
+  // not vote times nothing, and one that votes starts an election up to `every` after its timer
+  // ran out.
+  void tickEvery(std::chrono::milliseconds every);
 
   // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
   // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
@@ -139,7 +141,7 @@ class RaftIo {
   raft_io io_{};
   asio::steady_timer ticker_;
   unsigned tickMs_ = 100;    // raft's own tick interval
-  unsigned slowTickMs_ = 0;  // 0: ticks at tickMs_ (slowTicks)
+  unsigned slowTickMs_ = 0;  // 0: ticks at tickMs_ (tickEvery)
   raft_io_tick_cb tickCb_ = nullptr;
   raft_io_recv_cb recvCb_ = nullptr;
   std::function<void()> onEvent_;

@@ -150,7 +150,9 @@ struct NodeOptions {
   // closing its connections, so that clients and members with a stale topology learn the new
   // one instead of losing a request to a closed socket. Default: 250 ms.
   std::chrono::milliseconds drainPeriod{250};
-  // How often a member sends a heartbeat to every other member. Default: 500 ms.
+  // How often a member sends a heartbeat to the members it watches (the 4 after it in id order,
+  // and the control plane's leader): at each multiple of it on the wall clock, so that the
+  // members' heartbeats coincide and wake each member once per interval. Default: 500 ms.
   std::chrono::milliseconds heartbeatInterval{500};
   // A member not heard from for this long is declared failed by the coordinator (the control
   // plane's leader), which removes it: backups of its partitions take over and new backups are
@@ -187,7 +189,7 @@ struct NodeOptions {
   // the leases the dead leader granted still run, and the members renew theirs with it at once,
   // so that keys whose owners live see no refusal across a leader's crash. A longer timeout
   // rides out longer stalls of a leader (a paused VM) but lets leases lapse when it dies. Keep
-  // it below leaseDuration / 2. Default: 0.
+  // it below leaseDuration / 2. The leader's Raft heartbeats go every third of it. Default: 0.
   std::chrono::milliseconds electionTimeout{0};
   // Primary lease: a member serves writes only while its lease, renewed through the control
   // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted

@@ -1,0 +1,25 @@
+// Timer coalescing across a cluster: the delay until a periodic tick's next slot on a grid of its
+// interval on the wall clock. Every member's ticks of one kind (heartbeats, lease renewals, the
+// leader's judge) then fall at about the same instant, since hosts' clocks agree to within
+// milliseconds, so a member wakes once for its own tick and the messages the others sent at
+// theirs rather than once per message (the idle cost of a fleet is mostly wake-ups). A pure
+// function: any thread.
+#pragma once
+
+#include <chrono>
+
+namespace ingrid {
+
+// The delay from `now` until the next multiple of `interval` since the epoch: in (0, interval],
+// so a tick on the grid comes no later than one a whole interval after the last (and a clock
+// stepped back or forward shifts only the phase). `interval` must be positive.
+inline std::chrono::nanoseconds untilGridTick(
+    std::chrono::nanoseconds interval,
+    std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
+  const std::chrono::nanoseconds sinceEpoch = now.time_since_epoch();
+  std::chrono::nanoseconds into = sinceEpoch % interval;
+  if (into < std::chrono::nanoseconds::zero()) into += interval;  // before the epoch
+  return interval - into;
+}
+
+}  // namespace ingrid

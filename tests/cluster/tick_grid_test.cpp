@@ -1,0 +1,43 @@
+// Timer coalescing (cluster/tick_grid.h): the delay until a periodic tick's next slot on the grid.
+#include "cluster/tick_grid.h"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+
+using namespace std::chrono_literals;
+using ingrid::untilGridTick;
+
+namespace {
+
+std::chrono::system_clock::time_point at(std::chrono::nanoseconds sinceEpoch) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(sinceEpoch));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "A tick on the grid comes at the next multiple of its interval, never later than one "
+    "interval from now",
+    "[cluster][failure]") {
+  CHECK(untilGridTick(500ms, at(1000ms)) == 500ms);  // on a slot: the next one, not now
+  CHECK(untilGridTick(500ms, at(1000ms + 1ns)) == 500ms - 1ns);
+  CHECK(untilGridTick(500ms, at(1499ms)) == 1ms);
+  CHECK(untilGridTick(375ms, at(1000ms)) == 125ms);  // 1125 ms is the next slot
+  // Members whose clocks agree tick together, whenever each one last ticked.
+  const auto slot = at(1'700'000'000'000ms);
+  CHECK(slot.time_since_epoch() % 500ms == 0ns);
+  for (const auto from : {1ms, 77ms, 250ms, 499ms}) {
+    CHECK(at(1'700'000'000'000ms - from).time_since_epoch() +
+              untilGridTick(500ms, at(1'700'000'000'000ms - from)) ==
+          slot.time_since_epoch());
+  }
+  // Before the epoch (a clock set far back) still within (0, interval].
+  CHECK(untilGridTick(500ms, at(-100ms)) == 100ms);
+  CHECK(untilGridTick(500ms, at(-500ms)) == 500ms);
+  // The wall clock's own now: within (0, interval].
+  const auto d = untilGridTick(250ms);
+  CHECK(d > 0ns);
+  CHECK(d <= 250ms);
+}
