@@ -227,7 +227,8 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
       "--no-shard-ports", [&o] { o.shardPorts = false; },
       "workers open no ports of their own: clients send everything to\nthe --listen port");
   app.add_option_function<long long>("--heartbeat-ms", ms(o.heartbeatInterval),
-                                     "how often a heartbeat goes to every other member. "
+                                     "how often a heartbeat goes to the members this one "
+                                     "watches (the 4 after it by id, and the leader). "
                                      "Default: 500")
       ->type_name("N")
       ->check(wholeIn(1, 3'600'000));

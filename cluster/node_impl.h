@@ -328,8 +328,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
                                               : options_.failureTimeout / 2;
   }
   // The control plane's election timeout: NodeOptions::electionTimeout, or by default a fifth of
-  // the lease (at least 50 ms), so that a leader's successor is elected, at twice the timeout,
-  // while the leases the old one granted still run.
+  // the lease (at least 50 ms), so that a leader's successor is elected (an election starts up to
+  // 2 1/3 timeouts after the leader's last heartbeat) while the leases the old one granted run.
   std::chrono::milliseconds electionTimeout() const noexcept {
     return options_.electionTimeout.count() > 0
                ? options_.electionTimeout
@@ -338,7 +338,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // How often this member asks for its lease: every heartbeatInterval, and at least four times
   // per lease, so that a renewal lost to a leader's death leaves most of the lease to run.
   std::chrono::milliseconds renewInterval() const noexcept {
-    return std::min(options_.heartbeatInterval, leaseDuration() / 4);
+    return std::max(std::chrono::milliseconds(1),
+                    std::min(options_.heartbeatInterval, leaseDuration() / 4));
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.

@@ -12,10 +12,11 @@ namespace ingrid {
 
 // The delay from `now` until the next multiple of `interval` since the epoch: in (0, interval],
 // so a tick on the grid comes no later than one a whole interval after the last (and a clock
-// stepped back or forward shifts only the phase). `interval` must be positive.
+// stepped back or forward shifts only the phase). An interval that is not positive: 1 ms.
 inline std::chrono::nanoseconds untilGridTick(
     std::chrono::nanoseconds interval,
     std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
+  if (interval <= std::chrono::nanoseconds::zero()) return std::chrono::milliseconds(1);
   const std::chrono::nanoseconds sinceEpoch = now.time_since_epoch();
   std::chrono::nanoseconds into = sinceEpoch % interval;
   if (into < std::chrono::nanoseconds::zero()) into += interval;  // before the epoch

@@ -384,19 +384,16 @@ void ControlPlane::poll() {
     status_.configurationCommitted = r->configuration_uncommitted_index == 0;
   }
   // A follower that does not vote (as far as it knows) has nothing to time: it ticks rarely. One
-  // that votes times its election: every half election timeout (a timer of one to two timeouts
-  // runs out up to half a timeout late), not at the leader's heartbeat rate.
+  // that votes ticks at the heartbeat rate, so that its election starts at most a third of an
+  // election timeout after its timer ran out (NodeOptions::electionTimeout's bound).
   bool votes = false;
   for (unsigned i = 0; i < r->configuration.n; ++i) {
     const raft_server& s = r->configuration.servers[i];
     if (s.id == options_.self) votes = s.role == RAFT_VOTER;
   }
-  std::chrono::milliseconds every{0};
-  if (raft_state(r) == RAFT_FOLLOWER) {
-    every = votes ? std::max(options_.electionTimeout / 2, options_.heartbeatInterval)
-                  : std::max(options_.electionTimeout, std::chrono::milliseconds(1000));
-  }
-  raftIo_->tickEvery(every);
+  raftIo_->tickEvery(raft_state(r) == RAFT_FOLLOWER && !votes
+                         ? std::max(options_.electionTimeout, std::chrono::milliseconds(1000))
+                         : std::chrono::milliseconds(0));
   term_.store(term, std::memory_order_release);
   const bool changed = leader != wasLeader_ || (leader && term != leaderTerm_);
   if (changed) {

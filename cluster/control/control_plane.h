@@ -15,8 +15,7 @@
 // nothing, so an idle cluster's heartbeats go to the voters only, and their nodes hear of each
 // committed topology from the leader's node (NodeImpl::announceTopology). A voter no longer
 // chosen is a standby (it receives the log) until it holds the configuration that says so, then
-// a spare. A follower ticks rarely if it does not vote, every half election timeout if it does
-// (RaftIo::tickEvery).
+// a spare. A follower that does not vote ticks rarely (RaftIo::tickEvery).
 // A member's raft id is its member id; ids are never reused, so a restarted process (a new
 // member, empty) never votes twice in a term under an old identity. With a data directory
 // (ControlPlaneOptions::dataDir) the log, term and vote are kept on disk, and a process restarted

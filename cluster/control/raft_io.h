@@ -116,9 +116,8 @@ class RaftIo {
 
   // Raft's tick comes every `every` instead of every heartbeat interval (0: every heartbeat
   // interval), from now on (control thread). Only a leader sends on its ticks (heartbeats); a
-  // follower only checks its election timer, so it may tick at a coarser cadence: one that does
-  // not vote times nothing, and one that votes starts an election up to `every` after its timer
-  // ran out.
+  // follower only checks its election timer, so one that does not vote (it never stands for
+  // election) need not wake its thread at a leader's cadence.
   void tickEvery(std::chrono::milliseconds every);
 
   // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes

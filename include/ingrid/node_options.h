@@ -188,8 +188,10 @@ struct NodeOptions {
   // it) is replaced. 0 means leaseDuration / 5 (at least 50 ms): a successor is elected while
   // the leases the dead leader granted still run, and the members renew theirs with it at once,
   // so that keys whose owners live see no refusal across a leader's crash. A longer timeout
-  // rides out longer stalls of a leader (a paused VM) but lets leases lapse when it dies. Keep
-  // it below leaseDuration / 2. The leader's Raft heartbeats go every third of it. Default: 0.
+  // rides out longer stalls of a leader (a paused VM) but lets leases lapse when it dies: an
+  // election may start 2 1/3 timeouts after the leader's last heartbeat (a randomized timeout
+  // seen up to a tick late; the leader's Raft heartbeats and the ticks go every third of it), so
+  // keep it below about leaseDuration / 3.5. Default: 0.
   std::chrono::milliseconds electionTimeout{0};
   // Primary lease: a member serves writes only while its lease, renewed through the control
   // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted

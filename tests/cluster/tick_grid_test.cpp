@@ -36,6 +36,8 @@ TEST_CASE(
   // Before the epoch (a clock set far back) still within (0, interval].
   CHECK(untilGridTick(500ms, at(-100ms)) == 100ms);
   CHECK(untilGridTick(500ms, at(-500ms)) == 500ms);
+  // An interval that is not positive (a misconfiguration) gives 1 ms, not a division by zero.
+  CHECK(untilGridTick(0ns, at(1000ms)) == 1ms);
   // The wall clock's own now: within (0, interval].
   const auto d = untilGridTick(250ms);
   CHECK(d > 0ns);
