@@ -16,7 +16,7 @@ namespace ingrid {
 // How many members each member watches (NodeImpl::heartbeatTick): enough that a member is still
 // watched by three others when one of its watchers has died too, and that clusters of up to five
 // members keep watching all-to-all.
-inline constexpr std::size_t kWatchedPerMember = 4;
+inline constexpr std::size_t kWatchedPerMember = 2;
 
 // The members `self` watches in `t`, in ring order after `self`: the next `k` ids (wrapping
 // around), without `self`. Empty if `self` is not a member.

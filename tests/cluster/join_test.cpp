@@ -61,7 +61,7 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   // Counts the joiner's heartbeat frames to the leader (its beats and its answers), as delayed.
   faults->add({.from = "127.0.0.5",
                .to = leaderIp,
-               .types = {MessageType::kHeartbeat},
+               .types = {MessageType::kHeartbeat, MessageType::kLease},
                .delayMin = 1ms,
                .delayMax = 1ms});
   NodeOptions j = o;
