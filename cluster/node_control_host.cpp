@@ -23,7 +23,7 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
   o.voters = options_.voters;
   if (dataDir_) o.dataDir = dataDir_->raftDir();
   o.electionTimeout = electionTimeout();
-  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 3);
+  o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 2);
   control_ = std::make_unique<ControlPlane>(controlRole_, o);
   Result<bool> started = control_->start(bootstrap, std::move(recovery));
   if (!started) control_.reset();

@@ -107,9 +107,11 @@ void NodeImpl::heartbeatTick() {
     // longer dial it, and may not answer it); a probe as a client finds out.
     if (now - silentSince(m.id) > options_.failureTimeout) probeTopology(m);
     // The leader's lease grants (renewLease) answer for it: a leader heard within a heartbeat
-    // interval gets no heartbeat, so that it does not answer one per member per interval.
+    // interval (and half a renewal's, as a grant answers a tick of the same grid a little after
+    // it) gets no heartbeat, so that it does not answer one per member per interval.
     if (const auto h = lastHeard_.find(m.id);
-        m.id == leader && h->second.answered && now - h->second.at < options_.heartbeatInterval) {
+        m.id == leader && h->second.answered &&
+        now - h->second.at < options_.heartbeatInterval + renewInterval() / 2) {
       continue;
     }
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);

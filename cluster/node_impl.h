@@ -335,11 +335,15 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
                ? options_.electionTimeout
                : std::max(std::chrono::milliseconds(50), leaseDuration() / 5);
   }
-  // How often this member asks for its lease: every heartbeatInterval, and at least four times
-  // per lease, so that a renewal lost to a leader's death leaves most of the lease to run.
+  // How often this member asks for its lease: at least three times per lease, so that a renewal
+  // lost to a leader's death leaves two thirds of the lease for an election; and a whole fraction
+  // of heartbeatInterval (heartbeatInterval / n), so that on the tick grid every heartbeat tick is
+  // a lease tick too and an idle member wakes once for both.
   std::chrono::milliseconds renewInterval() const noexcept {
-    return std::max(std::chrono::milliseconds(1),
-                    std::min(options_.heartbeatInterval, leaseDuration() / 4));
+    const auto hb = std::max<std::chrono::milliseconds::rep>(1, options_.heartbeatInterval.count());
+    const auto most = std::max<std::chrono::milliseconds::rep>(1, leaseDuration().count() / 3);
+    return std::chrono::milliseconds(std::max<std::chrono::milliseconds::rep>(
+        1, hb / ((hb + most - 1) / most)));
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.

@@ -51,8 +51,10 @@ void PartitionWorkers::run(Worker& w) {
   tlOnWorker = false;
 }
 
-void PartitionWorkers::scheduleSweep(Worker& w) {
-  w.sweepTimer->expires_after(sweepInterval_);
+void PartitionWorkers::scheduleSweep(Worker& w, bool idle) {
+  // A worker whose partitions hold nothing has nothing to expire until something is written: it
+  // sweeps kIdleSweepFactor times less often (an idle member's wake-ups are most of its cost).
+  w.sweepTimer->expires_after(idle ? sweepInterval_ * kIdleSweepFactor : sweepInterval_);
   w.sweepTimer->async_wait([this, &w](std::error_code ec) {
     // A sweep that was already due when stop() cancelled the timer still runs with no error:
     // the flag, not the error code, ends the sweeping, or run() would never return.
@@ -60,12 +62,14 @@ void PartitionWorkers::scheduleSweep(Worker& w) {
     const Nanos now = clock_->now();
     std::uint64_t reclaimed = 0;
     const auto steadyNow = std::chrono::steady_clock::now();
+    bool empty = true;
     for (PartitionId p : w.partitions) {
       reclaimed += stores_[p].reclaimExpired(now, sweepEntries_);
       stores_[p].dedup().expireIdle(steadyNow, dedupWindow_);
+      empty = empty && stores_[p].size() == 0 && stores_[p].dedup().clients() == 0;
     }
     if (reclaimed != 0) w.reclaimed.fetch_add(reclaimed, std::memory_order_relaxed);
-    scheduleSweep(w);
+    scheduleSweep(w, empty);
   });
 }
 

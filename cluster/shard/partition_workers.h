@@ -135,7 +135,10 @@ class PartitionWorkers {
   };
 
   void run(Worker& w);
-  void scheduleSweep(Worker& w);
+  // The next sweep of w's partitions: after sweepInterval_, or kIdleSweepFactor times that when
+  // the last sweep found them all empty (no entry, no dedup record).
+  void scheduleSweep(Worker& w, bool idle = false);
+  static constexpr int kIdleSweepFactor = 8;
 
   std::shared_ptr<const Clock> clock_;
   std::chrono::milliseconds sweepInterval_;

@@ -62,7 +62,8 @@ struct NodeOptions {
   unsigned completionThreads = 1;
   // The clock processors read "now" from. Default (nullptr): the system wall clock.
   std::shared_ptr<const Clock> clock = nullptr;
-  // How often each worker sweeps its partitions for expired entries. Default: 1 s.
+  // How often each worker sweeps its partitions for expired entries (8 times less often while its
+  // partitions are empty). Default: 1 s.
   std::chrono::milliseconds expirySweepInterval{1000};
   // Entries of each partition examined per sweep; bounds the work of one sweep. Default: 256.
   std::size_t expirySweepEntries = 256;
