@@ -228,7 +228,7 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
       "workers open no ports of their own: clients send everything to\nthe --listen port");
   app.add_option_function<long long>("--heartbeat-ms", ms(o.heartbeatInterval),
                                      "how often a heartbeat goes to the members this one "
-                                     "watches (the 4 after it by id, and the leader). "
+                                     "watches (the 2 after it by id, and the leader). "
                                      "Default: 500")
       ->type_name("N")
       ->check(wholeIn(1, 3'600'000));

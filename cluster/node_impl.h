@@ -329,7 +329,7 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   }
   // The control plane's election timeout: NodeOptions::electionTimeout, or by default a fifth of
   // the lease (at least 50 ms), so that a leader's successor is elected (an election starts up to
-  // 2 1/3 timeouts after the leader's last heartbeat) while the leases the old one granted run.
+  // 2 1/2 timeouts after the leader's last heartbeat) while the leases the old one granted run.
   std::chrono::milliseconds electionTimeout() const noexcept {
     return options_.electionTimeout.count() > 0
                ? options_.electionTimeout
@@ -342,8 +342,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::chrono::milliseconds renewInterval() const noexcept {
     const auto hb = std::max<std::chrono::milliseconds::rep>(1, options_.heartbeatInterval.count());
     const auto most = std::max<std::chrono::milliseconds::rep>(1, leaseDuration().count() / 3);
-    return std::chrono::milliseconds(std::max<std::chrono::milliseconds::rep>(
-        1, hb / ((hb + most - 1) / most)));
+    return std::chrono::milliseconds(
+        std::max<std::chrono::milliseconds::rep>(1, hb / ((hb + most - 1) / most)));
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.

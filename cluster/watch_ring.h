@@ -13,9 +13,11 @@
 
 namespace ingrid {
 
-// How many members each member watches (NodeImpl::heartbeatTick): enough that a member is still
-// watched by three others when one of its watchers has died too, and that clusters of up to five
-// members keep watching all-to-all.
+// How many members each member watches (NodeImpl::heartbeatTick): two, so that a member is still
+// watched by another when one of its watchers has died too (and by the leader, through its lease
+// requests, always). Clusters of up to three members watch all-to-all. Each watcher costs every
+// member a heartbeat and its answer per interval, most of an idle member's cost
+// (docs/operations.md, "Failure detection and idle cost").
 inline constexpr std::size_t kWatchedPerMember = 2;
 
 // The members `self` watches in `t`, in ring order after `self`: the next `k` ids (wrapping

@@ -61,6 +61,7 @@ struct ControlPlane::Fsm {
             decode<TopologyBody>(std::string_view(static_cast<const char*>(buf->base), buf->len))
                 .topology);
         self->committed_ = t;
+        self->pollWanted_ = true;
         {
           std::lock_guard lock(self->statusMu_);
           self->status_.committedVersion = t->version;
@@ -340,6 +341,7 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
   host_.topologyCommitted(next);
   // The Raft configuration follows on the next poll (within 20 ms), not from inside raft's apply
   // loop, which must not be re-entered with a configuration change.
+  pollWanted_ = true;
   return 0;
 }
 
@@ -347,6 +349,8 @@ void ControlPlane::poll() {
   assertOnControlThread();
   if (closing_) return;
   polledAt_ = std::chrono::steady_clock::now();
+  polledMark_ = pollMark();
+  pollWanted_ = false;
   raft* r = raft_.get();
   const bool leader = raft_state(r) == RAFT_LEADER;
   raft_id leaderId = 0;
@@ -365,9 +369,7 @@ void ControlPlane::poll() {
     } else if (raft_state(r) == RAFT_FOLLOWER && leaderId != 0) {
       lastLeaderContact_ = r->election_timer_start;  // reset by each message of the leader
     }
-    status_.leaderSilentMs = lastLeaderContact_ == 0
-                                 ? UINT64_MAX
-                                 : now - std::min<std::uint64_t>(now, lastLeaderContact_);
+    statusContactMs_ = lastLeaderContact_;  // status() counts the silence from it
     status_.isLeader = leader;
     status_.voters.clear();
     status_.standbys.clear();
@@ -383,16 +385,17 @@ void ControlPlane::poll() {
     }
     status_.configurationCommitted = r->configuration_uncommitted_index == 0;
   }
-  // A follower that does not vote (as far as it knows) has nothing to time: it ticks rarely. One
-  // that votes ticks at the heartbeat rate, so that its election starts at most a third of an
-  // election timeout after its timer ran out (NodeOptions::electionTimeout's bound).
+  // A follower that does not vote (as far as it knows) has nothing to time: it ticks rarely (a
+  // leader's first message after promoting it is an event, and polls). One that votes ticks at
+  // the heartbeat rate (half an election timeout), so that its election starts at most that long
+  // after its timer ran out (NodeOptions::electionTimeout's bound).
   bool votes = false;
   for (unsigned i = 0; i < r->configuration.n; ++i) {
     const raft_server& s = r->configuration.servers[i];
     if (s.id == options_.self) votes = s.role == RAFT_VOTER;
   }
   raftIo_->tickEvery(raft_state(r) == RAFT_FOLLOWER && !votes
-                         ? std::max(options_.electionTimeout, std::chrono::milliseconds(1000))
+                         ? std::max(options_.electionTimeout, kNonVoterTick)
                          : std::chrono::milliseconds(0));
   term_.store(term, std::memory_order_release);
   const bool changed = leader != wasLeader_ || (leader && term != leaderTerm_);
@@ -411,12 +414,29 @@ void ControlPlane::poll() {
   if (leader) reconcile();
 }
 
+ControlPlane::PollMark ControlPlane::pollMark() {
+  raft* r = raft_.get();
+  PollMark m;
+  m.state = raft_state(r);
+  m.term = r->current_term;
+  raft_id leaderId = 0;
+  const char* leaderAddress = nullptr;
+  raft_leader(r, &leaderId, &leaderAddress);
+  m.leader = leaderId;
+  m.configurationIndex = r->configuration_index;
+  m.configurationUncommitted = r->configuration_uncommitted_index;
+  m.servers = r->configuration.n;
+  return m;
+}
+
 void ControlPlane::raftEvent() {
   assertOnControlThread();
   if (closing_ || !started_ || pollDue_) return;
-  pollDue_ = true;
   const auto due = polledAt_ + kPollSpacing;
-  if (std::chrono::steady_clock::now() >= due) {
+  const bool now = std::chrono::steady_clock::now() >= due;
+  if (!now && !pollWanted_ && pollMark() == polledMark_) return;  // the next tick polls
+  pollDue_ = true;
+  if (now) {
     asio::post(io_, [this] {
       pollDue_ = false;
       poll();
@@ -523,6 +543,7 @@ void ControlPlane::reconcile() {
     const int rv = raft_transfer(r, req, 0, [](struct raft_transfer* q) {
       auto* self = static_cast<ControlPlane*>(q->data);
       self->transferring_ = false;
+      self->pollWanted_ = true;
       delete q;
     });
     if (rv != 0) {
@@ -563,6 +584,7 @@ std::vector<MemberId> votersOf(const std::vector<MemberInfo>& members, unsigned 
 void ControlPlane::onChange(raft_change* req, int status) {
   auto* self = static_cast<ControlPlane*>(req->data);
   self->changing_ = false;
+  self->pollWanted_ = true;
   if (status != 0 && status != RAFT_LEADERSHIPLOST && !self->closing_) {
     std::cerr << "ingrid: control plane of member " << self->options_.self
               << ": a configuration change failed: " << raftError(status) << "\n";
@@ -571,7 +593,17 @@ void ControlPlane::onChange(raft_change* req, int status) {
 
 ControlStatus ControlPlane::status() const {
   std::lock_guard lock(statusMu_);
-  return status_;
+  ControlStatus s = status_;
+  // Counted now, not at the last poll (an idle member polls at its ticks): raft's clock is the
+  // steady clock in milliseconds (RaftIo).
+  const auto now =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  s.leaderSilentMs = s.isLeader              ? 0
+                     : statusContactMs_ == 0 ? UINT64_MAX
+                                             : now - std::min(now, statusContactMs_);
+  return s;
 }
 
 }  // namespace ingrid

@@ -184,21 +184,40 @@ class ControlPlane final : private RaftNetwork {
   std::unique_ptr<raft_change> changeReq_;  // the one configuration change in flight
   // Polls follow raft's events (RaftIo::onEvent), not a clock: an idle member polls at raft's
   // tick (its heartbeat interval), not 50 times a second, so what the status shows and a
-  // configuration change refused in reconcile() wait at most a tick. At most one per
-  // kPollSpacing; a later event waits on the timer.
+  // configuration change refused in reconcile() wait at most two ticks. At most one per
+  // kPollSpacing; a later event waits on the timer, or on the next tick (below).
+  // An event within kPollSpacing of the last poll that left raft's state, term, leader and
+  // configuration as that poll saw them (a heartbeat, a barrier's entry), with nothing applied or
+  // changed since (pollWanted_), waits for the next tick's poll instead of a timer of its own: on
+  // a voter that timer was a wake-up per heartbeat.
   static constexpr std::chrono::milliseconds kPollSpacing{20};
+  // How often a follower that does not vote ticks (poll()): its ticks time nothing.
+  static constexpr std::chrono::milliseconds kNonVoterTick{10000};
   asio::steady_timer pollTimer_{io_};
   bool pollDue_ = false;                            // a poll is posted or its timer armed
   std::chrono::steady_clock::time_point polledAt_;  // the last poll's start
-  bool started_ = false;                            // control thread
-  bool closing_ = false;                            // control thread
-  bool changing_ = false;         // a Raft configuration change is in flight (control thread)
-  bool transferring_ = false;     // a leadership transfer is in flight (control thread)
-  bool wasLeader_ = false;        // control thread
+  struct PollMark {
+    int state = 0;
+    std::uint64_t term = 0;
+    std::uint64_t leader = 0;
+    std::uint64_t configurationIndex = 0;
+    std::uint64_t configurationUncommitted = 0;
+    unsigned servers = 0;
+    bool operator==(const PollMark&) const = default;
+  };
+  PollMark pollMark();         // raft's now (control thread)
+  PollMark polledMark_{};      // what the last poll saw
+  bool pollWanted_ = false;    // an entry applied, a change or transfer ended since the last poll
+  bool started_ = false;       // control thread
+  bool closing_ = false;       // control thread
+  bool changing_ = false;      // a Raft configuration change is in flight (control thread)
+  bool transferring_ = false;  // a leadership transfer is in flight (control thread)
+  bool wasLeader_ = false;     // control thread
   std::uint64_t leaderTerm_ = 0;  // the term wasLeader_ is about (control thread)
   MemberId learntLeader_ = 0;     // the last leader reported by leaderLearnt (control thread)
   std::uint64_t learntTerm_ = 0;  // and its term
   std::uint64_t lastLeaderContact_ = 0;  // raft time (ms); 0: never (control thread)
+  std::uint64_t statusContactMs_ = 0;    // lastLeaderContact_ at the last poll (statusMu_)
   TopologyPtr committed_;                // control thread
   std::atomic<bool> isLeader_{false};
   std::atomic<std::uint64_t> term_{0};

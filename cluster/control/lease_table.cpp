@@ -111,6 +111,7 @@ void LeaseTable::request(MemberId id, std::uint64_t incarnation, std::uint64_t v
     ask.reply(Error(Errc::unavailable, std::move(why)));
     return;
   }
+  if (queue_.empty()) firstQueued_ = std::chrono::steady_clock::now();
   queue_.push_back(std::move(ask));
   runBarrier();
 }
@@ -123,16 +124,18 @@ void LeaseTable::runBarrier() {
   if (barrierInFlight_ || barrierDue_ || queue_.empty()) return;
   // Spaced: every member renews every few heartbeats, and each barrier is a log entry every
   // member's log receives, so one barrier per request would cost every member O(members) messages.
+  // And gathered: kGather after the batch's first request.
   const auto now = std::chrono::steady_clock::now();
-  if (const auto since = now - lastBarrier_; since < barrierSpacing()) {
+  const auto spacing = barrierSpacing();
+  if (const auto due = std::max(lastBarrier_ + spacing, firstQueued_ + std::min(kGather, spacing));
+      now < due) {
     barrierDue_ = true;
     std::weak_ptr<int> life = life_;
-    host_.runAfter(std::chrono::ceil<std::chrono::milliseconds>(barrierSpacing() - since),
-                   [this, life] {
-                     if (life.expired()) return;
-                     barrierDue_ = false;
-                     runBarrier();
-                   });
+    host_.runAfter(std::chrono::ceil<std::chrono::milliseconds>(due - now), [this, life] {
+      if (life.expired()) return;
+      barrierDue_ = false;
+      runBarrier();
+    });
     return;
   }
   lastBarrier_ = now;

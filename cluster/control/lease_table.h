@@ -75,6 +75,11 @@ class LeaseTable {
   // within one).
   std::chrono::milliseconds barrierSpacing() const;
   static constexpr std::chrono::milliseconds kMaxBarrierSpacing{50};
+  // How long a barrier waits after the first request of its batch (at most the spacing): members
+  // renew on a shared wall-clock grid (cluster/tick_grid.h), so one round's requests arrive within
+  // a few milliseconds and one barrier grants them all, where the first request alone (the
+  // leader's own) would take a barrier of its own and leave the rest to the next.
+  static constexpr std::chrono::milliseconds kGather{5};
 
   CoordinatorHost& host_;
   const std::function<bool(MemberId)> removed_;
@@ -101,6 +106,7 @@ class LeaseTable {
   bool barrierInFlight_ = false;
   bool barrierDue_ = false;   // a runBarrier is scheduled (spacing)
   SteadyTime lastBarrier_{};  // when the latest barrier was proposed
+  SteadyTime firstQueued_{};  // when the oldest request in queue_ arrived
 };
 
 }  // namespace ingrid

@@ -151,9 +151,11 @@ struct NodeOptions {
   // closing its connections, so that clients and members with a stale topology learn the new
   // one instead of losing a request to a closed socket. Default: 250 ms.
   std::chrono::milliseconds drainPeriod{250};
-  // How often a member sends a heartbeat to the members it watches (the 4 after it in id order,
-  // and the control plane's leader): at each multiple of it on the wall clock, so that the
-  // members' heartbeats coincide and wake each member once per interval. Default: 500 ms.
+  // How often a member sends a heartbeat to the members it watches (the 2 after it in id order,
+  // and the control plane's leader unless its lease grants answer for it): at each multiple of it
+  // on the wall clock, so that the members' heartbeats coincide and wake each member once per
+  // interval. Lease renewals go on the same ticks: once per interval, or n times per interval
+  // when a third of the lease is shorter (at least three renewals per lease). Default: 500 ms.
   std::chrono::milliseconds heartbeatInterval{500};
   // A member not heard from for this long is declared failed by the coordinator (the control
   // plane's leader), which removes it: backups of its partitions take over and new backups are
@@ -190,12 +192,14 @@ struct NodeOptions {
   // the leases the dead leader granted still run, and the members renew theirs with it at once,
   // so that keys whose owners live see no refusal across a leader's crash. A longer timeout
   // rides out longer stalls of a leader (a paused VM) but lets leases lapse when it dies: an
-  // election may start 2 1/3 timeouts after the leader's last heartbeat (a randomized timeout
-  // seen up to a tick late; the leader's Raft heartbeats and the ticks go every third of it), so
-  // keep it below about leaseDuration / 3.5. Default: 0.
+  // election may start 2 1/2 timeouts after the leader's last heartbeat (a randomized timeout
+  // seen up to a tick late; the leader's Raft heartbeats and the ticks go every half of it), and
+  // a member's last renewal may be a third of the lease old, so keep it below about
+  // leaseDuration / 4. Default: 0.
   std::chrono::milliseconds electionTimeout{0};
   // Primary lease: a member serves writes only while its lease, renewed through the control
-  // plane's leader every heartbeatInterval, is valid; a failed member's partitions are promoted
+  // plane's leader every heartbeatInterval (or more often: at least three times per lease), is
+  // valid; a failed member's partitions are promoted
   // only once its lease has surely expired (leaseDuration * 1.1 + 10 ms after the last grant:
   // clock rates are assumed to differ by less than 10%). So a member cut off from the majority,
   // or paused, stops writing within leaseDuration of its last renewal. 0 means failureTimeout / 2.
