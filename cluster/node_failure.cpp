@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "cluster/node_impl.h"
-#include "cluster/tick_grid.h"
 #include "cluster/watch_ring.h"
 
 namespace ingrid {

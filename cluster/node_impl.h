@@ -46,6 +46,7 @@
 #include "cluster/control/coordinator.h"
 #include "cluster/data_dir.h"
 #include "cluster/shard/data_plane.h"
+#include "cluster/tick_grid.h"
 #include "cluster/transport/call_router.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
@@ -335,15 +336,10 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
                ? options_.electionTimeout
                : std::max(std::chrono::milliseconds(50), leaseDuration() / 5);
   }
-  // How often this member asks for its lease: at least three times per lease, so that a renewal
-  // lost to a leader's death leaves two thirds of the lease for an election; and a whole fraction
-  // of heartbeatInterval (heartbeatInterval / n), so that on the tick grid every heartbeat tick is
-  // a lease tick too and an idle member wakes once for both.
+  // How often this member asks for its lease (cluster/tick_grid.h): at least three times per
+  // lease, on the heartbeat's ticks.
   std::chrono::milliseconds renewInterval() const noexcept {
-    const auto hb = std::max<std::chrono::milliseconds::rep>(1, options_.heartbeatInterval.count());
-    const auto most = std::max<std::chrono::milliseconds::rep>(1, leaseDuration().count() / 3);
-    return std::chrono::milliseconds(
-        std::max<std::chrono::milliseconds::rep>(1, hb / ((hb + most - 1) / most)));
+    return renewalInterval(options_.heartbeatInterval, leaseDuration());
   }
   // Whether this member may write now: it has a network (a cluster) and a lease that has not run
   // out. Any thread.

@@ -2,10 +2,11 @@
 // interval on the wall clock. Every member's ticks of one kind (heartbeats, lease renewals, the
 // leader's judge) then fall at about the same instant, since hosts' clocks agree to within
 // milliseconds, so a member wakes once for its own tick and the messages the others sent at
-// theirs rather than once per message (the idle cost of a fleet is mostly wake-ups). A pure
-// function: any thread.
+// theirs rather than once per message (the idle cost of a fleet is mostly wake-ups); and the
+// lease renewal interval that falls on the heartbeat's grid. Pure functions: any thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 
 namespace ingrid {
@@ -21,6 +22,18 @@ inline std::chrono::nanoseconds untilGridTick(
   std::chrono::nanoseconds into = sinceEpoch % interval;
   if (into < std::chrono::nanoseconds::zero()) into += interval;  // before the epoch
   return interval - into;
+}
+
+// How often a member renews its lease: at least three times per lease (a renewal lost to a
+// leader's death then leaves two thirds of the lease for an election), and at heartbeat / n, so
+// that on the grid every heartbeat tick is a renewal tick too (one wake-up for both). n is the
+// least that gives the first; at least 1 ms.
+inline std::chrono::milliseconds renewalInterval(std::chrono::milliseconds heartbeat,
+                                                 std::chrono::milliseconds lease) {
+  using Rep = std::chrono::milliseconds::rep;
+  const Rep hb = std::max<Rep>(1, heartbeat.count());
+  const Rep most = std::max<Rep>(1, lease.count() / 3);
+  return std::chrono::milliseconds(std::max<Rep>(1, hb / ((hb + most - 1) / most)));
 }
 
 }  // namespace ingrid
