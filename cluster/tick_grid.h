@@ -25,15 +25,21 @@ inline std::chrono::nanoseconds untilGridTick(
 }
 
 // How often a member renews its lease: at least three times per lease (a renewal lost to a
-// leader's death then leaves two thirds of the lease for an election), and at heartbeat / n, so
-// that on the grid every heartbeat tick is a renewal tick too (one wake-up for both). n is the
-// least that gives the first; at least 1 ms.
+// leader's death then leaves two thirds of the lease for an election), and at heartbeat / n for
+// a whole n that divides the heartbeat interval, so that on the grid every heartbeat tick is a
+// renewal tick too (one wake-up for both): the least such n from the least n that gives the
+// first, looked for up to twice that (else that least n, off the heartbeat's grid). At least
+// 1 ms.
 inline std::chrono::milliseconds renewalInterval(std::chrono::milliseconds heartbeat,
                                                  std::chrono::milliseconds lease) {
   using Rep = std::chrono::milliseconds::rep;
   const Rep hb = std::max<Rep>(1, heartbeat.count());
   const Rep most = std::max<Rep>(1, lease.count() / 3);
-  return std::chrono::milliseconds(std::max<Rep>(1, hb / ((hb + most - 1) / most)));
+  const Rep least = (hb + most - 1) / most;
+  for (Rep n = least; n <= 2 * least && n <= hb; ++n) {
+    if (hb % n == 0) return std::chrono::milliseconds(hb / n);
+  }
+  return std::chrono::milliseconds(std::max<Rep>(1, hb / least));
 }
 
 }  // namespace ingrid

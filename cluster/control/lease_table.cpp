@@ -122,9 +122,9 @@ std::chrono::milliseconds LeaseTable::barrierSpacing() const {
 
 void LeaseTable::runBarrier() {
   if (barrierInFlight_ || barrierDue_ || queue_.empty()) return;
-  // Spaced: every member renews every few heartbeats, and each barrier is a log entry every
-  // member's log receives, so one barrier per request would cost every member O(members) messages.
-  // And gathered: kGather after the batch's first request.
+  // Spaced: every member renews at least three times per lease, and each barrier is a log entry
+  // every member's log receives, so one barrier per request would cost every member O(members)
+  // messages. And gathered: kGather after the batch's first request.
   const auto now = std::chrono::steady_clock::now();
   const auto spacing = barrierSpacing();
   if (const auto due = std::max(lastBarrier_ + spacing, firstQueued_ + std::min(kGather, spacing));

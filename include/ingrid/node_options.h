@@ -195,7 +195,7 @@ struct NodeOptions {
   // election may start 2 1/2 timeouts after the leader's last heartbeat (a randomized timeout
   // seen up to a tick late; the leader's Raft heartbeats and the ticks go every half of it), and
   // a member's last renewal may be a third of the lease old, so keep it below about
-  // leaseDuration / 4. Default: 0.
+  // leaseDuration / 4.5. Default: 0.
   std::chrono::milliseconds electionTimeout{0};
   // Primary lease: a member serves writes only while its lease, renewed through the control
   // plane's leader every heartbeatInterval (or more often: at least three times per lease), is

@@ -58,7 +58,8 @@ TEST_CASE("A join whose reply was lost is answered at once with the same id when
   const std::string otherIp = other.substr(0, other.rfind(':'));
   const int unheard = faults->add(
       {.from = "127.0.0.5", .to = otherIp, .types = {MessageType::kHeartbeat}, .drop = 1.0});
-  // Counts the joiner's heartbeat frames to the leader (its beats and its answers), as delayed.
+  // Counts the joiner's heartbeat and lease frames to the leader (its beats, its answers, its
+  // lease requests: the leader need not be on its ring), as delayed.
   faults->add({.from = "127.0.0.5",
                .to = leaderIp,
                .types = {MessageType::kHeartbeat, MessageType::kLease},

@@ -51,12 +51,15 @@ TEST_CASE("Lease renewals go on the heartbeat's ticks, at least three times per 
   CHECK(renewalInterval(500ms, 1000ms) == 250ms);  // twice per heartbeat: 4 per lease
   CHECK(renewalInterval(100ms, 1000ms) == 100ms);  // a short heartbeat: every tick
   CHECK(renewalInterval(500ms, 500ms) == 125ms);   // a third of the lease is 166 ms: n = 4
+  CHECK(renewalInterval(500ms, 700ms) == 125ms);   // 233 ms at most: 166 ms is off the grid
+  CHECK(renewalInterval(499ms, 500ms) == 124ms);   // a prime: no divisor near, off the grid
   for (const auto hb : {1ms, 7ms, 50ms, 333ms, 500ms, 1000ms, 2999ms}) {
     for (const auto lease : {3ms, 10ms, 100ms, 999ms, 1500ms, 6000ms}) {
       const auto every = renewalInterval(hb, lease);
       CHECK(every >= 1ms);
       CHECK(every <= std::max(1ms, lease / 3));
       CHECK(every <= hb);
+      if (hb == 500ms || hb == 1000ms) CHECK(hb % every == 0ms);  // these have divisors near
     }
   }
   CHECK(renewalInterval(0ms, 0ms) == 1ms);

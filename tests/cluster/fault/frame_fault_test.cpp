@@ -423,7 +423,7 @@ TEST_CASE(
   // The leader hears every member through its lease requests, which this member's still bring;
   // its grants are lost. Every member also watches the leader, so this one reports it, and the
   // leader removes it (its keys move to members with leases) instead of leaving them refused.
-  // The member's ring (its 4 successors) does not hold the leader.
+  // The member's ring (its 2 successors) does not hold the leader.
   constexpr int kSeven = 7;
   runCutUntilRemoved(
       "frames-leader-to-member-cut", kSeven, /*seed=*/19,
