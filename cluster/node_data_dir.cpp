@@ -112,11 +112,8 @@ void NodeImpl::dropIdentity() {
   departed_.clear();
   if (shardLinks_) shardLinks_->closeAll();
   closeReplicaLinks();  // they said Hello as the old member
-  lastHeard_.clear();
-  watched_.clear();
-  suspects_.clear();
-  watchedSince_.clear();
-  leaseUntil_.store(0, std::memory_order_release);
+  detector_.clear();
+  lease_.clear();
 }
 
 std::optional<MemberId> NodeImpl::CoordinatorRole::raftServerAt(const std::string& address) const {

@@ -1,4 +1,6 @@
-// Failure detection: heartbeats between members, and the coordinator's verdict on a silent member.
+// Failure detection's timers and messages: heartbeats between members, lease renewals, and the
+// coordinator's verdict on a silent member. The rules are FailureDetector's (failure_detector.h)
+// and PrimaryLease's (primary_lease.h); this file drives them with the node's time and network.
 // Only the control plane's leader judges (its coordinator); a silent leader is replaced by a Raft
 // election, and the new leader judges the old one.
 #include <algorithm>
@@ -9,8 +11,6 @@
 #include "cluster/watch_ring.h"
 
 namespace ingrid {
-
-using SteadyClock = std::chrono::steady_clock;
 
 void NodeImpl::startHeartbeats() {
   heartbeatTick();
@@ -27,14 +27,9 @@ void NodeImpl::judgeTick() {
     judging_ = false;
     return;
   }
-  const auto now = SteadyClock::now();
+  const auto now = steadyNow();
   discountStall(now);
-  std::vector<MemberId> silent;
-  for (const auto& [id, heard] : lastHeard_) {
-    if (now - heard.at > options_.failureTimeout) silent.push_back(id);
-  }
-  std::sort(silent.begin(), silent.end());
-  for (MemberId id : silent) {
+  for (MemberId id : detector_.failed(now)) {
     coordinator_->memberFailed(
         id, "has sent no lease request or heartbeat answer for the failure timeout");
   }
@@ -43,7 +38,7 @@ void NodeImpl::judgeTick() {
 
 void NodeImpl::armJudgeTick() {
   judging_ = true;
-  judgeTimer_.expires_after(untilGridTick(judgeInterval()));
+  judgeTimer_.expires_after(untilGridTick(detector_.timing().judgeInterval()));
   judgeTimer_.async_wait([this](std::error_code ec) {
     if (!ec) judgeTick();  // (a tick due when stop() cancelled it ends on the flag)
   });
@@ -63,54 +58,34 @@ void NodeImpl::heartbeatTick() {
   if (heartbeatsStopped_) return;
   const TopologyPtr t = topology();
   const MemberId self = memberId();
-  const auto now = SteadyClock::now();
+  const auto now = steadyNow();
   discountStall(now);
   // The silence of a member is measured from its last heartbeat answer (or, on the leader, its
   // last lease request; of the leader, its last lease grant too), or from when this node first
   // saw it listed (commitTopology).
-  std::erase_if(lastHeard_, [&](const auto& kv) { return !t->hasMember(kv.first); });
-  std::erase_if(probedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   // Only the members after this one on the ring (watch_ring.h), each watched by a few, and the
   // members this one's requests recently went unanswered by (memberUnanswered: a primary's
   // backup, a forwarded call's primary), so that a partial partition between members that do not
   // watch each other is found once it holds a request up. The leader hears every member through
   // its lease requests (handleLease).
-  watched_ = watchedBy(*t, self);
-  // And the control plane's leader, by every member: a member the leader cannot send to (its
-  // lease grants lost, while its requests arrive) reports it; and a new leader has watched the
-  // old one, whose silence it then judges from its last answer.
   const MemberId leader = knownLeader(*t);
-  if (leader != 0 && leader != self && t->hasMember(leader) &&
-      std::find(watched_.begin(), watched_.end(), leader) == watched_.end()) {
-    watched_.push_back(leader);
-  }
-  std::erase_if(suspects_,
-                [&](const auto& kv) { return kv.second < now || !t->hasMember(kv.first); });
+  const std::vector<MemberId> watched =
+      detector_.beginRound(*t, watchedBy(*t, self), self, leader, now);
   {
     std::lock_guard lock(suspectMu_);
     std::erase_if(suspectPostedAt_, [&](const auto& kv) { return !t->hasMember(kv.first); });
   }
-  for (const auto& [id, until] : suspects_) {
-    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) watched_.push_back(id);
-  }
-  // A member's silence counts from when this member started watching it, at the earliest.
-  std::erase_if(watchedSince_, [&](const auto& kv) {
-    return std::find(watched_.begin(), watched_.end(), kv.first) == watched_.end();
-  });
-  for (const MemberId id : watched_) watchedSince_.try_emplace(id, now);
   const std::string beat = encode(HeartbeatBody{self});
-  for (const MemberId id : watched_) {
+  for (const MemberId id : watched) {
     const MemberInfo& m = *t->member(id);
-    lastHeard_.try_emplace(m.id, Hearing{now});
     // Silent for a failure timeout: this member may have been removed meanwhile (the others no
     // longer dial it, and may not answer it); a probe as a client finds out.
-    if (now - silentSince(m.id) > options_.failureTimeout) probeTopology(m);
+    if (transport_ && detector_.probeDue(m.id, now)) probeTopology(m);
     // The leader's lease grants (renewLease) answer for it: a leader heard within a heartbeat
     // interval (and half a renewal's, as a grant answers a tick of the same grid a little after
     // it) gets no heartbeat, so that it does not answer one per member per interval.
-    if (const auto h = lastHeard_.find(m.id);
-        m.id == leader && h->second.answered &&
-        now - h->second.at < options_.heartbeatInterval + renewInterval() / 2) {
+    if (m.id == leader &&
+        detector_.answeredWithin(m.id, options_.heartbeatInterval + renewInterval() / 2, now)) {
       continue;
     }
     std::shared_ptr<Peer> peer = peerFor(m.id, m.address);
@@ -130,14 +105,8 @@ void NodeImpl::heartbeatTick() {
   });
 }
 
-void NodeImpl::heard(MemberId id) {
-  if (auto it = lastHeard_.find(id); it != lastHeard_.end()) {
-    it->second = Hearing{SteadyClock::now(), true};
-  }
-}
-
 void NodeImpl::memberUnanswered(MemberId id) {
-  const auto now = SteadyClock::now();
+  const auto now = steadyNow();
   {
     // From workers' failed attempts, up to one per partition every 50 ms during a cut: one post
     // per member per heartbeat interval is enough.
@@ -148,12 +117,7 @@ void NodeImpl::memberUnanswered(MemberId id) {
   }
   asio::post(netIo_, [this, id] {
     if (heartbeatsStopped_ || id == memberId() || !topology()->hasMember(id)) return;
-    const auto from = SteadyClock::now();
-    suspects_.insert_or_assign(id, from + 2 * options_.failureTimeout);
-    if (std::find(watched_.begin(), watched_.end(), id) == watched_.end()) {
-      watched_.push_back(id);
-      watchedSince_.try_emplace(id, from);
-    }
+    detector_.suspect(id, steadyNow());
   });
 }
 
@@ -170,47 +134,26 @@ MemberId NodeImpl::knownLeader(const Topology& t) const {
   return leader;
 }
 
-SteadyClock::time_point NodeImpl::silentSince(MemberId id) const {
-  SteadyClock::time_point since{};
-  if (auto heard = lastHeard_.find(id); heard != lastHeard_.end()) since = heard->second.at;
-  if (auto w = watchedSince_.find(id); w != watchedSince_.end()) since = std::max(since, w->second);
-  return since;
-}
-
 void NodeImpl::startJudging() {
   // Brought up to date at the follower's cadence first, so that the first judge tick does not
   // take the gap since the last heartbeat or renewal for a stall.
-  discountStall(SteadyClock::now());
+  discountStall(steadyNow());
   // This member has just become the leader. It has truly heard only the members it watched (the
   // old leader among them) and has had answers from since it began watching them; every other
   // member is given a failure timeout from now to ask it for a lease, and until one does it is
   // not counted as a member it hears (the partial-partition judge leaves it to that timeout).
-  const auto now = SteadyClock::now();
-  for (auto& [id, hearing] : lastHeard_) {
-    const auto since = watchedSince_.find(id);
-    const bool heardWatching =
-        hearing.answered && since != watchedSince_.end() && hearing.at >= since->second;
-    if (!heardWatching) hearing = Hearing{std::max(hearing.at, now), false};
-  }
+  detector_.startJudging(steadyNow());
   if (!judging_ && !heartbeatsStopped_) armJudgeTick();
 }
 
 void NodeImpl::renewLease() {
-  const SteadyClock::time_point sent = SteadyClock::now();
+  const FailureDetector::SteadyTime sent = steadyNow();
   // Extends the lease to `leaseDuration` after the request was sent: the grant proves the leader
   // led after that instant. A refusal (or no answer) changes nothing: the lease runs out.
   // The lease is the shorter of this member's duration and the leader's (whose wait before it
   // promotes anyone is measured by its own).
   auto extend = [this, sent](std::chrono::milliseconds granted) {
-    const std::int64_t until =
-        (sent + std::min(leaseDuration(), granted)).time_since_epoch().count();
-    std::int64_t cur = leaseUntil_.load(std::memory_order_acquire);
-    while (cur < until && !leaseUntil_.compare_exchange_weak(cur, until)) {
-    }
-    // A lease held before that had run out by this renewal: writes were refused meanwhile.
-    if (cur != 0 && cur < until && cur < SteadyClock::now().time_since_epoch().count()) {
-      leaseLapses_.fetch_add(1, std::memory_order_relaxed);
-    }
+    lease_.extend(sent, std::min(leaseDuration(), granted), steadyNow());
   };
   const TopologyPtr t = topology();
   if (coordinator_) {  // this member leads: grant itself through the same barrier
@@ -228,20 +171,12 @@ void NodeImpl::renewLease() {
   // A member that has never answered (one admitted whose join's answer was lost, which does not
   // know it is a member yet) is reported only after the failure timeout: before, the leader,
   // hearing it first, would judge it cut from this member and remove it as it starts.
-  const auto unreachableAfter = unreachableThreshold();
-  const auto now = SteadyClock::now();
+  const auto now = steadyNow();
   discountStall(now);
   // Whom this member cannot reach: members it watches (its ring successors, and those its
   // requests recently went unanswered by), silent; one that has never answered only after the
   // failure timeout.
-  for (const MemberId id : watched_) {
-    auto heard = lastHeard_.find(id);
-    const bool answered = (heard != lastHeard_.end() && heard->second.answered) ||
-                          suspects_.count(id) != 0;  // it held a request up: it was a member
-    if (now - silentSince(id) > (answered ? unreachableAfter : options_.failureTimeout)) {
-      ask.unreachable.push_back(id);
-    }
-  }
+  ask.unreachable = detector_.unreachable(now);
   // Waits up to a lease for the grant (a slow barrier on a loaded leader still extends the lease
   // from this request's sending); the next ticks ask again meanwhile.
   peer->request(MessageType::kLease, t->version, encode(ask), leaseDuration(),
@@ -264,9 +199,9 @@ MemberStatusBody NodeImpl::ownStatus() const {
   const TopologyPtr t = topology();
   s.memberId = memberId();
   s.topologyVersion = t->version;
-  const std::int64_t left =
-      leaseUntil_.load(std::memory_order_acquire) - SteadyClock::now().time_since_epoch().count();
-  s.leaseLeftMs = left > 0 ? left / 1'000'000 : 0;
+  const auto left = lease_.leftAt(steadyNow());
+  s.leaseLeftMs = static_cast<std::int64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(left).count());
   if (control_) {
     const ControlStatus c = control_->status();
     // A member that does not vote hears of terms from the topologies alone (Raft sends it
@@ -276,7 +211,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
     // vote hears nothing from Raft: the leader of its latest topology, while a grant of that
     // leader's runs (its proof the leader lives); 0 once it has run out.
     const bool votes = std::find(c.voters.begin(), c.voters.end(), c.self) != c.voters.end();
-    s.leader = votes || c.isLeader ? c.leader : left > 0 ? knownLeader(*t) : 0;
+    s.leader = votes || c.isLeader ? c.leader : left.count() > 0 ? knownLeader(*t) : 0;
     s.isLeader = c.isLeader;
     s.voters = c.voters;
     s.standbys = c.standbys;  // every member that does not vote: standbys and spares
@@ -287,7 +222,7 @@ MemberStatusBody NodeImpl::ownStatus() const {
     s.suspects = coordinator_->suspects();
     s.wantedVoters = votersOf(committed_->members, options_.voters);  // as the control plane's
   }
-  s.leaseLapses = leaseLapses_.load(std::memory_order_relaxed);
+  s.leaseLapses = lease_.lapses();
   for (PartitionId p = 0; p < options_.partitions; ++p) {
     if (t->table.primary(p) == s.memberId && data_->fenced(p)) s.fenced.push_back(p);
     if (t->table.primary(p) == s.memberId && data_->backupBehind(p)) s.behind.push_back(p);
@@ -324,54 +259,7 @@ void NodeImpl::handleLease(const std::shared_ptr<Connection>& conn, Frame frame)
       });
 }
 
-std::chrono::milliseconds NodeImpl::judgeInterval() const {
-  return std::min(std::max(options_.failureTimeout / 20, std::chrono::milliseconds(10)),
-                  std::max(options_.heartbeatInterval, std::chrono::milliseconds(10)));
-}
-
-void NodeImpl::discountStall(SteadyClock::time_point now) {
-  // A stalled leader (a stalled host: every member at once) would otherwise find every member
-  // silent the moment it runs again, before it reads the answers waiting for it, and remove them
-  // all one after another; a stalled member would report every other one cut off.
-  // The leader runs it every judge interval; the others every heartbeat (heartbeatTick) and
-  // lease renewal (renewLease).
-  const auto ranAt = std::exchange(detectorRanAt_, now);
-  const auto cadence = judging_ ? judgeInterval() : options_.heartbeatInterval;
-  if (ranAt == SteadyClock::time_point{} ||
-      now - ranAt <= std::max(options_.heartbeatInterval, 2 * cadence)) {
-    return;
-  }
-  const auto stalled = now - ranAt - cadence;
-  for (auto& [id, heard] : lastHeard_) heard.at = std::min(now, heard.at + stalled);
-}
-
-std::chrono::milliseconds NodeImpl::hearingWindow() const {
-  return std::min(3 * options_.heartbeatInterval, options_.failureTimeout);
-}
-
-std::chrono::milliseconds NodeImpl::unreachableThreshold() const {
-  // Early enough that a partial partition is resolved (a write waiting on a backup its primary
-  // cannot reach released) about one failure timeout after the cut: this threshold, up to a
-  // heartbeat until the report, and a commit. Late enough that a member that died looks dead to
-  // the leader too when the others report it (the leader counts a member as one it hears for
-  // hearingWindow() after its last answer): a dead member that looked alive, reported cut from
-  // the living, made the leader keep it and remove them. Never past the failure timeout.
-  return std::min(options_.failureTimeout,
-                  std::max(leaseDuration(), hearingWindow() + options_.heartbeatInterval));
-}
-
-bool NodeImpl::hearsFrom(MemberId id) const {
-  auto it = lastHeard_.find(id);
-  return it != lastHeard_.end() && it->second.answered &&
-         SteadyClock::now() - it->second.at < hearingWindow();
-}
-
 void NodeImpl::probeTopology(const MemberInfo& m) {
-  if (!transport_) return;
-  const auto now = SteadyClock::now();
-  auto [at, first] = probedAt_.try_emplace(m.id, now);
-  if (!first && now - at->second < options_.failureTimeout) return;
-  at->second = now;
   // As a client (proving the client secret if there is one), not as this member: the member
   // asked does not take the connection for its link to this one, which it may be redialing.
   auto probe = Peer::create(*transport_, m.address, clientLinkOptions(options_.clientSecret));

@@ -45,6 +45,8 @@
 #include "cluster/control/control_plane.h"
 #include "cluster/control/coordinator.h"
 #include "cluster/data_dir.h"
+#include "cluster/failure_detector.h"
+#include "cluster/primary_lease.h"
 #include "cluster/shard/data_plane.h"
 #include "cluster/tick_grid.h"
 #include "cluster/transport/call_router.h"
@@ -296,7 +298,7 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Asks member `m`, which this one does not dial (the smaller id dials) and has not heard for a
   // failure timeout, for its topology over a connection of this member's own (network thread).
   // A member removed while it was cut off learns so this way, and rejoins: the others no longer
-  // dial it. At most one per failure timeout per member.
+  // dial it. When: FailureDetector::probeDue (at most one per failure timeout per member).
   void probeTopology(const MemberInfo& m);
   // Asks the control plane's leader to renew this member's primary lease (network thread).
   void renewLease();
@@ -311,13 +313,10 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // failure timeout to ask it for a lease (network thread).
   void startJudging();
   // A heartbeat answer or lease request from member `id` (network thread).
-  void heard(MemberId id);
+  void heard(MemberId id) { detector_.heard(id, steadyNow()); }
   // The control plane's leader as this member knows it: Raft's, or else the topology's (which
   // may name this member). 0 if none (network thread).
   MemberId knownLeader(const Topology& t) const;
-  // Since when member `id` has been silent to this one: its last answer, or when this member
-  // started watching it, whichever is later (network thread).
-  std::chrono::steady_clock::time_point silentSince(MemberId id) const;
   // DataPlaneHost and CallRouter::Host: an attempt to reach `id` failed; watched closely for a
   // while (any thread).
   void memberUnanswered(MemberId id) override;
@@ -341,11 +340,13 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::chrono::milliseconds renewInterval() const noexcept {
     return renewalInterval(options_.heartbeatInterval, leaseDuration());
   }
-  // Whether this member may write now: it has a network (a cluster) and a lease that has not run
-  // out. Any thread.
-  bool holdsLease() const noexcept override {
-    return !transport_ || std::chrono::steady_clock::now().time_since_epoch().count() <
-                              leaseUntil_.load(std::memory_order_acquire);
+  // Whether this member may write as a primary now (PrimaryLease::validAt). Any thread.
+  bool primaryLeaseValid() const noexcept override { return lease_.validAt(steadyNow()); }
+  // The node's monotonic time: failure detection, the lease and the coordinator read it here.
+  static FailureDetector::SteadyTime steadyNow() noexcept { return std::chrono::steady_clock::now(); }
+  static FailureDetector::Timing detectorTiming(const NodeOptions& o,
+                                                std::chrono::milliseconds leaseDuration) {
+    return {o.failureTimeout, o.heartbeatInterval, leaseDuration};
   }
 
   // DataPlaneHost, continued.
@@ -353,24 +354,14 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   TopologyPtr currentTopology() const override { return topology(); }
   // The topology a new cluster starts with: this member alone (node_coordinator_host.cpp).
   std::shared_ptr<Topology> firstTopology() const;
-  // Whether this member heard from member `id` within the last few heartbeats (network thread;
-  // node_failure.cpp, like the failure detection helpers below).
-  bool hearsFrom(MemberId id) const;
-  // hearsFrom's window: a member answered within it.
-  std::chrono::milliseconds hearingWindow() const;
-  // How often judgeTick runs: a twentieth of the failure timeout, at least 10 ms and at most a
-  // heartbeat interval.
-  std::chrono::milliseconds judgeInterval() const;
-  // Time during which this node's failure detection did not run (its process was paused, or
-  // starved of CPU with its host) is nobody's silence: answers that came meanwhile wait unread.
-  // Called first by each detection step (network thread); a gap since the previous step longer
-  // than a heartbeat interval and two cadences (the leader's judge interval, or the others'
-  // heartbeat interval) moves every member's last hearing forward by the gap less one cadence
-  // (never past `now`).
-  void discountStall(std::chrono::steady_clock::time_point now);
-  // Silence after which a member reports a peer as unreachable to the leader (with its lease
-  // requests); always longer than hearingWindow().
-  std::chrono::milliseconds unreachableThreshold() const;
+  // Whether this member heard from member `id` within the last few heartbeats (network thread).
+  bool hearsFrom(MemberId id) const { return detector_.hearsFrom(id, steadyNow()); }
+  // Runs the detector's discountStall at `now` with this member's cadence: the leader's judge
+  // interval, or else the heartbeat interval (network thread).
+  void discountStall(FailureDetector::SteadyTime now) {
+    detector_.discountStall(now, judging_ ? detector_.timing().judgeInterval()
+                                          : options_.heartbeatInterval);
+  }
 
   // The node's side of the leader's coordinator (node_coordinator_host.cpp): the CoordinatorHost
   // (control/coordinator_host.h) that coordinator_ is given. Network thread; lives as long as the
@@ -393,8 +384,11 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
     void runAfter(std::chrono::milliseconds delay, UniqueFunction<void()> fn) override;
     void barrier(UniqueFunction<void(Result<bool>)> done) override;
     std::chrono::milliseconds leaseWait() const override;
+    SteadyTime now() const override { return node_.steadyNow(); }
     bool hearsFrom(MemberId id) const override { return node_.hearsFrom(id); }
-    std::chrono::milliseconds hearingWindow() const override { return node_.hearingWindow(); }
+    std::chrono::milliseconds hearingWindow() const override {
+      return node_.detector_.timing().hearingWindow();
+    }
     std::chrono::milliseconds migrationStallTimeout() const override {
       return node_.options_.migrationStallTimeout;
     }
@@ -434,10 +428,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::atomic<bool> stopCalled_{false};
   std::atomic<bool> crashed_{false};
   std::atomic<std::int64_t> inflight_{0};
-  // Until when (steady clock, its ticks) this member holds its primary lease.
-  std::atomic<std::int64_t> leaseUntil_{0};
-  // Renewals that found the lease held before already run out (writes were refused between).
-  std::atomic<std::uint64_t> leaseLapses_{0};
+  // This member's primary lease (standalone without a listen address).
+  PrimaryLease lease_{options_.listenAddress.empty() ? PrimaryLease::Mode::kStandalone
+                                                     : PrimaryLease::Mode::kMember};
   std::atomic<MemberId> selfId_{0};
   std::string selfAddress_;                // constant after start()
   std::vector<std::uint16_t> shardPorts_;  // constant after start(); worker i's at i
@@ -506,28 +499,14 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   asio::steady_timer leaseTimer_{netIo_};
   asio::steady_timer judgeTimer_{netIo_};
   bool heartbeatsStopped_ = false;
-  // A member's last heartbeat answer, or when this node first saw it listed; `answered` once it
-  // has answered one since.
-  struct Hearing {
-    std::chrono::steady_clock::time_point at;
-    bool answered = false;
-  };
-  std::unordered_map<MemberId, Hearing> lastHeard_;
-  // Whom this member watches (heartbeats, and reports when silent): its ring successors
-  // (watch_ring.h) and its suspects, members that recently left a request of its unanswered,
-  // each until the time it maps to; and since when each has been watched.
-  std::vector<MemberId> watched_;
-  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspects_;
-  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> watchedSince_;
+  // Whom this member hears and watches, and the verdicts on silence (network thread).
+  FailureDetector detector_{detectorTiming(options_, leaseDuration())};
   // memberUnanswered's throttle (any thread): when each member was last posted.
   std::mutex suspectMu_;
   std::unordered_map<MemberId, std::chrono::steady_clock::time_point> suspectPostedAt_;
   // Whether judgeTick runs (this member leads; network thread).
   bool judging_ = false;
-  // When failure detection last ran here (discountStall); the epoch before its first run.
-  std::chrono::steady_clock::time_point detectorRanAt_{};
   bool catchingUp_ = false;
-  std::unordered_map<MemberId, std::chrono::steady_clock::time_point> probedAt_;
   // Clients' GetTopology watches, answered when a newer topology is installed (network thread).
   TopologyWatchers watchers_{netIo_};
 

@@ -214,7 +214,7 @@ std::string NodeImpl::metricsText() {
   counter(out, "ingrid_lease_lapses_total",
           "Times this member's primary lease ran out before a renewal came: its partitions "
           "refused writes until then",
-          static_cast<double>(leaseLapses_.load(std::memory_order_relaxed)));
+          static_cast<double>(lease_.lapses()));
 
   counter(out, "ingrid_degraded_writes_total",
           "Writes acknowledged with fewer copies than the cluster could "

@@ -50,10 +50,9 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
   ControlStatus c = control_->status();
   // A member that does not vote hears nothing from the leader through Raft: its last lease grant
   // is its last word from a leader (the grant proves that leader led a lease before it runs out).
-  if (const std::int64_t until = leaseUntil_.load(std::memory_order_acquire); until != 0) {
+  if (lease_.everGranted()) {
     const auto grantAgo = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::steady_clock::now().time_since_epoch() -
-        std::chrono::steady_clock::duration(until) + leaseDuration());
+        steadyNow() - lease_.until() + leaseDuration());
     c.leaderSilentMs = std::min<std::uint64_t>(
         c.leaderSilentMs, static_cast<std::uint64_t>(std::max<std::int64_t>(grantAgo.count(), 0)));
   }

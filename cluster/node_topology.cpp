@@ -105,9 +105,9 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     // A restored Raft server may lead meanwhile: it judges the members by their lease requests,
     // as any leader does, from when it first saw them listed.
     if (restored_.load() != 0) {
-      const auto listedAt = std::chrono::steady_clock::now();
+      const auto listedAt = steadyNow();
       for (const auto& m : next->members) {
-        if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
+        if (m.id != self) detector_.listed(m.id, listedAt);
       }
     }
     return;
@@ -120,9 +120,9 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   watchers_.publish(next);
   // A member's silence is measured from when this node first saw it listed (not from its next
   // heartbeat tick, up to an interval later), until it answers a heartbeat.
-  const auto listedAt = std::chrono::steady_clock::now();
+  const auto listedAt = steadyNow();
   for (const auto& m : next->members) {
-    if (m.id != self) lastHeard_.try_emplace(m.id, Hearing{listedAt});
+    if (m.id != self) detector_.listed(m.id, listedAt);
   }
   if (options_.onTopology) options_.onTopology(*next);
   // A new leader commits a topology of its own at once: a member that does not vote hears of it

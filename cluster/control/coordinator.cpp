@@ -73,7 +73,7 @@ void Coordinator::requestJoin(std::string address, std::uint64_t incarnation,
   // its last lease has surely expired (a restarted process's predecessor renews nothing), it is
   // removed now, so that a change stalled on it is re-planned, and the joiner comes in. Until
   // then the joiner is answered unavailable and asks again.
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = host_.now();
   for (const auto& m : host_.currentTopology()->members) {
     if (m.address != address || m.incarnation == incarnation || failed_.count(m.id) != 0) continue;
     if (m.id == host_.selfId() && !host_.selfRestored()) {
@@ -138,7 +138,7 @@ void Coordinator::memberFailed(MemberId id, const char* why) {
     return;
   }
   const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-      leases_.expiry(id) - std::chrono::steady_clock::now());
+      leases_.expiry(id) - host_.now());
   if (why != nullptr) {
     std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << id << " " << why
               << "; removing it once its last lease has surely expired (in "
@@ -162,8 +162,8 @@ void Coordinator::requestLease(MemberId id, std::uint64_t incarnation, std::uint
 
 void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unreachable) {
   assert(host_.onNetworkThread());
-  const auto now = std::chrono::steady_clock::now();
-  if (!partitions_.report(reporter, unreachable, now)) return;
+  const auto now = host_.now();
+  if (!partialPartitions_.report(reporter, unreachable, now)) return;
   const TopologyPtr t = host_.currentTopology();
   // Only members this leader hears from: one it does not hear is judged by its own failure
   // detection (and a crashed member that only some have reported yet must not look better
@@ -179,7 +179,7 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
   // leader's own failure detection judges it). A cut counts once reported for the leader's
   // hearing window, by when a member that died is no longer one it hears.
   for (const auto& [m, sole] :
-       partitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait(), host_.hearingWindow())) {
+       partialPartitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait(), host_.hearingWindow())) {
     if (!sole.empty()) {
       std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
                 << " cannot reach all of the others (a partial partition), but holds the only "
@@ -197,7 +197,7 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
 std::vector<MemberId> Coordinator::suspects() const {
   assert(host_.onNetworkThread());
   const std::set<MemberId> reported =
-      partitions_.named(std::chrono::steady_clock::now(), host_.leaseWait());
+      partialPartitions_.named(host_.now(), host_.leaseWait());
   std::vector<MemberId> out;
   for (const MemberInfo& m : host_.currentTopology()->members) {
     if (failed_.count(m.id) != 0 || leases_.revoked(m.id) || reported.count(m.id) != 0 ||
@@ -472,7 +472,7 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     SteadyTime proposeAt{};
     for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leases_.expiry(m));
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        proposeAt - std::chrono::steady_clock::now());
+        proposeAt - host_.now());
     if (wait.count() <= 0) {
       propose(next, std::move(*thenPtr));
       return;

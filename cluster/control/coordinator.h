@@ -122,7 +122,7 @@ class Coordinator {
     std::string zone = {};                  // kJoin: the joiner's
   };
 
-  using SteadyTime = std::chrono::steady_clock::time_point;
+  using SteadyTime = CoordinatorHost::SteadyTime;
   void failMember(MemberId id);  // memberFailed, once the lease has run out
 
   void pump();
@@ -161,7 +161,7 @@ class Coordinator {
   // Their addresses: a join from one waits until the Raft configuration is committed.
   std::set<std::string> departed_;
   LeaseTable leases_;  // after failed_, which it reads
-  PartialPartitionJudge partitions_;
+  PartialPartitionJudge partialPartitions_;
   // A topology held back until the leases of members whose Prepare failed have expired; failing
   // one of them cancels it (the change is planned again without that member).
   struct LeaseWait {

@@ -20,6 +20,11 @@ namespace ingrid {
 
 class CoordinatorHost {
  public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // The node's monotonic time: every decision of the coordinator and its lease table reads it
+  // here, never a clock of its own, so that a test or the simulator drives them.
+  virtual SteadyTime now() const = 0;
   virtual MemberId selfId() const = 0;
   virtual TopologyPtr currentTopology() const = 0;
   // Whether the caller runs on the node's network thread (the coordinator's own; for asserts).

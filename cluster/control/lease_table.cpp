@@ -111,7 +111,7 @@ void LeaseTable::request(MemberId id, std::uint64_t incarnation, std::uint64_t v
     ask.reply(Error(Errc::unavailable, std::move(why)));
     return;
   }
-  if (queue_.empty()) firstQueued_ = std::chrono::steady_clock::now();
+  if (queue_.empty()) firstQueued_ = host_.now();
   queue_.push_back(std::move(ask));
   runBarrier();
 }
@@ -125,7 +125,7 @@ void LeaseTable::runBarrier() {
   // Spaced: every member renews at least three times per lease, and each barrier is a log entry
   // every member's log receives, so one barrier per request would cost every member O(members)
   // messages. And gathered: kGather after the batch's first request.
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = host_.now();
   const auto spacing = barrierSpacing();
   if (const auto due = std::max(lastBarrier_ + spacing, firstQueued_ + std::min(kGather, spacing));
       now < due) {
@@ -148,7 +148,7 @@ void LeaseTable::runBarrier() {
   host_.barrier([this, life, batch](Result<bool> r) {
     if (life.expired()) return;  // leadership lost: the askers time out and ask the next leader
     barrierInFlight_ = false;
-    const auto committed = std::chrono::steady_clock::now();
+    const auto committed = host_.now();
     const TopologyPtr t = host_.currentTopology();
     remember(t);
     for (Ask& ask : *batch) {

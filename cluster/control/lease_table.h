@@ -27,12 +27,12 @@ namespace ingrid {
 
 class LeaseTable {
  public:
-  using SteadyTime = std::chrono::steady_clock::time_point;
+  using SteadyTime = CoordinatorHost::SteadyTime;
 
   // `removed(id)`: whether the coordinator declared member `id` failed (such a member gets no
   // lease). Both must outlive this table.
   LeaseTable(CoordinatorHost& host, std::function<bool(MemberId)> removed)
-      : host_(host), removed_(std::move(removed)) {}
+      : host_(host), removed_(std::move(removed)), leaderSince_(host.now()) {}
 
   // A member asks for its primary lease, having installed topology `version`: see
   // Coordinator::requestLease. Requests are batched: one barrier in flight at a time, proposed
@@ -84,7 +84,7 @@ class LeaseTable {
   CoordinatorHost& host_;
   const std::function<bool(MemberId)> removed_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  // barrier callbacks hold a weak one
-  const SteadyTime leaderSince_ = std::chrono::steady_clock::now();
+  const SteadyTime leaderSince_;  // this table's creation (host_.now())
   std::map<MemberId, SteadyTime> lastGrant_;
   std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
   // A member about to lose a primary: no grant until it has installed this version.

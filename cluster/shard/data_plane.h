@@ -74,7 +74,7 @@ class DataPlaneHost {
   virtual std::shared_ptr<Peer> replicaLink(unsigned w, const MemberInfo& member,
                                             PartitionId p) = 0;
   // Whether this member holds a valid primary lease (invariant 13), and for how long one lasts.
-  virtual bool holdsLease() const noexcept = 0;
+  virtual bool primaryLeaseValid() const noexcept = 0;
   virtual std::chrono::milliseconds leaseDuration() const noexcept = 0;
   // A backup named another primary or a newer epoch: fetch its topology (network thread).
   virtual void catchUp(MemberId from, const std::string& address) = 0;

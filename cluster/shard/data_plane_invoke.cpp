@@ -153,7 +153,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
 
 std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo) const {
   const MemberId self = memberId();
-  if (!host_.holdsLease()) {  // invariant 13: no write without a valid primary lease
+  if (!host_.primaryLeaseValid()) {  // invariant 13: no write without a valid primary lease
     return Error(Errc::unavailable, "member " + std::to_string(self) +
                                         " holds no valid primary lease (no renewal from "
                                         "the control plane's leader within " +
