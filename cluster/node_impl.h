@@ -343,7 +343,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Whether this member may write as a primary now (PrimaryLease::validAt). Any thread.
   bool primaryLeaseValid() const noexcept override { return lease_.validAt(steadyNow()); }
   // The node's monotonic time: failure detection, the lease and the coordinator read it here.
-  static FailureDetector::SteadyTime steadyNow() noexcept { return std::chrono::steady_clock::now(); }
+  static FailureDetector::SteadyTime steadyNow() noexcept {
+    return std::chrono::steady_clock::now();
+  }
   static FailureDetector::Timing detectorTiming(const NodeOptions& o,
                                                 std::chrono::milliseconds leaseDuration) {
     return {o.failureTimeout, o.heartbeatInterval, leaseDuration};
@@ -359,8 +361,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Runs the detector's discountStall at `now` with this member's cadence: the leader's judge
   // interval, or else the heartbeat interval (network thread).
   void discountStall(FailureDetector::SteadyTime now) {
-    detector_.discountStall(now, judging_ ? detector_.timing().judgeInterval()
-                                          : options_.heartbeatInterval);
+    detector_.discountStall(
+        now, judging_ ? detector_.timing().judgeInterval() : options_.heartbeatInterval);
   }
 
   // The node's side of the leader's coordinator (node_coordinator_host.cpp): the CoordinatorHost

@@ -39,7 +39,7 @@ class PrimaryLease {
     while (cur < until && !until_.compare_exchange_weak(cur, until)) {
     }
     if (cur >= until) return false;
-    if (cur != 0 && cur < now.time_since_epoch().count()) {
+    if (cur != 0 && cur <= now.time_since_epoch().count()) {  // !validAt(now) before
       lapses_.fetch_add(1, std::memory_order_relaxed);
     }
     return true;

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds ingrid with warnings as errors, and runs every test with CTest.
 #   INGRID_SANITIZE=address|thread  run the tests of an ASan+UBSan or TSan build instead
+#   INGRID_TEST_LABELS=REGEX        only the tests whose CTest label matches (ctest -L REGEX);
+#                                   tests without a label (the scripted ops tests) are left out
+#   INGRID_BUILD_TARGETS="T..."     build only these targets (and what they need), not all
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
@@ -8,4 +11,6 @@ dir=$("$root/scripts/build.sh")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 300
+select=()
+[ -z "${INGRID_TEST_LABELS:-}" ] || select=(-L "$INGRID_TEST_LABELS")
+ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 300 "${select[@]}"

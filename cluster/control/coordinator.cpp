@@ -137,8 +137,8 @@ void Coordinator::memberFailed(MemberId id, const char* why) {
       !leases_.revoke(id)) {
     return;
   }
-  const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-      leases_.expiry(id) - host_.now());
+  const auto wait =
+      std::chrono::duration_cast<std::chrono::milliseconds>(leases_.expiry(id) - host_.now());
   if (why != nullptr) {
     std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << id << " " << why
               << "; removing it once its last lease has surely expired (in "
@@ -178,8 +178,8 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
   // Reports older than a lease renewal round or two are stale (the reporter went quiet: the
   // leader's own failure detection judges it). A cut counts once reported for the leader's
   // hearing window, by when a member that died is no longer one it hears.
-  for (const auto& [m, sole] :
-       partialPartitions_.judge(*t, host_.selfId(), live, now, host_.leaseWait(), host_.hearingWindow())) {
+  for (const auto& [m, sole] : partialPartitions_.judge(*t, host_.selfId(), live, now,
+                                                        host_.leaseWait(), host_.hearingWindow())) {
     if (!sole.empty()) {
       std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
                 << " cannot reach all of the others (a partial partition), but holds the only "
@@ -196,8 +196,7 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
 
 std::vector<MemberId> Coordinator::suspects() const {
   assert(host_.onNetworkThread());
-  const std::set<MemberId> reported =
-      partialPartitions_.named(host_.now(), host_.leaseWait());
+  const std::set<MemberId> reported = partialPartitions_.named(host_.now(), host_.leaseWait());
   std::vector<MemberId> out;
   for (const MemberInfo& m : host_.currentTopology()->members) {
     if (failed_.count(m.id) != 0 || leases_.revoked(m.id) || reported.count(m.id) != 0 ||
@@ -471,8 +470,8 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
     SteadyTime proposeAt{};
     for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leases_.expiry(m));
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
-        proposeAt - host_.now());
+    const auto wait =
+        std::chrono::duration_cast<std::chrono::milliseconds>(proposeAt - host_.now());
     if (wait.count() <= 0) {
       propose(next, std::move(*thenPtr));
       return;

@@ -37,7 +37,9 @@ TEST_CASE("Primary lease: never shrinks, and counts a lapse only after it ran ou
   // Renewed while it runs (at its last nanosecond): no lapse.
   CHECK(lease.extend(kT0 + milliseconds(500), milliseconds(1500), kT0 + milliseconds(1500) - kNs));
   CHECK(lease.lapses() == 0);
-  // Renewed at its end: it had run out (writes were refused): a lapse.
+  // Renewed at its end (kT0 + 2000 ms, from the renewal before): it had run out, writes were
+  // refused from then on: a lapse.
+  CHECK(!lease.validAt(kT0 + milliseconds(2000)));
   CHECK(lease.extend(kT0 + milliseconds(1900), milliseconds(1500), kT0 + milliseconds(2000)));
   CHECK(lease.lapses() == 1);
   lease.clear();
