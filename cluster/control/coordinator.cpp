@@ -137,8 +137,8 @@ void Coordinator::memberFailed(MemberId id, const char* why) {
       !leases_.revoke(id)) {
     return;
   }
-  const auto wait =
-      std::chrono::duration_cast<std::chrono::milliseconds>(leases_.expiry(id) - host_.now());
+  // Rounded up: a timer never fires before the expiry it waits for.
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(leases_.expiry(id) - host_.now());
   if (why != nullptr) {
     std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << id << " " << why
               << "; removing it once its last lease has surely expired (in "
@@ -470,8 +470,7 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
     std::erase_if(round->unfenced, [this](MemberId m) { return failed_.count(m) != 0; });
     SteadyTime proposeAt{};
     for (MemberId m : round->unfenced) proposeAt = std::max(proposeAt, leases_.expiry(m));
-    const auto wait =
-        std::chrono::duration_cast<std::chrono::milliseconds>(proposeAt - host_.now());
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(proposeAt - host_.now());
     if (wait.count() <= 0) {
       propose(next, std::move(*thenPtr));
       return;

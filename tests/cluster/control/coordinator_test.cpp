@@ -214,14 +214,10 @@ TEST_CASE(
   CHECK(!e.revoked(3));
 }
 
-// Fails today, hence [!shouldfail] (Catch2 reports it passed while it fails, and failed once it
-// passes: then drop the tag). memberFailed waits duration_cast<milliseconds>(expiry - now), which
-// rounds down: off the millisecond grid the removal comes up to 1 ms before the expiry it states.
-// (Coordinator::install computes its lease wait the same way.)
-TEST_CASE(
-    "Coordinator: memberFailed off the millisecond grid still waits until the expiry (known bug: "
-    "the wait is rounded down)",
-    "[control][coordinator][!shouldfail]") {
+// The wait is rounded up to the timer's milliseconds: rounded down, off the millisecond grid the
+// removal came up to 1 ms before the expiry.
+TEST_CASE("Coordinator: memberFailed off the millisecond grid still waits until the expiry",
+          "[control][coordinator]") {
   Elected e;
   e.host.advanceTo(kStart + milliseconds(10) + std::chrono::microseconds(500));
   e.coordinator.memberFailed(3);  // expiry: kStart + 1660 ms; 1649.5 ms from now
