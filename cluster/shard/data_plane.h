@@ -167,13 +167,13 @@ class DataPlane {
   void install(const TopologyPtr& cur, const TopologyPtr& next);
 
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
-  bool fenced(PartitionId p) const noexcept { return replicas_[p].fenced.load(); }
+  bool fenced(PartitionId p) const noexcept { return replicas_[p].primary.fenced.load(); }
   // (Primary side) Whether a backup of p lacks an update made here: an attempt to send it one
   // failed, and that backup has since acknowledged no later update (a backup applies in order,
   // so one that acknowledges a later update holds the earlier ones), installed no snapshot taken
   // at or after it, and is still an owner of p. Any thread.
   bool backupBehind(PartitionId p) const noexcept {
-    return replicas_[p].laggingCount.load(std::memory_order_relaxed) > 0;
+    return replicas_[p].primary.laggingCount.load(std::memory_order_relaxed) > 0;
   }
   bool complete(PartitionId p) const noexcept {
     return replicas_[p].mode.load() == ReplicaMode::kReady;
@@ -212,13 +212,9 @@ class DataPlane {
     kReady,   // a complete replica: updates apply in seq order
     kResync,  // missed an update: refuses updates until a new snapshot arrives
   };
-  // Replication state of one partition on this node. Worker of p, except `outstanding`.
-  struct Replica {
-    std::uint64_t seq = 0;  // updates applied (primary: produced)
-    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
-    std::uint64_t lastEpoch = 0;
-    // Written on the worker of p; atomic so that a status request (network thread) can read it.
-    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
+  // A backup's side of one partition's replica (worker of p): the snapshot it is staging and
+  // the updates it acknowledged without holding them.
+  struct BackupState {
     // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
     // complete replica that resyncs keeps what it had until the new copy is whole.
     std::uint64_t stagingId = 0;    // 0: none under way
@@ -228,24 +224,39 @@ class DataPlane {
     // (kEmpty) The newest update acknowledged and ignored: a snapshot installed must hold it.
     std::uint64_t ignoredSeq = 0;
     std::uint64_t ignoredEpoch = 0;
-    std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
-    // (primary side) The members a snapshot is on its way to (until its last chunk's answer), and
-    // those that asked for one meanwhile (a fresh one goes once that one is answered).
+    // The epoch of the primary whose snapshot this replica installed last: its state holds all
+    // of that primary's acknowledged updates up to (lastEpoch, seq).
+    std::uint64_t syncedEpoch = 0;
+  };
+  // A primary's side of one partition's replica (worker of p, except the atomics): the snapshots
+  // it sends, its fence, its replications in flight and the backups that lag.
+  struct PrimaryState {
+    std::uint64_t snapshotsSent = 0;  // numbers the snapshots it sends
+    // The members a snapshot is on its way to (until its last chunk's answer), and those that
+    // asked for one meanwhile (a fresh one goes once that one is answered).
     std::vector<MemberId> snapshotsUnderWay;
     std::vector<MemberId> snapshotsWanted;
-    // (backup side) The epoch of the primary whose snapshot this replica installed last: its
-    // state holds all of that primary's acknowledged updates up to (lastEpoch, seq).
-    std::uint64_t syncedEpoch = 0;
-    // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
-    // so that a status request (network thread) can read it.
+    // About to lose the partition: refuses invocations. Written on the worker of p; atomic so
+    // that a status request (network thread) can read it.
     std::atomic<bool> fenced{false};
     std::uint64_t fencedFor = 0;      // the topology version the fence was set for
-    std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
-    // (primary side, worker of p) The backups that lack an update made here, each with the
-    // newest update an attempt to send it failed for (backupBehind); its size in laggingCount,
-    // which a status request reads on the network thread.
+    std::atomic<int> outstanding{0};  // replications awaiting acks
+    // (worker of p) The backups that lack an update made here, each with the newest update an
+    // attempt to send it failed for (backupBehind); its size in laggingCount, which a status
+    // request reads on the network thread.
     std::vector<std::pair<MemberId, std::uint64_t>> lagging;
     std::atomic<std::uint32_t> laggingCount{0};
+  };
+  // Replication state of one partition on this node: its place in the update sequence, and its
+  // backup's or primary's side. Worker of p, except the atomics.
+  struct Replica {
+    std::uint64_t seq = 0;  // updates applied (primary: produced)
+    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
+    std::uint64_t lastEpoch = 0;
+    // Written on the worker of p; atomic so that a status request (network thread) can read it.
+    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
+    BackupState backup;
+    PrimaryState primary;
   };
   // Whether this member is p's primary in the topology installed now (any thread).
   bool stillPrimaryOf(PartitionId p) const;
@@ -258,9 +269,9 @@ class DataPlane {
   template <class Keep>
   void pruneLagging(PartitionId p, Keep keep) {
     Replica& rep = replicas_[p];
-    std::erase_if(rep.lagging, [&](const auto& l) { return !keep(l.first); });
-    rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()),
-                           std::memory_order_relaxed);
+    std::erase_if(rep.primary.lagging, [&](const auto& l) { return !keep(l.first); });
+    rep.primary.laggingCount.store(static_cast<std::uint32_t>(rep.primary.lagging.size()),
+                                   std::memory_order_relaxed);
   }
 
   // --- the primary's side (data_plane_invoke.cpp) ---

@@ -62,7 +62,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
                                       std::to_string(topo->version)));
     return;
   }
-  if (rep.fenced) {
+  if (rep.primary.fenced) {
     answer(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
     return;
   }
@@ -190,21 +190,24 @@ bool DataPlane::stillPrimaryOf(PartitionId p) const {
 
 void DataPlane::noteLagging(PartitionId p, MemberId b, std::uint64_t seq) {
   Replica& rep = replicas_[p];
-  auto it = std::find_if(rep.lagging.begin(), rep.lagging.end(),
+  auto it = std::find_if(rep.primary.lagging.begin(), rep.primary.lagging.end(),
                          [b](const auto& l) { return l.first == b; });
-  if (it == rep.lagging.end()) {
-    rep.lagging.emplace_back(b, seq);
+  if (it == rep.primary.lagging.end()) {
+    rep.primary.lagging.emplace_back(b, seq);
   } else {
     it->second = std::max(it->second, seq);
   }
-  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
+  rep.primary.laggingCount.store(static_cast<std::uint32_t>(rep.primary.lagging.size()),
+                                 std::memory_order_relaxed);
 }
 
 void DataPlane::noteCaughtUp(PartitionId p, MemberId b, std::uint64_t seq) {
   Replica& rep = replicas_[p];
-  if (rep.lagging.empty()) return;  // the common case, on every acknowledgement: no store
-  std::erase_if(rep.lagging, [&](const auto& l) { return l.first == b && l.second <= seq; });
-  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
+  if (rep.primary.lagging.empty()) return;  // the common case, on every acknowledgement: no store
+  std::erase_if(rep.primary.lagging,
+                [&](const auto& l) { return l.first == b && l.second <= seq; });
+  rep.primary.laggingCount.store(static_cast<std::uint32_t>(rep.primary.lagging.size()),
+                                 std::memory_order_relaxed);
 }
 
 std::uint64_t DataPlane::advance(PartitionId p, const Topology& topo) {
@@ -323,7 +326,7 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
   } else {
     r->done = std::move(done);
   }
-  replicas_[p].outstanding.fetch_add(1, std::memory_order_acq_rel);
+  replicas_[p].primary.outstanding.fetch_add(1, std::memory_order_acq_rel);
   // From p's worker, where it stays: batched there per backup link, sent on the worker's own
   // links, and answered there when the acknowledgements come back.
   const std::vector<MemberId>& owners = topo->table.owners(p);
@@ -425,13 +428,14 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
           const TopologyPtr t = topology();
           if (t->table.primary(p) != memberId() || !t->table.isOwner(p, b)) return;
           Replica& rep = replicas_[p];
-          if (std::find(rep.snapshotsUnderWay.begin(), rep.snapshotsUnderWay.end(), b) ==
-              rep.snapshotsUnderWay.end()) {
+          if (std::find(rep.primary.snapshotsUnderWay.begin(), rep.primary.snapshotsUnderWay.end(),
+                        b) == rep.primary.snapshotsUnderWay.end()) {
             sendSnapshot(p, store, b, t->version);
-          } else if (std::find(rep.snapshotsWanted.begin(), rep.snapshotsWanted.end(), b) ==
-                     rep.snapshotsWanted.end()) {
+          } else if (std::find(rep.primary.snapshotsWanted.begin(),
+                               rep.primary.snapshotsWanted.end(),
+                               b) == rep.primary.snapshotsWanted.end()) {
             // The one under way may be older than what the backup now lacks: another follows.
-            rep.snapshotsWanted.push_back(b);
+            rep.primary.snapshotsWanted.push_back(b);
           }
         });
       }
@@ -478,7 +482,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
                                Error(Errc::unavailable, replicationFailure(*repl)));
       }
     }
-    replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
+    replicas_[p].primary.outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (!repl->done) return;
     // Released once called (the connection it holds must not outlive its answer).
     RawCompletion done = std::exchange(repl->done, RawCompletion{});
