@@ -397,10 +397,11 @@ class DataPlane {
                    Connection::ResponseHandler arrive);
   // Sends the updates waiting for `key`'s link as one batch.
   void flushUpdates(Lane& lane, LinkKey key);
-  // The link from p's worker to member `to` for p's replication, and the key of its batches:
-  // (to, kViaNetwork) with no link when the network thread's link is p's path to `to`; (to, its
-  // shard) with the worker's link to it, or none while it cannot be had (then the attempt fails).
-  std::pair<std::shared_ptr<Peer>, LinkKey> replicaLink(PartitionId p, const MemberInfo& to);
+  // The path p's updates and snapshots take from p's worker to member `to`: the key of its
+  // batches and the worker's own link on it. (to, kViaNetwork) with no link when the network
+  // thread's link is p's path to `to`; (to, its shard) with the worker's link to it
+  // (DataPlaneHost::replicaLink), or none while it cannot be had (then the attempt fails).
+  std::pair<std::shared_ptr<Peer>, LinkKey> replicationPath(PartitionId p, const MemberInfo& to);
   // Sends a request to member `to` from worker w on the path `key` names: over `peer`, or, for
   // kViaNetwork, over the network thread's link to `to` (found then in the current topology), with
   // `handler` run back on worker w. A shard path without a link fails it (unreachable). On worker

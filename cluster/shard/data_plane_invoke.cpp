@@ -333,8 +333,8 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
   for (std::size_t i = 1; i < owners.size(); ++i) sendUpdate(owners[i], r, deadline, topo, true);
 }
 
-std::pair<std::shared_ptr<Peer>, DataPlane::LinkKey> DataPlane::replicaLink(PartitionId p,
-                                                                            const MemberInfo& to) {
+std::pair<std::shared_ptr<Peer>, DataPlane::LinkKey> DataPlane::replicationPath(
+    PartitionId p, const MemberInfo& to) {
   if (!replicatesOnShardPorts(host_.runsShardPorts(), to)) return {nullptr, {to.id, kViaNetwork}};
   return {host_.replicaLink(workers_.workerOf(p), to, p),
           LinkKey{to.id, static_cast<std::uint32_t>(p % to.shardPorts.size())}};
@@ -511,7 +511,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     arrive(Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping"));
     return;
   }
-  auto [peer, key] = replicaLink(repl->partition, *info);
+  auto [peer, key] = replicationPath(repl->partition, *info);
   Lane& lane = *lanes_[workers_.workerOf(repl->partition)];
   queueUpdate(lane, key, std::move(peer), topo->version, std::move(repl), deadline,
               std::move(arrive));

@@ -356,13 +356,13 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks[i].first = i == 0;
     chunks[i].last = i + 1 == chunks.size();
   }
-  // Sent now, from p's worker, on the link that carries p's updates to `to` (replicaLink): ahead
-  // of every later update of p, which waits for the end of this round at least, so the new owner
-  // sees the snapshot before every update that it does not contain.
+  // Sent now, from p's worker, on the path that carries p's updates to `to` (replicationPath):
+  // ahead of every later update of p, which waits for the end of this round at least, so the new
+  // owner sees the snapshot before every update that it does not contain.
   const TopologyPtr topo = topology();
   const MemberInfo* info = topo->member(to);
   if (!info) return;  // no longer a member
-  const auto [peer, key] = replicaLink(p, *info);
+  const auto [peer, key] = replicationPath(p, *info);
   struct Progress {
     std::size_t pending;
     bool failed = false;
