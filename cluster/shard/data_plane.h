@@ -258,6 +258,7 @@ class DataPlane {
     BackupState backup;
     PrimaryState primary;
   };
+  // The backups that lag (data_plane_replicate.cpp).
   // Whether this member is p's primary in the topology installed now (any thread).
   bool stillPrimaryOf(PartitionId p) const;
   // Worker of p: backup `b` lacks update `seq` (an attempt to send it failed).
@@ -274,7 +275,8 @@ class DataPlane {
                                    std::memory_order_relaxed);
   }
 
-  // --- the primary's side (data_plane_invoke.cpp) ---
+  // --- the primary's side: the invoke path (data_plane_invoke.cpp), replication to the backups
+  // (data_plane_replicate.cpp) and its group commit (data_plane_group_commit.cpp) ---
   // An Invoke request, checked: its fields in the body, the processor, its partition and deadline.
   struct AdmittedInvoke {
     InvokeRequestSpans spans;
@@ -353,6 +355,7 @@ class DataPlane {
   // Gives `r` an outcome for a dedup record of its request and returns it (null in kPrimarySync:
   // nothing to wait for), marked as a barrier's if it is one. Before replicate(r).
   std::shared_ptr<const ReplicationOutcome> trackOutcome(Replication& r) const;
+  // Replication (data_plane_replicate.cpp).
   // Sends the update in `r` to every backup of its partition in `topo` (the topology it ran
   // under), trying until `deadline`; `done` gets `result` once every backup acknowledged.
   void replicate(std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
@@ -364,9 +367,9 @@ class DataPlane {
   void sendUpdate(MemberId b, std::shared_ptr<Replication> r,
                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                   bool first);
-  // Group commit: the updates bound for one backup link wait here until the worker has run what
-  // is ready (one round, write_round.h), then leave in one kReplicate batch with one
-  // acknowledgement.
+  // Group commit (data_plane_group_commit.cpp): the updates bound for one backup link wait here
+  // until the worker has run what is ready (one round, write_round.h), then leave in one
+  // kReplicate batch with one acknowledgement.
   struct QueuedUpdate {
     std::shared_ptr<const Replication> update;
     Connection::ResponseHandler arrive;  // gets the backup's verdict on it
@@ -400,7 +403,8 @@ class DataPlane {
   // The path p's updates and snapshots take from p's worker to member `to`: the key of its
   // batches and the worker's own link on it. (to, kViaNetwork) with no link when the network
   // thread's link is p's path to `to`; (to, its shard) with the worker's link to it
-  // (DataPlaneHost::replicaLink), or none while it cannot be had (then the attempt fails).
+  // (DataPlaneHost::replicaLink), or none while it cannot be had (then the attempt fails). In
+  // data_plane_replicate.cpp.
   std::pair<std::shared_ptr<Peer>, LinkKey> replicationPath(PartitionId p, const MemberInfo& to);
   // Sends a request to member `to` from worker w on the path `key` names: over `peer`, or, for
   // kViaNetwork, over the network thread's link to `to` (found then in the current topology), with
