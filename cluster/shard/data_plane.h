@@ -295,6 +295,21 @@ class DataPlane {
   // body back to this thread's StringPool (nothing keeps a view of it).
   void runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
                  const FrameHeader& header, std::string body, const AdmittedInvoke& call);
+  // The steps of execute() (p's worker):
+  // Why this member may not run a request on p now (not its primary, or fenced), or nothing.
+  std::optional<Error> servingRefusal(PartitionId p, const Topology& topo) const;
+  // REQUIRES: id.valid(). Answers a request the dedup table has seen (its answer, parked on its
+  // replication, a barrier for an inherited one, or a refusal): true; a new one: false.
+  bool answeredBefore(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                      const RequestId& id, std::chrono::steady_clock::time_point deadline,
+                      std::chrono::steady_clock::time_point steadyNow, RawCompletion& done);
+  // Numbers a change of p that has no backup to go to, counted degraded if a backup is missing.
+  void commitWithoutBackups(PartitionId p, const Topology& topo);
+  // p's next update (nextUpdate) for a change to `key`: a put of `stored` or a remove, with the
+  // request's id and answer `result` if it has an id. It views its arguments.
+  ReplicateUpdateView changeUpdate(PartitionId p, const Topology& topo, std::string_view key,
+                                   const std::optional<EntryView>& stored, const RequestId& id,
+                                   const Result<std::string>& result);
   // Why this member may not change p now (no valid lease, too few members), or nothing.
   std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
   // Numbers p's next change (p's worker): its sequence number and epoch; returns the epoch of the
@@ -367,6 +382,22 @@ class DataPlane {
   void sendUpdate(MemberId b, std::shared_ptr<Replication> r,
                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                   bool first);
+  // The steps of sendUpdate's answer (worker of the update's partition):
+  // Judges a failed attempt (`e`) to send backup b an update of p made under `made` against the
+  // topology installed now: true if it keeps this member p's primary and dropped b (the attempt
+  // counts as answered, holding nothing); if it deposed this member, `deadline` becomes now. A
+  // backup that names another primary (not_owner) has its topology fetched (catchUp).
+  bool judgeFailedAttempt(PartitionId p, MemberId b, const Topology& made, const Error& e,
+                          std::chrono::steady_clock::time_point& deadline);
+  // Backup b of p asks for a snapshot (or its link is down): sends it one from p's worker, or,
+  // with one under way to it, has another follow that one.
+  void resyncBackup(PartitionId p, MemberId b);
+  // Sends r's update to backup b again (sendUpdate, not first) in 50 ms, judged against `topo`.
+  void retryUpdate(MemberId b, const std::shared_ptr<Replication>& r,
+                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo);
+  // Every backup answered r's update: resolves its outcome (and the copies parked on it), and
+  // answers its caller.
+  void finishReplication(Replication& r, const Topology& topo);
   // Group commit (data_plane_group_commit.cpp): the updates bound for one backup link wait here
   // until the worker has run what is ready (one round, write_round.h), then leave in one
   // kReplicate batch with one acknowledgement.

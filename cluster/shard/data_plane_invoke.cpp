@@ -49,41 +49,12 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     }
     done(std::move(r));
   };
-  Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
-  const MemberId self = memberId();
-  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
-  // the partitions of an empty table (whose primary is 0 too).
-  if (self == 0 || topo->table.primary(p) != self) {
-    answer(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
-                                      partitionName(p) + " at topology " +
-                                      std::to_string(topo->version)));
+  if (std::optional<Error> refused = servingRefusal(p, *topo)) {
+    answer(std::move(*refused));
     return;
   }
-  if (rep.primary.fenced) {
-    answer(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
-    return;
-  }
-  if (id.valid()) {
-    const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
-    if (seen.kind == DedupTable::Lookup::kAnswered) {
-      done(StringPool::copy(seen.result));  // ran before: its answer, and it does not run again
-      return;
-    }
-    if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
-      // A copy of a request whose update is still replicating: answered once that resolves.
-      parkedCopies_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    if (seen.kind == DedupTable::Lookup::kInherited) {
-      confirmInherited(p, store, topo, id, std::string(seen.result), deadline, std::move(done));
-      return;
-    }
-    if (seen.kind != DedupTable::Lookup::kNew) {
-      done(dedupAnswer(p, id, seen));
-      return;
-    }
-  }
+  if (id.valid() && answeredBefore(p, store, topo, id, deadline, steadyNow, done)) return;
   if (steadyNow >= deadline) {
     const auto late =
         std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - deadline).count();
@@ -110,17 +81,81 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   const std::optional<EntryView> stored = store.apply(key, entry, now);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
-    pruneLagging(p, [](MemberId) { return false; });  // no backup left to lag
-    advance(p, *topo);  // numbered like every change, with no backup to send it to
-    if (topo->members.size() > 1 && topo->backups > 0) {  // a backup is missing
-      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
-    }
+    commitWithoutBackups(p, *topo);
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     answer(std::move(result), verdict);
     return;
   }
   // The update is encoded here, from the stored entry and the answer where they lie.
-  ReplicateUpdateView update = nextUpdate(p, *topo);
+  const ReplicateUpdateView update = changeUpdate(p, *topo, key, stored, id, result);
+  std::shared_ptr<Replication> r = makeReplication(update);
+  if (options_.replication == ReplicationMode::kPrimarySync) {
+    countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
+  } else {  // counted when the backups have answered
+    r->processor = processor;
+    r->verdict = verdict;
+    r->started = steadyNow;
+  }
+  // Recorded before it replicates, from the answer where it lies (no copy of it), with the
+  // outcome the replication resolves.
+  if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
+  replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
+}
+
+std::optional<Error> DataPlane::servingRefusal(PartitionId p, const Topology& topo) const {
+  const MemberId self = memberId();
+  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
+  // the partitions of an empty table (whose primary is 0 too).
+  if (self == 0 || topo.table.primary(p) != self) {
+    return Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
+                                      partitionName(p) + " at topology " +
+                                      std::to_string(topo.version));
+  }
+  if (replicas_[p].primary.fenced) {
+    return Error(Errc::unavailable, partitionName(p) + " is moving to another member");
+  }
+  return std::nullopt;
+}
+
+bool DataPlane::answeredBefore(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                               const RequestId& id, std::chrono::steady_clock::time_point deadline,
+                               std::chrono::steady_clock::time_point steadyNow,
+                               RawCompletion& done) {
+  const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
+  if (seen.kind == DedupTable::Lookup::kAnswered) {
+    done(StringPool::copy(seen.result));  // ran before: its answer, and it does not run again
+    return true;
+  }
+  if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
+    // A copy of a request whose update is still replicating: answered once that resolves.
+    parkedCopies_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  if (seen.kind == DedupTable::Lookup::kInherited) {
+    confirmInherited(p, store, topo, id, std::string(seen.result), deadline, std::move(done));
+    return true;
+  }
+  if (seen.kind != DedupTable::Lookup::kNew) {
+    done(dedupAnswer(p, id, seen));
+    return true;
+  }
+  return false;
+}
+
+void DataPlane::commitWithoutBackups(PartitionId p, const Topology& topo) {
+  pruneLagging(p, [](MemberId) { return false; });  // no backup left to lag
+  advance(p, topo);  // numbered like every change, with no backup to send it to
+  if (topo.members.size() > 1 && topo.backups > 0) {  // a backup is missing
+    degradedWrites_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+ReplicateUpdateView DataPlane::changeUpdate(PartitionId p, const Topology& topo,
+                                            std::string_view key,
+                                            const std::optional<EntryView>& stored,
+                                            const RequestId& id,
+                                            const Result<std::string>& result) {
+  ReplicateUpdateView update = nextUpdate(p, topo);
   update.key = key;
   if (stored) {
     update.kind = ReplicateBody::kPut;
@@ -135,18 +170,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     update.doneBelow = id.doneBelow;
     update.result = *result;
   }
-  std::shared_ptr<Replication> r = makeReplication(update);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
-    countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
-  } else {  // counted when the backups have answered
-    r->processor = processor;
-    r->verdict = verdict;
-    r->started = steadyNow;
-  }
-  // Recorded before it replicates, from the answer where it lies (no copy of it), with the
-  // outcome the replication resolves.
-  if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
-  replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
+  return update;
 }
 
 std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo) const {

@@ -78,30 +78,10 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
   // Its captures fit a UniqueFunction's inline buffer (64 bytes): no allocation per backup.
   auto arrive = [this, b, repl, deadline, topo, first](Result<Frame> r) mutable {
     const PartitionId p = repl->partition;
-    if (!r && r.error() == Errc::not_owner) {
-      // The backup names another primary, or a newer epoch: this member may have been deposed.
-      // Learn the backup's topology (installed if newer); the next attempt is judged by it.
-      if (const MemberInfo* info = topo->member(b)) {
-        onNetwork([this, b, address = info->address] { host_.catchUp(b, address); });
-      }
-    }
     bool dropped = false;  // by a newer topology: released, but holds nothing we count
-    if (!r) {
-      const TopologyPtr now = topology();
-      // (A member that lost its id, removed and rejoining, leads nothing: not even the empty
-      // table's partitions, whose primary is 0 too.)
-      const MemberId self = memberId();
-      const bool stillPrimary = self != 0 && now->table.primary(p) == self;
-      if (stillPrimary && now->version > topo->version && !now->table.isOwner(p, b)) {
-        // A newer committed topology keeps this member the primary and no longer lists the
-        // backup (moved away, or declared failed): no copy anyone relies on waits for it.
-        r = Frame{};
-        dropped = true;
-      } else if (!stillPrimary) {
-        // Deposed meanwhile (a newer committed topology names another primary): the refusal is
-        // not an acknowledgement, and waiting longer cannot make it one.
-        deadline = std::chrono::steady_clock::now();
-      }
+    if (!r && judgeFailedAttempt(p, b, *topo, r.error(), deadline)) {
+      r = Frame{};
+      dropped = true;
     }
     if (!r) {
       if (stillPrimaryOf(p)) noteLagging(p, b, repl->seq);
@@ -109,35 +89,13 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
       if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
                     r.error() == Errc::not_running)) {
         // The backup missed an update and asks for a fresh snapshot (or its link is down, and
-        // the snapshot goes once it is back). One at a time: the other updates of the partition
-        // that failed with it find that one under way.
-        workers_.dispatch(p, [this, p, b](PartitionStore& store) {
-          const TopologyPtr t = topology();
-          if (t->table.primary(p) != memberId() || !t->table.isOwner(p, b)) return;
-          Replica& rep = replicas_[p];
-          if (std::find(rep.primary.snapshotsUnderWay.begin(), rep.primary.snapshotsUnderWay.end(),
-                        b) == rep.primary.snapshotsUnderWay.end()) {
-            sendSnapshot(p, store, b, t->version);
-          } else if (std::find(rep.primary.snapshotsWanted.begin(),
-                               rep.primary.snapshotsWanted.end(),
-                               b) == rep.primary.snapshotsWanted.end()) {
-            // The one under way may be older than what the backup now lacks: another follows.
-            rep.primary.snapshotsWanted.push_back(b);
-          }
-        });
+        // the snapshot goes once it is back).
+        resyncBackup(p, b);
       }
       if (std::chrono::steady_clock::now() < deadline && !host_.stopped() && !closing_.load()) {
         // Sync replication waits for every live backup: try again until the backup answers,
         // is declared failed (the topology drops it), or the deadline passes.
-        auto timer = std::make_shared<asio::steady_timer>(workers_.io(workers_.workerOf(p)),
-                                                          std::chrono::milliseconds(50));
-        // With the topology the update was made under: a newer one that drops the backup (or
-        // this primary) is judged against it when the attempt fails.
-        timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
-          // Once the node stops, the attempt fails at once (no new link is made for it).
-          if (closing_.load()) deadline = std::chrono::steady_clock::now();
-          sendUpdate(b, std::move(repl), deadline, topo, false);
-        });
+        retryUpdate(b, repl, deadline, topo);
         return;
       }
       if (!repl->failures.empty()) repl->failures += "; ";
@@ -146,48 +104,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
     if (r && !dropped && topo->syncingReplica(p, b) == nullptr) ++repl->copies;
     if (r) noteCaughtUp(p, b, dropped ? ~std::uint64_t{0} : repl->seq);
     if (--repl->pending != 0) return;
-    if (repl->failures.empty() && repl->copies < options_.minInSyncReplicas) {
-      repl->failures = "held by " + std::to_string(repl->copies) + " cop" +
-                       (repl->copies == 1 ? "y" : "ies") + ", fewer than minInSyncReplicas " +
-                       std::to_string(options_.minInSyncReplicas);
-    }
-    if (repl->failures.empty() &&
-        repl->copies < std::min<std::size_t>(topo->backups + 1, topo->members.size())) {
-      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (repl->outcome) {  // answers the copies of the request parked on it, too
-      if (repl->failures.empty()) {
-        // The answer as it lies (a copy is made only for each copy parked on it).
-        repl->outcome->resolve(
-            ReplicationOutcome::kAcknowledged,
-            repl->result.ok() ? std::string_view(*repl->result) : std::string_view(), Error());
-      } else {
-        // The copies waiting on it did not run: each is asked to come again, and its retry
-        // learns the outcome where it is recorded (indeterminate on this primary; the answer,
-        // after a barrier, on a new one).
-        repl->outcome->resolve(ReplicationOutcome::kFailed, {},
-                               Error(Errc::unavailable, replicationFailure(*repl)));
-      }
-    }
-    replicas_[p].primary.outstanding.fetch_sub(1, std::memory_order_acq_rel);
-    if (!repl->done) return;
-    // Released once called (the connection it holds must not outlive its answer).
-    RawCompletion done = std::exchange(repl->done, RawCompletion{});
-    countRequest(p, repl->processor,
-                 repl->failures.empty() ? RequestMetrics::outcomeOf(repl->verdict)
-                                        : static_cast<std::size_t>(Errc::indeterminate),
-                 repl->failures.empty() && repl->verdict.nearLimit, repl->started);
-    if (repl->failures.empty()) {
-      done(std::move(repl->result));
-    } else if (repl->outcome && repl->outcome->barrier) {
-      // The request ran on a former primary and its answer stands: a failed barrier is no
-      // verdict on it. The retry finds the record inherited again and tries another barrier.
-      done(Error(Errc::unavailable, replicationFailure(*repl)));
-    } else {
-      done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
-                                          ", but " + repl->failures));
-    }
-    repl->failures = {};
+    finishReplication(*repl, *topo);
   };
   const MemberInfo* info = topo->member(b);
   if (!info) {
@@ -202,6 +119,111 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
   Lane& lane = *lanes_[workers_.workerOf(repl->partition)];
   queueUpdate(lane, key, std::move(peer), topo->version, std::move(repl), deadline,
               std::move(arrive));
+}
+
+bool DataPlane::judgeFailedAttempt(PartitionId p, MemberId b, const Topology& made, const Error& e,
+                                   std::chrono::steady_clock::time_point& deadline) {
+  if (e == Errc::not_owner) {
+    // The backup names another primary, or a newer epoch: this member may have been deposed.
+    // Learn the backup's topology (installed if newer); the next attempt is judged by it.
+    if (const MemberInfo* info = made.member(b)) {
+      onNetwork([this, b, address = info->address] { host_.catchUp(b, address); });
+    }
+  }
+  const TopologyPtr now = topology();
+  // (A member that lost its id, removed and rejoining, leads nothing: not even the empty
+  // table's partitions, whose primary is 0 too.)
+  const MemberId self = memberId();
+  const bool stillPrimary = self != 0 && now->table.primary(p) == self;
+  if (stillPrimary && now->version > made.version && !now->table.isOwner(p, b)) {
+    // A newer committed topology keeps this member the primary and no longer lists the
+    // backup (moved away, or declared failed): no copy anyone relies on waits for it.
+    return true;
+  }
+  if (!stillPrimary) {
+    // Deposed meanwhile (a newer committed topology names another primary): the refusal is
+    // not an acknowledgement, and waiting longer cannot make it one.
+    deadline = std::chrono::steady_clock::now();
+  }
+  return false;
+}
+
+void DataPlane::resyncBackup(PartitionId p, MemberId b) {
+  // One at a time: the other updates of the partition that failed with it find that one under
+  // way.
+  workers_.dispatch(p, [this, p, b](PartitionStore& store) {
+    const TopologyPtr t = topology();
+    if (t->table.primary(p) != memberId() || !t->table.isOwner(p, b)) return;
+    Replica& rep = replicas_[p];
+    if (std::find(rep.primary.snapshotsUnderWay.begin(), rep.primary.snapshotsUnderWay.end(), b) ==
+        rep.primary.snapshotsUnderWay.end()) {
+      sendSnapshot(p, store, b, t->version);
+    } else if (std::find(rep.primary.snapshotsWanted.begin(), rep.primary.snapshotsWanted.end(),
+                         b) == rep.primary.snapshotsWanted.end()) {
+      // The one under way may be older than what the backup now lacks: another follows.
+      rep.primary.snapshotsWanted.push_back(b);
+    }
+  });
+}
+
+void DataPlane::retryUpdate(MemberId b, const std::shared_ptr<Replication>& repl,
+                            std::chrono::steady_clock::time_point deadline,
+                            const TopologyPtr& topo) {
+  auto timer = std::make_shared<asio::steady_timer>(workers_.io(workers_.workerOf(repl->partition)),
+                                                    std::chrono::milliseconds(50));
+  // With the topology the update was made under: a newer one that drops the backup (or
+  // this primary) is judged against it when the attempt fails.
+  timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
+    // Once the node stops, the attempt fails at once (no new link is made for it).
+    if (closing_.load()) deadline = std::chrono::steady_clock::now();
+    sendUpdate(b, std::move(repl), deadline, topo, false);
+  });
+}
+
+void DataPlane::finishReplication(Replication& repl, const Topology& topo) {
+  const PartitionId p = repl.partition;
+  if (repl.failures.empty() && repl.copies < options_.minInSyncReplicas) {
+    repl.failures = "held by " + std::to_string(repl.copies) + " cop" +
+                    (repl.copies == 1 ? "y" : "ies") + ", fewer than minInSyncReplicas " +
+                    std::to_string(options_.minInSyncReplicas);
+  }
+  if (repl.failures.empty() &&
+      repl.copies < std::min<std::size_t>(topo.backups + 1, topo.members.size())) {
+    degradedWrites_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (repl.outcome) {  // answers the copies of the request parked on it, too
+    if (repl.failures.empty()) {
+      // The answer as it lies (a copy is made only for each copy parked on it).
+      repl.outcome->resolve(ReplicationOutcome::kAcknowledged,
+                            repl.result.ok() ? std::string_view(*repl.result) : std::string_view(),
+                            Error());
+    } else {
+      // The copies waiting on it did not run: each is asked to come again, and its retry
+      // learns the outcome where it is recorded (indeterminate on this primary; the answer,
+      // after a barrier, on a new one).
+      repl.outcome->resolve(ReplicationOutcome::kFailed, {},
+                            Error(Errc::unavailable, replicationFailure(repl)));
+    }
+  }
+  replicas_[p].primary.outstanding.fetch_sub(1, std::memory_order_acq_rel);
+  if (!repl.done) return;
+  // Released once called (the connection it holds must not outlive its answer).
+  RawCompletion done = std::exchange(repl.done, RawCompletion{});
+  countRequest(p, repl.processor,
+               repl.failures.empty() ? RequestMetrics::outcomeOf(repl.verdict)
+                                     : static_cast<std::size_t>(Errc::indeterminate),
+               repl.failures.empty() && repl.verdict.nearLimit, repl.started);
+  if (repl.failures.empty()) {
+    done(std::move(repl.result));
+  } else if (repl.outcome && repl.outcome->barrier) {
+    // The request ran on a former primary and its answer stands: a failed barrier is no
+    // verdict on it. The retry finds the record inherited again and tries another barrier.
+    done(Error(Errc::unavailable, replicationFailure(repl)));
+  } else {
+    done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
+                                        ", but " + repl.failures));
+  }
+  repl.failures = {};
 }
 
 }  // namespace ingrid
