@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "cluster/control/raft_io.h"
+#include "cluster/control/raft_codec.h"
 #include "cluster/transport/messages.h"
 
 namespace ingrid {

@@ -18,6 +18,7 @@
 
 #include <ingrid/error.h>
 
+#include "cluster/control/raft_codec.h"
 #include "cluster/control/raft_io.h"
 
 #include "fuzz_support.h"

@@ -36,6 +36,7 @@
 #include <ingrid/processors/warmup.h>
 #include <ingrid/topology.h>
 
+#include "cluster/control/raft_codec.h"
 #include "cluster/control/raft_io.h"
 #include "cluster/transport/frame.h"
 #include "cluster/transport/messages.h"

@@ -19,34 +19,19 @@
 // The directory is opened by preload() or raft_init, whichever comes first; an I/O error is
 // logged (one line on std::cerr naming the file) and returned to raft as RAFT_IOERR.
 //
-// Messages travel through a RaftNetwork as bytes in the encoding below; deliver() decodes what
-// arrives, checking every length and count against the bytes that remain before allocating, and
-// hands it to Raft, which takes ownership of what it is given.
+// Messages travel through a RaftNetwork as bytes in raft_codec.h's encoding; deliver() decodes
+// what arrives (checking every length and count before allocating) and hands it to Raft, which
+// takes ownership of what it is given.
 //
 // Threads: the io_context is run by one thread (the control thread); every member, every raft
 // callback, every RaftNetwork call and all disk I/O (blocking, fdatasync included) runs there. The
 // RaftIo must outlive the raft instance using it (until raft_close's callback has run).
-//
-// Encoding of one message (all integers little-endian):
-//   u8 type (RAFT_IO_APPEND_ENTRIES .. RAFT_IO_TIMEOUT_NOW), u64 sender id, string sender address,
-//   then by type:
-//   RequestVote:        u64 term, u64 candidate id, u64 last log index, u64 last log term,
-//                       u8 disrupt leader, u8 pre-vote
-//   RequestVoteResult:  u64 term, u8 vote granted, u8 pre-vote (raft_tribool)
-//   AppendEntries:      u64 term, u64 prev log index, u64 prev log term, u64 leader commit,
-//                       u32 n, n x {u64 term, u16 type, bytes data}
-//   AppendEntriesResult: u64 term, u64 rejected, u64 last log index
-//   InstallSnapshot:    u64 term, u64 last index, u64 last term, u64 conf index,
-//                       u32 n, n x {u64 id, u8 role, string address}, bytes data
-//   TimeoutNow:         u64 term, u64 last log index, u64 last log term
-//   where string = u16 length + bytes and bytes = u32 length + bytes. Nothing may follow.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -76,13 +61,6 @@ class RaftNetwork {
  protected:
   ~RaftNetwork() = default;
 };
-
-// Encodes `m` as sent by server `from` at `fromAddress`.
-std::string encodeRaftMessage(const raft_message& m, raft_id from, const char* fromAddress);
-
-// The sender id that bytes made by encodeRaftMessage name; nullopt if they are too short to name
-// one. Reads only the header: the rest is checked by RaftIo::deliver.
-std::optional<raft_id> raftMessageSender(std::string_view bytes);
 
 class RaftIo {
  public:
@@ -120,8 +98,8 @@ class RaftIo {
   // election) need not wake its thread at a leader's cadence.
   void tickEvery(std::chrono::milliseconds every);
 
-  // A message arrived (bytes made by encodeRaftMessage). Decoded and handed to raft: true. Bytes
-  // that do not decode give an Error (malformed_message) naming what was wrong, and reach nothing.
+  // A message arrived (bytes made by encodeRaftMessage). Decoded (decodeRaftMessage) and handed to
+  // raft: true. Bytes that do not decode give its Error (malformed_message), and reach nothing.
   // A well-formed message before start or after close is dropped: false.
   Result<bool> deliver(std::string_view bytes);
 

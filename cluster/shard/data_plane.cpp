@@ -74,7 +74,7 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
   *poll = [this, drain, poll] {
     bool idle = true;
     for (PartitionId p : drain->partitions) {
-      idle = idle && replicas_[p].outstanding.load(std::memory_order_acquire) == 0;
+      idle = idle && replicas_[p].primary.outstanding.load(std::memory_order_acquire) == 0;
     }
     if (idle || SteadyClock::now() >= drain->deadline) {
       auto finished = std::move(drain->done);
@@ -90,8 +90,8 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
   const std::uint64_t version = next.version;
   for (PartitionId p : losing) {
     workers_.dispatch(p, [this, p, drain, poll, version](PartitionStore&) {
-      replicas_[p].fenced = true;
-      replicas_[p].fencedFor = version;
+      replicas_[p].primary.fenced = true;
+      replicas_[p].primary.fencedFor = version;
       asio::post(net_, [drain, poll] {
         if (--drain->fencing == 0) (*poll)();
       });
@@ -106,7 +106,7 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
     for (PartitionId p : losing) {
       workers_.dispatch(p, [this, p, version](PartitionStore&) {
         Replica& rep = replicas_[p];
-        if (rep.fenced && rep.fencedFor == version) rep.fenced = false;
+        if (rep.primary.fenced && rep.primary.fencedFor == version) rep.primary.fenced = false;
       });
     }
   });
@@ -146,25 +146,26 @@ void DataPlane::install(const TopologyPtr& cur, const TopologyPtr& next) {
         rep.mode = ReplicaMode::kEmpty;
         rep.seq = 0;
         rep.lastEpoch = 0;
-        rep.staging = {};
-        rep.stagingId = 0;
-        rep.ignoredSeq = 0;
-        rep.ignoredEpoch = 0;
-        rep.syncedEpoch = 0;
-        rep.fenced = false;
+        rep.backup.staging = {};
+        rep.backup.stagingId = 0;
+        rep.backup.ignoredSeq = 0;
+        rep.backup.ignoredEpoch = 0;
+        rep.backup.syncedEpoch = 0;
+        rep.primary.fenced = false;
         return;
       }
       if (next->table.primary(p) != self) {
-        if (rep.fencedFor <= next->version) rep.fenced = false;  // the change it was for is in
+        // The change it was for is in.
+        if (rep.primary.fencedFor <= next->version) rep.primary.fenced = false;
         return;
       }
-      rep.fenced = false;
+      rep.primary.fenced = false;
       // A primary serves what it holds: only a partition that lost every replica (it restarts
       // empty) has a primary that was not a complete replica. A snapshot it was staging (it was
       // resyncing, and kept its complete copy meanwhile) is dropped.
       rep.mode = ReplicaMode::kReady;
-      rep.staging = {};
-      rep.stagingId = 0;
+      rep.backup.staging = {};
+      rep.backup.stagingId = 0;
       for (MemberId m : to) sendSnapshot(p, store, m, next->version);
     });
   }

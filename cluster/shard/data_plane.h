@@ -167,13 +167,13 @@ class DataPlane {
   void install(const TopologyPtr& cur, const TopologyPtr& next);
 
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
-  bool fenced(PartitionId p) const noexcept { return replicas_[p].fenced.load(); }
+  bool fenced(PartitionId p) const noexcept { return replicas_[p].primary.fenced.load(); }
   // (Primary side) Whether a backup of p lacks an update made here: an attempt to send it one
   // failed, and that backup has since acknowledged no later update (a backup applies in order,
   // so one that acknowledges a later update holds the earlier ones), installed no snapshot taken
   // at or after it, and is still an owner of p. Any thread.
   bool backupBehind(PartitionId p) const noexcept {
-    return replicas_[p].laggingCount.load(std::memory_order_relaxed) > 0;
+    return replicas_[p].primary.laggingCount.load(std::memory_order_relaxed) > 0;
   }
   bool complete(PartitionId p) const noexcept {
     return replicas_[p].mode.load() == ReplicaMode::kReady;
@@ -212,13 +212,9 @@ class DataPlane {
     kReady,   // a complete replica: updates apply in seq order
     kResync,  // missed an update: refuses updates until a new snapshot arrives
   };
-  // Replication state of one partition on this node. Worker of p, except `outstanding`.
-  struct Replica {
-    std::uint64_t seq = 0;  // updates applied (primary: produced)
-    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
-    std::uint64_t lastEpoch = 0;
-    // Written on the worker of p; atomic so that a status request (network thread) can read it.
-    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
+  // A backup's side of one partition's replica (worker of p): the snapshot it is staging and
+  // the updates it acknowledged without holding them.
+  struct BackupState {
     // A snapshot arriving in chunks: staged here, and installed whole with its last chunk, so a
     // complete replica that resyncs keeps what it had until the new copy is whole.
     std::uint64_t stagingId = 0;    // 0: none under way
@@ -228,25 +224,41 @@ class DataPlane {
     // (kEmpty) The newest update acknowledged and ignored: a snapshot installed must hold it.
     std::uint64_t ignoredSeq = 0;
     std::uint64_t ignoredEpoch = 0;
-    std::uint64_t snapshotsSent = 0;  // (primary side) numbers the snapshots it sends
-    // (primary side) The members a snapshot is on its way to (until its last chunk's answer), and
-    // those that asked for one meanwhile (a fresh one goes once that one is answered).
+    // The epoch of the primary whose snapshot this replica installed last: its state holds all
+    // of that primary's acknowledged updates up to (lastEpoch, seq).
+    std::uint64_t syncedEpoch = 0;
+  };
+  // A primary's side of one partition's replica (worker of p, except the atomics): the snapshots
+  // it sends, its fence, its replications in flight and the backups that lag.
+  struct PrimaryState {
+    std::uint64_t snapshotsSent = 0;  // numbers the snapshots it sends
+    // The members a snapshot is on its way to (until its last chunk's answer), and those that
+    // asked for one meanwhile (a fresh one goes once that one is answered).
     std::vector<MemberId> snapshotsUnderWay;
     std::vector<MemberId> snapshotsWanted;
-    // (backup side) The epoch of the primary whose snapshot this replica installed last: its
-    // state holds all of that primary's acknowledged updates up to (lastEpoch, seq).
-    std::uint64_t syncedEpoch = 0;
-    // Primary about to lose the partition: refuses invocations. Written on the worker of p; atomic
-    // so that a status request (network thread) can read it.
+    // About to lose the partition: refuses invocations. Written on the worker of p; atomic so
+    // that a status request (network thread) can read it.
     std::atomic<bool> fenced{false};
     std::uint64_t fencedFor = 0;      // the topology version the fence was set for
-    std::atomic<int> outstanding{0};  // replications awaiting acks (primary side)
-    // (primary side, worker of p) The backups that lack an update made here, each with the
-    // newest update an attempt to send it failed for (backupBehind); its size in laggingCount,
-    // which a status request reads on the network thread.
+    std::atomic<int> outstanding{0};  // replications awaiting acks
+    // (worker of p) The backups that lack an update made here, each with the newest update an
+    // attempt to send it failed for (backupBehind); its size in laggingCount, which a status
+    // request reads on the network thread.
     std::vector<std::pair<MemberId, std::uint64_t>> lagging;
     std::atomic<std::uint32_t> laggingCount{0};
   };
+  // Replication state of one partition on this node: its place in the update sequence, and its
+  // backup's or primary's side. Worker of p, except the atomics.
+  struct Replica {
+    std::uint64_t seq = 0;  // updates applied (primary: produced)
+    // The epoch (Topology::epoch) of the primary that made update `seq` (0: none yet).
+    std::uint64_t lastEpoch = 0;
+    // Written on the worker of p; atomic so that a status request (network thread) can read it.
+    std::atomic<ReplicaMode> mode{ReplicaMode::kEmpty};
+    BackupState backup;
+    PrimaryState primary;
+  };
+  // The backups that lag (data_plane_replicate.cpp).
   // Whether this member is p's primary in the topology installed now (any thread).
   bool stillPrimaryOf(PartitionId p) const;
   // Worker of p: backup `b` lacks update `seq` (an attempt to send it failed).
@@ -258,12 +270,13 @@ class DataPlane {
   template <class Keep>
   void pruneLagging(PartitionId p, Keep keep) {
     Replica& rep = replicas_[p];
-    std::erase_if(rep.lagging, [&](const auto& l) { return !keep(l.first); });
-    rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()),
-                           std::memory_order_relaxed);
+    std::erase_if(rep.primary.lagging, [&](const auto& l) { return !keep(l.first); });
+    rep.primary.laggingCount.store(static_cast<std::uint32_t>(rep.primary.lagging.size()),
+                                   std::memory_order_relaxed);
   }
 
-  // --- the primary's side (data_plane_invoke.cpp) ---
+  // --- the primary's side: the invoke path (data_plane_invoke.cpp), replication to the backups
+  // (data_plane_replicate.cpp) and its group commit (data_plane_group_commit.cpp) ---
   // An Invoke request, checked: its fields in the body, the processor, its partition and deadline.
   struct AdmittedInvoke {
     InvokeRequestSpans spans;
@@ -282,6 +295,21 @@ class DataPlane {
   // body back to this thread's StringPool (nothing keeps a view of it).
   void runInvoke(PartitionStore& store, const std::shared_ptr<Connection>& conn,
                  const FrameHeader& header, std::string body, const AdmittedInvoke& call);
+  // The steps of execute() (p's worker):
+  // Why this member may not run a request on p now (not its primary, or fenced), or nothing.
+  std::optional<Error> servingRefusal(PartitionId p, const Topology& topo) const;
+  // REQUIRES: id.valid(). Answers a request the dedup table has seen (its answer, parked on its
+  // replication, a barrier for an inherited one, or a refusal): true; a new one: false.
+  bool answeredBefore(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                      const RequestId& id, std::chrono::steady_clock::time_point deadline,
+                      std::chrono::steady_clock::time_point steadyNow, RawCompletion& done);
+  // Numbers a change of p that has no backup to go to, counted degraded if a backup is missing.
+  void commitWithoutBackups(PartitionId p, const Topology& topo);
+  // p's next update (nextUpdate) for a change to `key`: a put of `stored` or a remove, with the
+  // request's id and answer `result` if it has an id. It views its arguments.
+  ReplicateUpdateView changeUpdate(PartitionId p, const Topology& topo, std::string_view key,
+                                   const std::optional<EntryView>& stored, const RequestId& id,
+                                   const Result<std::string>& result);
   // Why this member may not change p now (no valid lease, too few members), or nothing.
   std::optional<Error> writeRefusal(PartitionId p, const Topology& topo) const;
   // Numbers p's next change (p's worker): its sequence number and epoch; returns the epoch of the
@@ -342,6 +370,7 @@ class DataPlane {
   // Gives `r` an outcome for a dedup record of its request and returns it (null in kPrimarySync:
   // nothing to wait for), marked as a barrier's if it is one. Before replicate(r).
   std::shared_ptr<const ReplicationOutcome> trackOutcome(Replication& r) const;
+  // Replication (data_plane_replicate.cpp).
   // Sends the update in `r` to every backup of its partition in `topo` (the topology it ran
   // under), trying until `deadline`; `done` gets `result` once every backup acknowledged.
   void replicate(std::shared_ptr<Replication> r, TopologyPtr topo, Result<std::string> result,
@@ -353,9 +382,25 @@ class DataPlane {
   void sendUpdate(MemberId b, std::shared_ptr<Replication> r,
                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
                   bool first);
-  // Group commit: the updates bound for one backup link wait here until the worker has run what
-  // is ready (one round, write_round.h), then leave in one kReplicate batch with one
-  // acknowledgement.
+  // The steps of sendUpdate's answer (worker of the update's partition):
+  // Judges a failed attempt (`e`) to send backup b an update of p made under `made` against the
+  // topology installed now: true if it keeps this member p's primary and dropped b (the attempt
+  // counts as answered, holding nothing); if it deposed this member, `deadline` becomes now. A
+  // backup that names another primary (not_owner) has its topology fetched (catchUp).
+  bool judgeFailedAttempt(PartitionId p, MemberId b, const Topology& made, const Error& e,
+                          std::chrono::steady_clock::time_point& deadline);
+  // Backup b of p asks for a snapshot (or its link is down): sends it one from p's worker, or,
+  // with one under way to it, has another follow that one.
+  void resyncBackup(PartitionId p, MemberId b);
+  // Sends r's update to backup b again (sendUpdate, not first) in 50 ms, judged against `topo`.
+  void retryUpdate(MemberId b, const std::shared_ptr<Replication>& r,
+                   std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo);
+  // Every backup answered r's update: resolves its outcome (and the copies parked on it), and
+  // answers its caller.
+  void finishReplication(Replication& r, const Topology& topo);
+  // Group commit (data_plane_group_commit.cpp): the updates bound for one backup link wait here
+  // until the worker has run what is ready (one round, write_round.h), then leave in one
+  // kReplicate batch with one acknowledgement.
   struct QueuedUpdate {
     std::shared_ptr<const Replication> update;
     Connection::ResponseHandler arrive;  // gets the backup's verdict on it
@@ -386,10 +431,12 @@ class DataPlane {
                    Connection::ResponseHandler arrive);
   // Sends the updates waiting for `key`'s link as one batch.
   void flushUpdates(Lane& lane, LinkKey key);
-  // The link from p's worker to member `to` for p's replication, and the key of its batches:
-  // (to, kViaNetwork) with no link when the network thread's link is p's path to `to`; (to, its
-  // shard) with the worker's link to it, or none while it cannot be had (then the attempt fails).
-  std::pair<std::shared_ptr<Peer>, LinkKey> replicaLink(PartitionId p, const MemberInfo& to);
+  // The path p's updates and snapshots take from p's worker to member `to`: the key of its
+  // batches and the worker's own link on it. (to, kViaNetwork) with no link when the network
+  // thread's link is p's path to `to`; (to, its shard) with the worker's link to it
+  // (DataPlaneHost::replicaLink), or none while it cannot be had (then the attempt fails). In
+  // data_plane_replicate.cpp.
+  std::pair<std::shared_ptr<Peer>, LinkKey> replicationPath(PartitionId p, const MemberInfo& to);
   // Sends a request to member `to` from worker w on the path `key` names: over `peer`, or, for
   // kViaNetwork, over the network thread's link to `to` (found then in the current topology), with
   // `handler` run back on worker w. A shard path without a link fails it (unreachable). On worker

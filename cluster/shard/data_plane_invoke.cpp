@@ -1,5 +1,6 @@
-// The primary's side of the data plane: execution on the partition's worker, the dedup table,
-// synchronous replication to the backups (group commit per backup), and barriers.
+// The primary's invoke path: Invoke requests admitted and run on their partition's worker, the
+// dedup table's answers (records, parked copies, barriers for inherited records), and each change
+// numbered, encoded and handed to replication (data_plane_replicate.cpp).
 #include <algorithm>
 #include <cassert>
 #include <chrono>
@@ -15,9 +16,6 @@ namespace ingrid {
 namespace {
 
 std::string partitionName(PartitionId p) { return "partition " + std::to_string(p); }
-
-// A replication batch leaves once its updates hold about this many bytes (or at kMaxUpdates).
-constexpr std::size_t kMaxBatchBytes = 1u << 20;
 
 }  // namespace
 
@@ -51,41 +49,12 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     }
     done(std::move(r));
   };
-  Replica& rep = replicas_[p];
   const TopologyPtr topo = topology();
-  const MemberId self = memberId();
-  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
-  // the partitions of an empty table (whose primary is 0 too).
-  if (self == 0 || topo->table.primary(p) != self) {
-    answer(Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
-                                      partitionName(p) + " at topology " +
-                                      std::to_string(topo->version)));
+  if (std::optional<Error> refused = servingRefusal(p, *topo)) {
+    answer(std::move(*refused));
     return;
   }
-  if (rep.fenced) {
-    answer(Error(Errc::unavailable, partitionName(p) + " is moving to another member"));
-    return;
-  }
-  if (id.valid()) {
-    const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
-    if (seen.kind == DedupTable::Lookup::kAnswered) {
-      done(StringPool::copy(seen.result));  // ran before: its answer, and it does not run again
-      return;
-    }
-    if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
-      // A copy of a request whose update is still replicating: answered once that resolves.
-      parkedCopies_.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
-    if (seen.kind == DedupTable::Lookup::kInherited) {
-      confirmInherited(p, store, topo, id, std::string(seen.result), deadline, std::move(done));
-      return;
-    }
-    if (seen.kind != DedupTable::Lookup::kNew) {
-      done(dedupAnswer(p, id, seen));
-      return;
-    }
-  }
+  if (id.valid() && answeredBefore(p, store, topo, id, deadline, steadyNow, done)) return;
   if (steadyNow >= deadline) {
     const auto late =
         std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - deadline).count();
@@ -112,17 +81,81 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   const std::optional<EntryView> stored = store.apply(key, entry, now);
   const std::vector<MemberId>& owners = topo->table.owners(p);
   if (owners.size() <= 1) {
-    pruneLagging(p, [](MemberId) { return false; });  // no backup left to lag
-    advance(p, *topo);  // numbered like every change, with no backup to send it to
-    if (topo->members.size() > 1 && topo->backups > 0) {  // a backup is missing
-      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
-    }
+    commitWithoutBackups(p, *topo);
     if (id.valid()) store.dedup().record(id, *result, nullptr, steadyNow);
     answer(std::move(result), verdict);
     return;
   }
   // The update is encoded here, from the stored entry and the answer where they lie.
-  ReplicateUpdateView update = nextUpdate(p, *topo);
+  const ReplicateUpdateView update = changeUpdate(p, *topo, key, stored, id, result);
+  std::shared_ptr<Replication> r = makeReplication(update);
+  if (options_.replication == ReplicationMode::kPrimarySync) {
+    countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
+  } else {  // counted when the backups have answered
+    r->processor = processor;
+    r->verdict = verdict;
+    r->started = steadyNow;
+  }
+  // Recorded before it replicates, from the answer where it lies (no copy of it), with the
+  // outcome the replication resolves.
+  if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
+  replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
+}
+
+std::optional<Error> DataPlane::servingRefusal(PartitionId p, const Topology& topo) const {
+  const MemberId self = memberId();
+  // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
+  // the partitions of an empty table (whose primary is 0 too).
+  if (self == 0 || topo.table.primary(p) != self) {
+    return Error(Errc::not_owner, "member " + std::to_string(self) + " is not the primary of " +
+                                      partitionName(p) + " at topology " +
+                                      std::to_string(topo.version));
+  }
+  if (replicas_[p].primary.fenced) {
+    return Error(Errc::unavailable, partitionName(p) + " is moving to another member");
+  }
+  return std::nullopt;
+}
+
+bool DataPlane::answeredBefore(PartitionId p, PartitionStore& store, const TopologyPtr& topo,
+                               const RequestId& id, std::chrono::steady_clock::time_point deadline,
+                               std::chrono::steady_clock::time_point steadyNow,
+                               RawCompletion& done) {
+  const DedupTable::Lookup seen = store.dedup().find(id, steadyNow);
+  if (seen.kind == DedupTable::Lookup::kAnswered) {
+    done(StringPool::copy(seen.result));  // ran before: its answer, and it does not run again
+    return true;
+  }
+  if (seen.kind == DedupTable::Lookup::kPending && seen.outcome->park(done)) {
+    // A copy of a request whose update is still replicating: answered once that resolves.
+    parkedCopies_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  if (seen.kind == DedupTable::Lookup::kInherited) {
+    confirmInherited(p, store, topo, id, std::string(seen.result), deadline, std::move(done));
+    return true;
+  }
+  if (seen.kind != DedupTable::Lookup::kNew) {
+    done(dedupAnswer(p, id, seen));
+    return true;
+  }
+  return false;
+}
+
+void DataPlane::commitWithoutBackups(PartitionId p, const Topology& topo) {
+  pruneLagging(p, [](MemberId) { return false; });  // no backup left to lag
+  advance(p, topo);  // numbered like every change, with no backup to send it to
+  if (topo.members.size() > 1 && topo.backups > 0) {  // a backup is missing
+    degradedWrites_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+ReplicateUpdateView DataPlane::changeUpdate(PartitionId p, const Topology& topo,
+                                            std::string_view key,
+                                            const std::optional<EntryView>& stored,
+                                            const RequestId& id,
+                                            const Result<std::string>& result) {
+  ReplicateUpdateView update = nextUpdate(p, topo);
   update.key = key;
   if (stored) {
     update.kind = ReplicateBody::kPut;
@@ -137,18 +170,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     update.doneBelow = id.doneBelow;
     update.result = *result;
   }
-  std::shared_ptr<Replication> r = makeReplication(update);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
-    countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
-  } else {  // counted when the backups have answered
-    r->processor = processor;
-    r->verdict = verdict;
-    r->started = steadyNow;
-  }
-  // Recorded before it replicates, from the answer where it lies (no copy of it), with the
-  // outcome the replication resolves.
-  if (id.valid()) store.dedup().record(id, *result, trackOutcome(*r), steadyNow);
-  replicate(std::move(r), topo, std::move(result), deadline, std::move(done));
+  return update;
 }
 
 std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo) const {
@@ -181,30 +203,6 @@ std::optional<Error> DataPlane::writeRefusal(PartitionId p, const Topology& topo
                      ": the write to " + partitionName(p) + " is refused");
   }
   return std::nullopt;
-}
-
-bool DataPlane::stillPrimaryOf(PartitionId p) const {
-  const MemberId self = memberId();
-  return self != 0 && topology()->table.primary(p) == self;
-}
-
-void DataPlane::noteLagging(PartitionId p, MemberId b, std::uint64_t seq) {
-  Replica& rep = replicas_[p];
-  auto it = std::find_if(rep.lagging.begin(), rep.lagging.end(),
-                         [b](const auto& l) { return l.first == b; });
-  if (it == rep.lagging.end()) {
-    rep.lagging.emplace_back(b, seq);
-  } else {
-    it->second = std::max(it->second, seq);
-  }
-  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
-}
-
-void DataPlane::noteCaughtUp(PartitionId p, MemberId b, std::uint64_t seq) {
-  Replica& rep = replicas_[p];
-  if (rep.lagging.empty()) return;  // the common case, on every acknowledgement: no store
-  std::erase_if(rep.lagging, [&](const auto& l) { return l.first == b && l.second <= seq; });
-  rep.laggingCount.store(static_cast<std::uint32_t>(rep.lagging.size()), std::memory_order_relaxed);
 }
 
 std::uint64_t DataPlane::advance(PartitionId p, const Topology& topo) {
@@ -308,346 +306,6 @@ std::shared_ptr<const ReplicationOutcome> DataPlane::trackOutcome(Replication& r
   r.outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
   r.outcome->barrier = r.barrier;
   return r.outcome;
-}
-
-void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
-                          Result<std::string> result,
-                          std::chrono::steady_clock::time_point deadline, RawCompletion done) {
-  const PartitionId p = r->partition;
-  r->pending = topo->table.owners(p).size() - 1;
-  r->result = std::move(result);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
-    // Answer first; a failover may lose this update (documented). A pooled copy: the record's
-    // own goes back when the record does.
-    done(r->result.ok() ? Result<std::string>(StringPool::copy(*r->result)) : r->result);
-  } else {
-    r->done = std::move(done);
-  }
-  replicas_[p].outstanding.fetch_add(1, std::memory_order_acq_rel);
-  // From p's worker, where it stays: batched there per backup link, sent on the worker's own
-  // links, and answered there when the acknowledgements come back.
-  const std::vector<MemberId>& owners = topo->table.owners(p);
-  for (std::size_t i = 1; i < owners.size(); ++i) sendUpdate(owners[i], r, deadline, topo, true);
-}
-
-std::pair<std::shared_ptr<Peer>, DataPlane::LinkKey> DataPlane::replicaLink(PartitionId p,
-                                                                            const MemberInfo& to) {
-  if (!replicatesOnShardPorts(host_.runsShardPorts(), to)) return {nullptr, {to.id, kViaNetwork}};
-  return {host_.replicaLink(workers_.workerOf(p), to, p),
-          LinkKey{to.id, static_cast<std::uint32_t>(p % to.shardPorts.size())}};
-}
-
-void DataPlane::requestFrom(unsigned w, LinkKey key, const std::shared_ptr<Peer>& peer,
-                            MessageType type, std::uint64_t version, std::string body,
-                            std::chrono::milliseconds timeout,
-                            Connection::ResponseHandler handler) {
-  assert(lanes_[w]->round.here());
-  const MemberId to = key.first;
-  if (peer) {
-    peer->request(type, version, std::move(body), timeout, std::move(handler));
-    return;
-  }
-  if (key.second != kViaNetwork) {
-    // The shard path has no link now (this member is stopping, or has no id): never the member
-    // link instead, which is not ordered with it.
-    handler(Error(Errc::unreachable, "no link from member " + std::to_string(memberId()) +
-                                         " to the shard port of member " + std::to_string(to)));
-    return;
-  }
-  // The network thread's link to `to`. When this worker is that thread (partitions on it), at
-  // once; otherwise the request goes there and its answer comes back here.
-  const bool here = onNetworkThread();
-  onNetwork([this, w, to, type, version, body = std::move(body), timeout,
-             handler = std::move(handler), here]() mutable {
-    const TopologyPtr topo = topology();
-    const MemberInfo* info = topo->member(to);
-    std::shared_ptr<Peer> link = info ? host_.peerFor(to, info->address) : nullptr;
-    if (!here) {
-      handler = [this, w, back = std::move(handler)](Result<Frame> r) mutable {
-        asio::post(workers_.io(w),
-                   [back = std::move(back), r = std::move(r)]() mutable { back(std::move(r)); });
-      };
-    }
-    if (!link) {
-      handler(Error(Errc::unreachable, "member " + std::to_string(to) + " has no address known"));
-      return;
-    }
-    link->request(type, version, std::move(body), timeout, std::move(handler));
-  });
-}
-
-std::string DataPlane::replicationFailure(const Replication& r) {
-  return (r.outcome && r.outcome->barrier ? "confirming a request of a former primary of partition "
-                                          : "replicating a request's update on partition ") +
-         std::to_string(r.partition) + " failed (" + r.failures + "): ask again";
-}
-
-void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
-                           std::chrono::steady_clock::time_point deadline, const TopologyPtr& topo,
-                           bool first) {
-  // Its captures fit a UniqueFunction's inline buffer (64 bytes): no allocation per backup.
-  auto arrive = [this, b, repl, deadline, topo, first](Result<Frame> r) mutable {
-    const PartitionId p = repl->partition;
-    if (!r && r.error() == Errc::not_owner) {
-      // The backup names another primary, or a newer epoch: this member may have been deposed.
-      // Learn the backup's topology (installed if newer); the next attempt is judged by it.
-      if (const MemberInfo* info = topo->member(b)) {
-        onNetwork([this, b, address = info->address] { host_.catchUp(b, address); });
-      }
-    }
-    bool dropped = false;  // by a newer topology: released, but holds nothing we count
-    if (!r) {
-      const TopologyPtr now = topology();
-      // (A member that lost its id, removed and rejoining, leads nothing: not even the empty
-      // table's partitions, whose primary is 0 too.)
-      const MemberId self = memberId();
-      const bool stillPrimary = self != 0 && now->table.primary(p) == self;
-      if (stillPrimary && now->version > topo->version && !now->table.isOwner(p, b)) {
-        // A newer committed topology keeps this member the primary and no longer lists the
-        // backup (moved away, or declared failed): no copy anyone relies on waits for it.
-        r = Frame{};
-        dropped = true;
-      } else if (!stillPrimary) {
-        // Deposed meanwhile (a newer committed topology names another primary): the refusal is
-        // not an acknowledgement, and waiting longer cannot make it one.
-        deadline = std::chrono::steady_clock::now();
-      }
-    }
-    if (!r) {
-      if (stillPrimaryOf(p)) noteLagging(p, b, repl->seq);
-      host_.memberUnanswered(b);
-      if (first && (r.error() == Errc::unavailable || r.error() == Errc::shutting_down ||
-                    r.error() == Errc::not_running)) {
-        // The backup missed an update and asks for a fresh snapshot (or its link is down, and
-        // the snapshot goes once it is back). One at a time: the other updates of the partition
-        // that failed with it find that one under way.
-        workers_.dispatch(p, [this, p, b](PartitionStore& store) {
-          const TopologyPtr t = topology();
-          if (t->table.primary(p) != memberId() || !t->table.isOwner(p, b)) return;
-          Replica& rep = replicas_[p];
-          if (std::find(rep.snapshotsUnderWay.begin(), rep.snapshotsUnderWay.end(), b) ==
-              rep.snapshotsUnderWay.end()) {
-            sendSnapshot(p, store, b, t->version);
-          } else if (std::find(rep.snapshotsWanted.begin(), rep.snapshotsWanted.end(), b) ==
-                     rep.snapshotsWanted.end()) {
-            // The one under way may be older than what the backup now lacks: another follows.
-            rep.snapshotsWanted.push_back(b);
-          }
-        });
-      }
-      if (std::chrono::steady_clock::now() < deadline && !host_.stopped() && !closing_.load()) {
-        // Sync replication waits for every live backup: try again until the backup answers,
-        // is declared failed (the topology drops it), or the deadline passes.
-        auto timer = std::make_shared<asio::steady_timer>(workers_.io(workers_.workerOf(p)),
-                                                          std::chrono::milliseconds(50));
-        // With the topology the update was made under: a newer one that drops the backup (or
-        // this primary) is judged against it when the attempt fails.
-        timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
-          // Once the node stops, the attempt fails at once (no new link is made for it).
-          if (closing_.load()) deadline = std::chrono::steady_clock::now();
-          sendUpdate(b, std::move(repl), deadline, topo, false);
-        });
-        return;
-      }
-      if (!repl->failures.empty()) repl->failures += "; ";
-      repl->failures += "backup member " + std::to_string(b) + ": " + r.error().message();
-    }
-    if (r && !dropped && topo->syncingReplica(p, b) == nullptr) ++repl->copies;
-    if (r) noteCaughtUp(p, b, dropped ? ~std::uint64_t{0} : repl->seq);
-    if (--repl->pending != 0) return;
-    if (repl->failures.empty() && repl->copies < options_.minInSyncReplicas) {
-      repl->failures = "held by " + std::to_string(repl->copies) + " cop" +
-                       (repl->copies == 1 ? "y" : "ies") + ", fewer than minInSyncReplicas " +
-                       std::to_string(options_.minInSyncReplicas);
-    }
-    if (repl->failures.empty() &&
-        repl->copies < std::min<std::size_t>(topo->backups + 1, topo->members.size())) {
-      degradedWrites_.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (repl->outcome) {  // answers the copies of the request parked on it, too
-      if (repl->failures.empty()) {
-        // The answer as it lies (a copy is made only for each copy parked on it).
-        repl->outcome->resolve(
-            ReplicationOutcome::kAcknowledged,
-            repl->result.ok() ? std::string_view(*repl->result) : std::string_view(), Error());
-      } else {
-        // The copies waiting on it did not run: each is asked to come again, and its retry
-        // learns the outcome where it is recorded (indeterminate on this primary; the answer,
-        // after a barrier, on a new one).
-        repl->outcome->resolve(ReplicationOutcome::kFailed, {},
-                               Error(Errc::unavailable, replicationFailure(*repl)));
-      }
-    }
-    replicas_[p].outstanding.fetch_sub(1, std::memory_order_acq_rel);
-    if (!repl->done) return;
-    // Released once called (the connection it holds must not outlive its answer).
-    RawCompletion done = std::exchange(repl->done, RawCompletion{});
-    countRequest(p, repl->processor,
-                 repl->failures.empty() ? RequestMetrics::outcomeOf(repl->verdict)
-                                        : static_cast<std::size_t>(Errc::indeterminate),
-                 repl->failures.empty() && repl->verdict.nearLimit, repl->started);
-    if (repl->failures.empty()) {
-      done(std::move(repl->result));
-    } else if (repl->outcome && repl->outcome->barrier) {
-      // The request ran on a former primary and its answer stands: a failed barrier is no
-      // verdict on it. The retry finds the record inherited again and tries another barrier.
-      done(Error(Errc::unavailable, replicationFailure(*repl)));
-    } else {
-      done(Error(Errc::indeterminate, "applied on the primary of partition " + std::to_string(p) +
-                                          ", but " + repl->failures));
-    }
-    repl->failures = {};
-  };
-  const MemberInfo* info = topo->member(b);
-  if (!info) {
-    arrive(Error(Errc::unreachable, "no address known"));
-    return;
-  }
-  if (closing_.load()) {  // no new link is made for it
-    arrive(Error(Errc::shutting_down, "member " + std::to_string(memberId()) + " is stopping"));
-    return;
-  }
-  auto [peer, key] = replicaLink(repl->partition, *info);
-  Lane& lane = *lanes_[workers_.workerOf(repl->partition)];
-  queueUpdate(lane, key, std::move(peer), topo->version, std::move(repl), deadline,
-              std::move(arrive));
-}
-
-void DataPlane::queueUpdate(Lane& lane, LinkKey key, std::shared_ptr<Peer> peer,
-                            std::uint64_t version, std::shared_ptr<const Replication> update,
-                            std::chrono::steady_clock::time_point deadline,
-                            Connection::ResponseHandler arrive) {
-  assert(lane.round.here());
-  if (auto it = lane.outgoing.find(key);
-      it != lane.outgoing.end() && it->second.peer != peer && !it->second.updates.empty()) {
-    flushUpdates(lane, key);  // the link was made anew: the old batch leaves on the old one
-  }
-  const std::size_t bytes = update->encoded.size() + 16;
-  if (auto it = lane.outgoing.find(key); it != lane.outgoing.end() && !it->second.updates.empty() &&
-                                         it->second.bytes + bytes > kMaxBatchBytes) {
-    flushUpdates(lane, key);  // this one would take the batch past its size: it starts the next
-  }
-  OutgoingUpdates& out = lane.outgoing[key];
-  if (out.updates.capacity() == 0 && !lane.spareBatches.empty()) {
-    out.updates = std::move(lane.spareBatches.back());  // an answered batch's array, emptied
-    lane.spareBatches.pop_back();
-  }
-  out.member = key.first;
-  out.peer = std::move(peer);
-  out.version = std::max(out.version, version);
-  out.latest = std::max(out.latest, deadline);
-  out.bytes += bytes;
-  const auto order = static_cast<std::uint32_t>(out.updates.size());
-  out.updates.push_back(QueuedUpdate{std::move(update), std::move(arrive), order});
-  if (out.updates.size() >= ReplicateBatch::kMaxUpdates || out.bytes >= kMaxBatchBytes) {
-    flushUpdates(lane, key);
-  } else if (!out.flushPosted) {
-    // At the end of this round (write_round.h): the updates the rest of the round makes join, and
-    // the batch leaves in the same write as the round's other frames on that link (its
-    // acknowledgements).
-    out.flushPosted = true;
-    lane.round.atEnd([this, &lane, key] {
-      auto it = lane.outgoing.find(key);
-      if (it == lane.outgoing.end()) return;
-      it->second.flushPosted = false;
-      flushUpdates(lane, key);
-    });
-  }
-}
-
-void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
-  assert(lane.round.here());
-  auto it = lane.outgoing.find(key);
-  if (it == lane.outgoing.end()) return;
-  OutgoingUpdates& out = it->second;
-  if (out.updates.empty()) return;
-  const MemberId b = out.member;
-  std::shared_ptr<Peer> peer = std::move(out.peer);
-  std::vector<QueuedUpdate> updates;
-  updates.swap(out.updates);
-  const auto latest = std::exchange(out.latest, std::chrono::steady_clock::time_point::min());
-  const std::uint64_t version = std::exchange(out.version, 0);
-  out.bytes = 0;
-  // Nothing waits for this link now: forget it (a departed member leaves no entry behind).
-  if (!out.flushPosted) lane.outgoing.erase(it);
-  // Each partition's updates in sequence order: a retried update may have been queued after later
-  // ones of its partition, which the backup would take for a gap (and resync). Sorted in place,
-  // by partition, then sequence, then queue order (so the sort is stable without a buffer).
-  const auto updateOrder = [](const QueuedUpdate& x, const QueuedUpdate& y) {
-    return std::tie(x.update->partition, x.update->seq, x.order) <
-           std::tie(y.update->partition, y.update->seq, y.order);
-  };
-  if (!std::is_sorted(updates.begin(), updates.end(), updateOrder)) {
-    std::sort(updates.begin(), updates.end(), updateOrder);
-  }
-  std::string body = joinReplicateBatch(updates.begin(), updates.end(), [](const QueuedUpdate& q) {
-    return std::string_view(q.update->encoded);
-  });
-  // Each attempt waits at most a heartbeat interval, so that a backup that stopped answering (a
-  // paused process) is re-judged against the latest topology that often: once a committed topology
-  // drops it, the update is released at once instead of at the caller's deadline. An update whose
-  // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      latest - std::chrono::steady_clock::now());
-  // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
-  lane.metrics.updatesPerBatch.observe(updates.size());
-  requestFrom(lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
-              std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-              [this, &lane, updates = std::move(updates), b,
-               sent = std::chrono::steady_clock::now()](Result<Frame> r) mutable {
-                if (r) {
-                  lane.metrics.replicationAck.observe(static_cast<std::uint64_t>(
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - sent)
-                          .count()));
-                }
-                settleBatch(b, updates, std::move(r));
-                updates.clear();
-                if (lane.spareBatches.size() < lane.spareBatches.capacity()) {
-                  lane.spareBatches.push_back(std::move(updates));
-                }
-              });
-}
-
-void DataPlane::settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r) {
-  const auto all = [&](const Result<Frame>& verdict) {
-    for (QueuedUpdate& q : updates) q.arrive(verdict);
-  };
-  if (!r) {
-    all(r.error());
-    return;
-  }
-  ReplicateAck ack;
-  try {
-    decodeInto(r->body, ack);
-    StringPool::give(std::move(r->body));  // read (the refusals are copies)
-  } catch (const std::exception& e) {
-    all(Error(Errc::malformed_message,
-              "acknowledgement of a batch of " + std::to_string(updates.size()) +
-                  " updates from member " + std::to_string(b) + ": " + e.what()));
-    return;
-  }
-  // Each refusal names a distinct update of the batch; anything else makes the whole
-  // acknowledgement untrustworthy, and no update of it counts as acknowledged.
-  std::vector<bool> seen(ack.refused.empty() ? 0 : updates.size(), false);
-  for (const UpdateRefusal& refused : ack.refused) {
-    if (refused.index >= updates.size() || seen[refused.index]) {
-      all(Error(Errc::malformed_message,
-                "acknowledgement of a batch of " + std::to_string(updates.size()) +
-                    " updates from member " + std::to_string(b) + " refuses update " +
-                    std::to_string(refused.index) +
-                    (refused.index >= updates.size() ? ", which it does not hold" : " twice")));
-      return;
-    }
-    seen[refused.index] = true;
-  }
-  for (UpdateRefusal& refused : ack.refused) {
-    auto arrive = std::exchange(updates[refused.index].arrive, Connection::ResponseHandler{});
-    arrive(errorFromBody(std::move(refused.error), "member " + std::to_string(b)));
-  }
-  for (QueuedUpdate& q : updates) {
-    if (q.arrive) q.arrive(Frame{});
-  }
 }
 
 std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(

@@ -132,9 +132,9 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
     case ReplicaMode::kEmpty:
       // A new owner before its snapshot: acknowledged, for the snapshot to hold. Remembered, so
       // that a snapshot older than it (it came another way, or late) is refused (stageSnapshot).
-      if (std::tie(u.epoch, u.seq) > std::tie(rep.ignoredEpoch, rep.ignoredSeq)) {
-        rep.ignoredEpoch = u.epoch;
-        rep.ignoredSeq = u.seq;
+      if (std::tie(u.epoch, u.seq) > std::tie(rep.backup.ignoredEpoch, rep.backup.ignoredSeq)) {
+        rep.backup.ignoredEpoch = u.epoch;
+        rep.backup.ignoredSeq = u.seq;
       }
       return {};
     case ReplicaMode::kResync:
@@ -231,7 +231,7 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     return;
   }
   if (s.first && rep.mode.load() != ReplicaMode::kEmpty &&
-      std::max(rep.lastEpoch, rep.syncedEpoch) >= s.epoch &&
+      std::max(rep.lastEpoch, rep.backup.syncedEpoch) >= s.epoch &&
       std::tie(rep.lastEpoch, rep.seq) > std::tie(s.lastEpoch, s.seq)) {
     // Older than what this replica holds of the same primary's era (complete, or resyncing with
     // its complete copy kept): a snapshot delayed past a newer one of that primary, or one that
@@ -246,16 +246,17 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     return;
   }
   if (s.first) {
-    rep.stagingId = s.id;
-    rep.stagingNext = 0;
-    rep.staging.clear();
-    rep.stagingCompletions.clear();
+    rep.backup.stagingId = s.id;
+    rep.backup.stagingNext = 0;
+    rep.backup.staging.clear();
+    rep.backup.stagingCompletions.clear();
     // Until the last chunk is in: a new owner acknowledges (and ignores) updates, which
     // the snapshot will cover; a replica that was complete and is resyncing refuses them
     // (the primary retries), and keeps what it holds until the whole snapshot is in.
     rep.mode = rep.mode.load() == ReplicaMode::kEmpty ? ReplicaMode::kEmpty : ReplicaMode::kResync;
   }
-  if (s.id != rep.stagingId || rep.stagingId == 0 || s.index != rep.stagingNext) {
+  if (s.id != rep.backup.stagingId || rep.backup.stagingId == 0 ||
+      s.index != rep.backup.stagingNext) {
     // A chunk of a snapshot this replica is not staging (a newer one started over it), or
     // one after a lost chunk: refused, so that the sender does not count that snapshot as
     // delivered (it sends a new one).
@@ -267,11 +268,11 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
                                      std::to_string(memberId()) + " has staged"));
     return;
   }
-  ++rep.stagingNext;
-  for (auto& e : s.entries) rep.staging.push_back(std::move(e));
-  for (auto& c : s.completions) rep.stagingCompletions.push_back(std::move(c));
-  if (s.last && rep.ignoredEpoch >= s.epoch &&
-      std::tie(rep.ignoredEpoch, rep.ignoredSeq) > std::tie(s.lastEpoch, s.seq)) {
+  ++rep.backup.stagingNext;
+  for (auto& e : s.entries) rep.backup.staging.push_back(std::move(e));
+  for (auto& c : s.completions) rep.backup.stagingCompletions.push_back(std::move(c));
+  if (s.last && rep.backup.ignoredEpoch >= s.epoch &&
+      std::tie(rep.backup.ignoredEpoch, rep.backup.ignoredSeq) > std::tie(s.lastEpoch, s.seq)) {
     // This replica acknowledged an update of this primary (ignored, for the snapshot to hold) that
     // the snapshot does not hold: the update reached it first, by another link (a primary's
     // worker's shard link and its member link are not ordered with each other; the in-process
@@ -279,11 +280,11 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
     // sender sends a fresh snapshot. (An update of an earlier primary that this one does not hold
     // was never acknowledged to its caller: not waited for.)
     snapshotsRefused_.fetch_add(1, std::memory_order_relaxed);
-    const std::string ignored =
-        std::to_string(rep.ignoredSeq) + " of epoch " + std::to_string(rep.ignoredEpoch);
-    rep.staging = {};
-    rep.stagingCompletions = {};
-    rep.stagingId = 0;
+    const std::string ignored = std::to_string(rep.backup.ignoredSeq) + " of epoch " +
+                                std::to_string(rep.backup.ignoredEpoch);
+    rep.backup.staging = {};
+    rep.backup.stagingCompletions = {};
+    rep.backup.stagingId = 0;
     conn->replyError(
         header, Error(Errc::unavailable,
                       "snapshot of partition " + std::to_string(s.partition) + " as of update " +
@@ -294,20 +295,20 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
   }
   if (s.last) {
     store.clear();
-    for (const auto& e : rep.staging) store.put(e.key, e.value, e.expiresAt);
+    for (const auto& e : rep.backup.staging) store.put(e.key, e.value, e.expiresAt);
     const auto now = std::chrono::steady_clock::now();
-    for (auto& c : rep.stagingCompletions) {
+    for (auto& c : rep.backup.stagingCompletions) {
       store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
                            ReplicationOutcome::inherited(), now);
     }
-    rep.staging = {};
-    rep.stagingCompletions = {};
-    rep.stagingId = 0;
+    rep.backup.staging = {};
+    rep.backup.stagingCompletions = {};
+    rep.backup.stagingId = 0;
     rep.seq = s.seq;
     rep.lastEpoch = s.lastEpoch;
-    rep.syncedEpoch = s.epoch;
-    rep.ignoredSeq = 0;
-    rep.ignoredEpoch = 0;
+    rep.backup.syncedEpoch = s.epoch;
+    rep.backup.ignoredSeq = 0;
+    rep.backup.ignoredEpoch = 0;
     // What this member knew as a primary is no guide to the replicas of its next tenure.
     pruneLagging(s.partition, [](MemberId) { return false; });
     rep.mode = ReplicaMode::kReady;
@@ -342,7 +343,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
   });
   Replica& rep = replicas_[p];
   // Tells this snapshot's chunks from those of another one (an earlier attempt, another sender).
-  std::uint64_t id = host_.incarnation() * 0x9E3779B97F4A7C15ull + ++rep.snapshotsSent;
+  std::uint64_t id = host_.incarnation() * 0x9E3779B97F4A7C15ull + ++rep.primary.snapshotsSent;
   if (id == 0) id = 1;  // 0 means "none under way" on the receiver
   const std::uint64_t epoch = topology()->epoch(p);
   for (std::size_t i = 0; i < chunks.size(); ++i) {
@@ -355,20 +356,20 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
     chunks[i].first = i == 0;
     chunks[i].last = i + 1 == chunks.size();
   }
-  // Sent now, from p's worker, on the link that carries p's updates to `to` (replicaLink): ahead
-  // of every later update of p, which waits for the end of this round at least, so the new owner
-  // sees the snapshot before every update that it does not contain.
+  // Sent now, from p's worker, on the path that carries p's updates to `to` (replicationPath):
+  // ahead of every later update of p, which waits for the end of this round at least, so the new
+  // owner sees the snapshot before every update that it does not contain.
   const TopologyPtr topo = topology();
   const MemberInfo* info = topo->member(to);
   if (!info) return;  // no longer a member
-  const auto [peer, key] = replicaLink(p, *info);
+  const auto [peer, key] = replicationPath(p, *info);
   struct Progress {
     std::size_t pending;
     bool failed = false;
   };
   auto progress = std::make_shared<Progress>(Progress{chunks.size()});
   const unsigned w = workers_.workerOf(p);
-  rep.snapshotsUnderWay.push_back(to);
+  rep.primary.snapshotsUnderWay.push_back(to);
   for (const auto& chunk : chunks) {
     requestFrom(
         w, key, peer, MessageType::kSnapshot, version, encode(chunk), options_.requestTimeout,
@@ -376,11 +377,11 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
           if (!r) progress->failed = true;
           if (--progress->pending != 0) return;
           Replica& sender = replicas_[p];
-          std::vector<MemberId>& underWay = sender.snapshotsUnderWay;
+          std::vector<MemberId>& underWay = sender.primary.snapshotsUnderWay;
           if (auto it = std::find(underWay.begin(), underWay.end(), to); it != underWay.end()) {
             underWay.erase(it);
           }
-          std::vector<MemberId>& wanted = sender.snapshotsWanted;
+          std::vector<MemberId>& wanted = sender.primary.snapshotsWanted;
           if (auto it = std::find(wanted.begin(), wanted.end(), to); it != wanted.end()) {
             // Asked for while this one was under way: a fresh one now, whatever this one's fate
             // (it may hold less than the backup lacks).
