@@ -17,7 +17,7 @@
 // posted. A server restarted with its directory under the same id keeps its term, vote, log and
 // snapshot, so a voter keeps its vote and a quorum lost to crashes heals when the voters return.
 // The directory is opened by preload() or raft_init, whichever comes first; an I/O error is
-// logged (one line on std::cerr naming the file) and returned to raft as RAFT_IOERR.
+// logged (an error line naming the file, to the Logger given) and returned to raft as RAFT_IOERR.
 //
 // Messages travel through a RaftNetwork as bytes in the encoding below; deliver() decodes what
 // arrives, checking every length and count against the bytes that remain before allocating, and
@@ -63,6 +63,7 @@ extern "C" {
 #include <ingrid/result.h>
 
 #include "cluster/control/raft_store.h"
+#include "cluster/transport/logger.h"
 
 namespace ingrid {
 
@@ -86,8 +87,9 @@ std::optional<raft_id> raftMessageSender(std::string_view bytes);
 
 class RaftIo {
  public:
-  // `dataDir` empty: storage in memory. Otherwise the directory Raft state is kept in.
-  RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir = {});
+  // `dataDir` empty: storage in memory. Otherwise the directory Raft state is kept in. `log`:
+  // where storage errors are told (default: nowhere).
+  RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir = {}, Logger log = {});
   RaftIo(const RaftIo&) = delete;
   RaftIo& operator=(const RaftIo&) = delete;
   ~RaftIo();
@@ -153,6 +155,7 @@ class RaftIo {
       bootstrapConf_;  // the bootstrap configuration entry, encoded by raft; load() reads it
   raft_snapshot* snapshot_ = nullptr;  // the latest one put (raft_malloc'ed; ours)
   std::string dataDir_;
+  Logger log_;
   std::unique_ptr<RaftStore> store_;      // set once the directory is open
   std::vector<RaftStore::Entry> loaded_;  // entries read at open, until load() hands them over
   std::mt19937 random_;
