@@ -220,7 +220,14 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - SteadyClock::now()),
         [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
-    if (member && !stopCalled_.load()) return true;
+    if (member && !stopCalled_.load()) {
+      // A rejoin says so itself (rejoin()).
+      if (!rejoining_.load()) {
+        log_.info({.member = admitted}, selfAddress_, " joined the cluster as member ", admitted,
+                  " (admitted by the leader at ", seed, ")");
+      }
+      return true;
+    }
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     // The id was given by a leader whose change never committed (it lost leadership first; the
     // next leader may give that id to another joiner). This node forgets it and joins again, with

@@ -277,6 +277,7 @@ Result<bool> NodeImpl::bootstrap() {
   Result<bool> started = made.get_future().get();
   if (!started) return started;
   if (waitForTopology(options_.joinTimeout, [this] { return topology()->hasMember(1); })) {
+    log_.info({.member = 1}, selfAddress_, " started a new cluster as its member 1");
     return true;
   }
   return Error(Errc::unavailable, "the control plane of the first member " + selfAddress_ +
