@@ -482,7 +482,7 @@ int main(int argc, char** argv) {
   constexpr ingrid::LogLevel kLogLevels[] = {ingrid::LogLevel::kError, ingrid::LogLevel::kWarn,
                                              ingrid::LogLevel::kInfo, ingrid::LogLevel::kDebug};
   options.logLevel = kLogLevels[level];
-  options.logSink = [](const ingrid::LogRecord& r) {
+  options.logSink = [](const ingrid::LogLine& r) {
     std::fprintf(stderr, "%s\n", ingrid::formatLogLine(r).c_str());
   };
   ingrid::Node* self = nullptr;

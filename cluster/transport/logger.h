@@ -32,7 +32,7 @@ class Logger {
     std::ostringstream out;
     (out << ... << parts);
     const std::string message = std::move(out).str();
-    deliver(LogRecord{level, message, fields});
+    deliver(LogLine{level, message, fields});
   }
   template <typename... Parts>
   void info(const LogFields& fields, const Parts&... parts) const {
@@ -48,9 +48,9 @@ class Logger {
   }
 
  private:
-  void deliver(const LogRecord& record) const noexcept {
+  void deliver(const LogLine& line) const noexcept {
     try {
-      (*sink_)(record);
+      (*sink_)(line);
     } catch (...) {  // the sink's failure is not the node's (log.h): the line is lost
     }
   }

@@ -1,5 +1,5 @@
 // Logs for the embedder: a node never writes to stderr. Each line it has to say goes, as a
-// LogRecord (a level, one line of text, and the fields it is about), to the LogSink given in
+// LogLine (a level, its text, and the fields it is about), to the LogSink given in
 // NodeOptions::logSink; without one, nothing is logged (ingrid-node installs a sink that prints to
 // stderr).
 //
@@ -52,7 +52,7 @@ struct LogFields {
   std::optional<MemberId> peer = {};          // the other member the line is about
 };
 
-struct LogRecord {
+struct LogLine {
   LogLevel level = LogLevel::kInfo;
   // One line of text: no "ingrid: " prefix, no newline. Valid during the sink's call only.
   std::string_view message = {};
@@ -62,13 +62,13 @@ struct LogRecord {
 // A std::function rather than an abstract class (leveldb's Logger): NodeOptions is a plain
 // struct the embedder copies, like its other callback (onTopology); a lambda forwards to any
 // logging framework in a line. The node keeps one copy of it for its life.
-using LogSink = std::function<void(const LogRecord&)>;
+using LogSink = std::function<void(const LogLine&)>;
 
-// The line ingrid-node prints for `record`: "ingrid: " and the message (no newline).
-inline std::string formatLogLine(const LogRecord& record) {
-  std::string line = "ingrid: ";
-  line += record.message;
-  return line;
+// The line ingrid-node prints for `line`: "ingrid: " and the message (no newline).
+inline std::string formatLogLine(const LogLine& line) {
+  std::string out = "ingrid: ";
+  out += line.message;
+  return out;
 }
 
 }  // namespace ingrid

@@ -84,7 +84,7 @@ struct Line {
 class Captured {
  public:
   LogSink sink() {
-    return [this](const LogRecord& r) {
+    return [this](const LogLine& r) {
       std::lock_guard lock(mu_);
       lines_.push_back(Line{r.level, std::string(r.message), r.fields});
     };
@@ -202,7 +202,7 @@ TEST_CASE("A node's log lines go to its sink, with fields, and none to stderr: a
 TEST_CASE("A Logger formats and delivers only lines at its level or above", "[cluster][log]") {
   int formatted = 0;
   std::vector<std::string> lines;
-  const Logger log([&lines](const LogRecord& r) { lines.push_back(formatLogLine(r)); },
+  const Logger log([&lines](const LogLine& r) { lines.push_back(formatLogLine(r)); },
                    LogLevel::kWarn);
   log.info({}, "quiet ", FormatCounter{&formatted});
   CHECK(formatted == 0);
@@ -215,7 +215,7 @@ TEST_CASE("A Logger formats and delivers only lines at its level or above", "[cl
   // Without a sink nothing is formatted; a sink that throws loses its line, nothing more.
   Logger().error({}, FormatCounter{&formatted});
   CHECK(formatted == 1);
-  const Logger throwing([](const LogRecord&) { throw std::runtime_error("sink down"); },
+  const Logger throwing([](const LogLine&) { throw std::runtime_error("sink down"); },
                         LogLevel::kDebug);
   CHECK_NOTHROW(throwing.error({}, "lost"));
 }
