@@ -1,10 +1,11 @@
 // ingrid-node: a standalone ingrid member, for a separate tier and for multi-process tests.
 //
-// Prints "ingrid-node: member ID listening on HOST:PORT" once started, one line per topology
-// change, and leaves the cluster gracefully on SIGINT or SIGTERM. SIGHUP reloads the --rls-config
-// file (a bad one is reported on stderr and the old configuration kept). Options are parsed by
-// CLI11; each can also come from the environment variable INGRID_<OPTION_IN_UPPER_SNAKE> (for
-// containers), and the command line wins over the environment. A refused option exits with 2.
+// Prints "ingrid-node: member ID listening on HOST:PORT" once started and one line per topology
+// change (stdout), the node's log lines at --log-level and above (stderr, "ingrid: ..."), and
+// leaves the cluster gracefully on SIGINT or SIGTERM. SIGHUP reloads the --rls-config file (a bad
+// one is reported on stderr and the old configuration kept). Options are parsed by CLI11; each
+// can also come from the environment variable INGRID_<OPTION_IN_UPPER_SNAKE> (for containers),
+// and the command line wins over the environment. A refused option exits with 2.
 #include <asio/io_context.hpp>
 #include <asio/signal_set.hpp>
 
@@ -476,6 +477,14 @@ int main(int argc, char** argv) {
   const std::map<std::string, Level> levels{
       {"error", kError}, {"warn", kWarn}, {"info", kInfo}, {"debug", kDebug}};
   const Level level = levels.at(levelName);
+  // The library logs to its sink only: this program's sink prints each line it is given on stderr,
+  // one call per line (lines from the node's threads do not interleave).
+  constexpr ingrid::LogLevel kLogLevels[] = {ingrid::LogLevel::kError, ingrid::LogLevel::kWarn,
+                                             ingrid::LogLevel::kInfo, ingrid::LogLevel::kDebug};
+  options.logLevel = kLogLevels[level];
+  options.logSink = [](const ingrid::LogLine& r) {
+    std::fprintf(stderr, "%s\n", ingrid::formatLogLine(r).c_str());
+  };
   ingrid::Node* self = nullptr;
   options.onTopology = [&self, level](const ingrid::Topology& t) {
     if (level >= kInfo) describe(t, self ? self->memberId() : 0, level);

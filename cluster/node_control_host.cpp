@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,7 +23,7 @@ Result<bool> NodeImpl::startControl(MemberId self, bool bootstrap,
   if (dataDir_) o.dataDir = dataDir_->raftDir();
   o.electionTimeout = electionTimeout();
   o.heartbeatInterval = std::max(std::chrono::milliseconds(10), electionTimeout() / 2);
-  control_ = std::make_unique<ControlPlane>(controlRole_, o);
+  control_ = std::make_unique<ControlPlane>(controlRole_, o, log_);
   Result<bool> started = control_->start(bootstrap, std::move(recovery));
   if (!started) control_.reset();
   return started;
@@ -77,12 +76,12 @@ void NodeImpl::leadershipNews(bool leader, std::uint64_t term) {
   }
   if (!control_ || !control_->isLeader() || control_->term() != term) return;  // stale news
   if (const MemberId was = restored_.load(); was != 0) {
-    std::cerr << "ingrid: " << selfAddress_ << " (restored member " << was
-              << "'s Raft server, not a member) leads the control plane in term " << term
-              << ": it removes the members whose processes restarted, its own last, then hands "
-                 "leadership to a member\n";
+    log_.info({.member = was, .term = term}, selfAddress_, " (restored member ", was,
+              "'s Raft server, not a member) leads the control plane in term ", term,
+              ": it removes the members whose processes restarted, its own last, then hands "
+              "leadership to a member");
   }
-  coordinator_ = std::make_unique<Coordinator>(coordinatorRole_);
+  coordinator_ = std::make_unique<Coordinator>(coordinatorRole_, log_);
   coordinator_->start();
   startJudging();
   // Its own lease at once: the old leader's grant may be about to run out.

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <future>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -48,10 +47,10 @@ Result<MemberId> NodeImpl::openDataDir() {
   // Its timers run from now (start() starts them again once joined, which restarts each): elected
   // leader meanwhile, it judges the members' silence like any leader.
   asio::post(netIo_, [this] { startHeartbeats(); });
-  std::cerr << "ingrid: " << selfAddress_ << " restored member " << was.memberId
-            << "'s Raft state from " << dataDir_->path() << ": it votes as member " << was.memberId
-            << " until the cluster has removed that member, then joins as a new "
-            << "one (its buckets, in memory, are gone)\n";
+  log_.info({.member = was.memberId}, selfAddress_, " restored member ", was.memberId,
+            "'s Raft state from ", dataDir_->path(), ": it votes as member ", was.memberId,
+            " until the cluster has removed that member, then joins as a new ",
+            "one (its buckets, in memory, are gone)");
   return was.memberId;
 }
 
@@ -70,8 +69,8 @@ Result<bool> NodeImpl::becomeMember(MemberId id) {
     // The new Raft server replays the log from its start: what the old one committed (or a
     // catch-up fetched) is not this member's view yet.
     committed_ = topology();
-    std::cerr << "ingrid: " << selfAddress_ << " no longer votes as member " << was
-              << "; admitted as member " << id << "\n";
+    log_.info({.member = id}, selfAddress_, " no longer votes as member ", was,
+              "; admitted as member ", id);
   }
   if (Result<bool> claimed = claimDataDir(id); !claimed) return claimed;
   selfId_.store(id, std::memory_order_release);

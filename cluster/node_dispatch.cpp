@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -51,7 +50,9 @@ bool NodeImpl::admitted(const std::shared_ptr<Connection>& conn, const Frame& fr
       break;
     case Verdict::kMembersOnly:
     case Verdict::kForgedSender:
-      if (a.verdict == Verdict::kForgedSender) std::cerr << "ingrid: " << why << "\n";
+      if (a.verdict == Verdict::kForgedSender) {
+        log_.warn({.member = knownMember(memberId()), .peer = knownMember(sender.member)}, why);
+      }
       conn->replyError(frame.header, Error(Errc::unauthenticated, why));
       break;
     case Verdict::kAdmit:

@@ -189,7 +189,8 @@ void NodeImpl::renewLease() {
                   try {
                     extend(std::chrono::milliseconds(decode<LeaseGrant>(r->body).leaseMs));
                   } catch (const std::exception& e) {
-                    std::cerr << "ingrid: a lease grant does not decode: " << e.what() << "\n";
+                    log_.error({.member = knownMember(memberId()), .peer = leader},
+                               "a lease grant does not decode: ", e.what());
                   }
                 });
 }

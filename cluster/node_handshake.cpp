@@ -3,7 +3,6 @@
 // TLS with the certificate checks.
 #include "cluster/node_impl.h"
 
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -92,7 +91,7 @@ void NodeImpl::handleAuth(const std::shared_ptr<Connection>& conn, Frame frame, 
     const std::string why = who + " refuses " + conn->remote() + ", which says it is member " +
                             std::to_string(pending.dialerId) +
                             ": its proof does not match the cluster secret";
-    std::cerr << "ingrid: " << why << "\n";
+    log_.warn({.member = knownMember(memberId()), .peer = knownMember(pending.dialerId)}, why);
     conn->refuse(Error(Errc::unauthenticated, why));
     return;
   }

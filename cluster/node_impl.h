@@ -50,6 +50,7 @@
 #include "cluster/shard/data_plane.h"
 #include "cluster/tick_grid.h"
 #include "cluster/transport/call_router.h"
+#include "cluster/transport/logger.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
 #include "cluster/transport/shard_links.h"
@@ -426,6 +427,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   NodeOptions options_;
   ProcessorRegistry registry_;
   std::shared_ptr<const Clock> clock_;
+  // NodeOptions::logSink and logLevel; a copy goes to each part that logs.
+  Logger log_;
   std::atomic<int> state_{kCreated};
   std::atomic<bool> stopCalled_{false};
   std::atomic<bool> crashed_{false};

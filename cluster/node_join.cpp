@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <set>
@@ -81,27 +80,27 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     if (targets.empty()) {
       if (const MemberId was = restored_.load(); was != 0 && restoredAlone()) {
-        std::cerr << "ingrid: " << selfAddress_ << ": member " << was
-                  << ", whose Raft state it restored, was the cluster's only member: its buckets "
-                     "went with it and no one is left to join; it starts a new cluster\n";
+        log_.warn({.member = was}, selfAddress_, ": member ", was,
+                  ", whose Raft state it restored, was the cluster's only member: its buckets "
+                  "went with it and no one is left to join; it starts a new cluster");
         return startAfresh();
       }
       if (mayBootstrap && options_.bootstrapExpect > 0 && !clusterSeen &&
           std::find(discovered.begin(), discovered.end(), selfAddress_) != discovered.end() &&
           idle.size() + 1 >= options_.bootstrapExpect &&
           (idle.empty() || selfAddress_ < *idle.begin())) {
-        std::cerr << "ingrid: " << selfAddress_ << " starts a new cluster: it is the smallest of "
-                  << idle.size() + 1 << " nodes found in no cluster (bootstrapExpect "
-                  << options_.bootstrapExpect << ")\n";
+        log_.info({}, selfAddress_, " starts a new cluster: it is the smallest of ",
+                  idle.size() + 1, " nodes found in no cluster (bootstrapExpect ",
+                  options_.bootstrapExpect, ")");
         return bootstrap();
       }
       if (mayBootstrap && options_.bootstrapExpect > 0 && !warnedNotListed && !discovered.empty() &&
           std::find(discovered.begin(), discovered.end(), selfAddress_) == discovered.end()) {
         warnedNotListed = true;
-        std::cerr << "ingrid: " << selfAddress_ << " is not among the " << discovered.size()
-                  << " discovered addresses (first: " << discovered.front()
-                  << "): it will join, never start a cluster (bootstrapExpect "
-                  << options_.bootstrapExpect << "); advertise the address the name lists\n";
+        log_.warn({}, selfAddress_, " is not among the ", discovered.size(),
+                  " discovered addresses (first: ", discovered.front(),
+                  "): it will join, never start a cluster (bootstrapExpect ",
+                  options_.bootstrapExpect, "); advertise the address the name lists");
       }
       {
         std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
@@ -221,15 +220,22 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     const bool member = waitForTopology(
         std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - SteadyClock::now()),
         [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
-    if (member && !stopCalled_.load()) return true;
+    if (member && !stopCalled_.load()) {
+      // A rejoin says so itself (rejoin()).
+      if (!rejoining_.load()) {
+        log_.info({.member = admitted}, selfAddress_, " joined the cluster as member ", admitted,
+                  " (admitted by the leader at ", seed, ")");
+      }
+      return true;
+    }
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     // The id was given by a leader whose change never committed (it lost leadership first; the
     // next leader may give that id to another joiner). This node forgets it and joins again, with
     // the same incarnation: if that change did commit after all, the leader answers with the same
     // id (Coordinator::requestJoin).
-    std::cerr << "ingrid: " << selfAddress_ << " was admitted as member " << admitted
-              << " but no topology listing it arrived within " << options_.joinTimeout.count()
-              << " ms; it forgets that id and joins again\n";
+    log_.warn({.member = admitted}, selfAddress_, " was admitted as member ", admitted,
+              " but no topology listing it arrived within ", options_.joinTimeout.count(),
+              " ms; it forgets that id and joins again");
     // Shared: stop() may end this wait first (its network thread then never runs the forget).
     struct Forgot {
       bool listed = false;  // a topology listing it arrived after all: joined
@@ -372,12 +378,13 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
   while (!stopCalled_.load() && forget()) {
     Result<bool> joined = join(seeds);
     if (joined) {
-      std::cerr << "ingrid: " << selfAddress_ << " joined again as member " << memberId() << "\n";
+      log_.info({.member = knownMember(memberId())}, selfAddress_, " joined again as member ",
+                memberId());
       break;
     }
     if (stopCalled_.load()) break;
-    std::cerr << "ingrid: " << selfAddress_ << " could not join again: " << joined.error().message()
-              << "; trying again in " << backoff.count() << " ms\n";
+    log_.warn({}, selfAddress_, " could not join again: ", joined.error().message(),
+              "; trying again in ", backoff.count(), " ms");
     std::unique_lock lock(topoMu_);  // stop() notifies
     topoCv_.wait_for(lock, backoff, [this] { return stopCalled_.load(); });
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));

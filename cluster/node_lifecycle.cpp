@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
-#include <iostream>
 #include <memory>
 #include <optional>
 #include <random>
@@ -27,6 +26,7 @@ NodeImpl::NodeImpl(NodeOptions options, ProcessorRegistry registry)
     : options_(std::move(options)),
       registry_(std::move(registry)),
       clock_(options_.clock ? options_.clock : std::make_shared<SystemClock>()),
+      log_(options_.logSink, options_.logLevel),
       incarnation_(randomIncarnation()) {}
 
 NodeImpl::~NodeImpl() { stop(); }
@@ -277,6 +277,7 @@ Result<bool> NodeImpl::bootstrap() {
   Result<bool> started = made.get_future().get();
   if (!started) return started;
   if (waitForTopology(options_.joinTimeout, [this] { return topology()->hasMember(1); })) {
+    log_.info({.member = 1}, selfAddress_, " started a new cluster as its member 1");
     return true;
   }
   return Error(Errc::unavailable, "the control plane of the first member " + selfAddress_ +
@@ -345,7 +346,7 @@ void NodeImpl::stop() {
   // the next process with this directory starts afresh instead of voting as it.
   if (dataDir_ && restored_.load() == 0 && memberId() != 0 && !topology()->hasMember(memberId())) {
     if (Result<bool> forgot = dataDir_->forget(); !forgot) {
-      std::cerr << "ingrid: " << selfAddress_ << ": " << forgot.error().message() << "\n";
+      log_.error({.member = knownMember(memberId())}, selfAddress_, ": ", forgot.error().message());
     }
   }
   // 4. Close the shard ports (on their workers, which run the closes before they end), then drain

@@ -3,7 +3,6 @@
 // (cluster/transport/recovery_plan.h; docs/operations.md, "Recovery after a lost quorum").
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <string>
 
 #include "cluster/node_impl.h"
@@ -17,7 +16,7 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
   const MemberId self = memberId();
   const std::string who = "member " + std::to_string(self) + " (" + selfAddress_ + ")";
   auto refuse = [&](Errc code, const std::string& why) {
-    std::cerr << "ingrid: " << who << " refuses to recover: " << why << "\n";
+    log_.warn({.member = knownMember(self)}, who, " refuses to recover: ", why);
     conn->replyError(header, Error(code, who + " refuses to recover: " + why));
   };
   const std::string topologyBytes = encode(TopologyBody{req.topology});
@@ -95,9 +94,10 @@ void NodeImpl::handleRecover(const std::shared_ptr<Connection>& conn, Frame fram
                   "its control plane did not restart: " + started.error().detail() +
                       "; restart this process and run recover again");
   }
-  std::cerr << "ingrid: " << who << " recovered: its control plane restarted from topology v"
-            << recovered->version << " (was v" << previousVersion << ", term " << c.term
-            << ") in term " << req.term << " with " << recovered->members.size() << " voter(s)\n";
+  log_.info({.member = knownMember(self), .term = req.term}, who,
+            " recovered: its control plane restarted from topology v", recovered->version,
+            " (was v", previousVersion, ", term ", c.term, ") in term ", req.term, " with ",
+            recovered->members.size(), " voter(s)");
   conn->reply(header, MessageType::kRecover, topology()->version,
               encode(RecoverReply{self, previousVersion, c.term}));
 }

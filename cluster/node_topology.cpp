@@ -4,7 +4,6 @@
 #include "cluster/node_impl.h"
 
 #include <chrono>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -73,8 +72,8 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   if (next->version <= committed_->version) return;  // already installed
   const MemberId leaderWas = committed_->leader;
   if (auto why = successorInvalidReason(*committed_, *next)) {
-    std::cerr << "ingrid: member " << memberId() << " (" << selfAddress_ << ") ignores " << *why
-              << "\n";
+    log_.warn({.member = knownMember(memberId()), .term = next->term}, "member ", memberId(), " (",
+              selfAddress_, ") ignores ", *why);
     return;
   }
   committed_ = next;
@@ -140,9 +139,9 @@ void NodeImpl::commitTopology(TopologyPtr next) {
       !rejoining_.exchange(true)) {
     // Removed while alive (paused, or cut off, past the failure timeout): the others promoted
     // its backups long ago. It never acts on its old view again: it joins anew, empty.
-    std::cerr << "ingrid: member " << self << " (" << selfAddress_
-              << ") was removed from the cluster at topology v" << next->version
-              << "; joining again as a new member\n";
+    log_.warn({.member = self, .term = next->term}, "member ", self, " (", selfAddress_,
+              ") was removed from the cluster at topology v", next->version,
+              "; joining again as a new member");
     std::vector<std::string> seeds;
     for (const auto& m : next->members) seeds.push_back(m.address);
     seeds.insert(seeds.end(), options_.seeds.begin(), options_.seeds.end());

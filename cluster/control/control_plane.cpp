@@ -8,7 +8,6 @@ extern "C" {
 #include <cassert>
 #include <cstring>
 #include <future>
-#include <iostream>
 #include <iterator>
 #include <string_view>
 
@@ -68,7 +67,8 @@ struct ControlPlane::Fsm {
         }
         self->host_.topologyCommitted(t);
       } catch (const std::exception& e) {
-        std::cerr << "ingrid: control plane snapshot does not decode: " << e.what() << "\n";
+        self->log_.error({.member = knownMember(self->options_.self)},
+                         "control plane snapshot does not decode: ", e.what());
         return RAFT_MALFORMED;  // raft frees the buffer when restore fails
       }
     }
@@ -90,8 +90,8 @@ struct ControlPlane::Barrier {
   Done done;
 };
 
-ControlPlane::ControlPlane(ControlHost& host, ControlPlaneOptions options)
-    : host_(host), options_(std::move(options)) {}
+ControlPlane::ControlPlane(ControlHost& host, ControlPlaneOptions options, Logger log)
+    : host_(host), options_(std::move(options)), log_(std::move(log)) {}
 
 ControlPlane::~ControlPlane() { stop(); }
 
@@ -114,7 +114,7 @@ Result<bool> ControlPlane::start(bool bootstrap, std::optional<ControlRecovery> 
 void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlRecovery>& recovery,
                                  std::promise<Result<bool>>& started) {
   threadId_ = std::this_thread::get_id();
-  raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this), options_.dataDir);
+  raftIo_ = std::make_unique<RaftIo>(io_, static_cast<RaftNetwork&>(*this), options_.dataDir, log_);
   raftIo_->onEvent([this] { raftEvent(); });
   if (recovery && !bootstrap) {
     std::vector<std::pair<std::uint64_t, std::string>> voters;
@@ -201,8 +201,8 @@ void ControlPlane::stop() {
   // raft_close completes once every pending I/O callback ran; bounded anyway, so that a bug there
   // cannot hang the node's stop().
   if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
-    std::cerr << "ingrid: control plane of member " << options_.self
-              << " did not close within 10 s; stopping its thread\n";
+    log_.error({.member = knownMember(options_.self)}, "control plane of member ", options_.self,
+               " did not close within 10 s; stopping its thread");
   }
   guard_.reset();
   io_.stop();
@@ -322,7 +322,8 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
     next = std::make_shared<Topology>(
         decode<TopologyBody>(std::string_view(static_cast<const char*>(data), len)).topology);
   } catch (const std::exception& e) {
-    std::cerr << "ingrid: control plane entry does not decode: " << e.what() << "\n";
+    log_.error({.member = knownMember(options_.self), .term = term_.load()},
+               "control plane entry does not decode: ", e.what());
     return 0;
   }
   const std::uint64_t committed = committed_ ? committed_->version : 0;
@@ -586,8 +587,9 @@ void ControlPlane::onChange(raft_change* req, int status) {
   self->changing_ = false;
   self->pollWanted_ = true;
   if (status != 0 && status != RAFT_LEADERSHIPLOST && !self->closing_) {
-    std::cerr << "ingrid: control plane of member " << self->options_.self
-              << ": a configuration change failed: " << raftError(status) << "\n";
+    self->log_.warn({.member = knownMember(self->options_.self), .term = self->term_.load()},
+                    "control plane of member ", self->options_.self,
+                    ": a configuration change failed: ", raftError(status));
   }
 }
 

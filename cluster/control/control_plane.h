@@ -124,7 +124,8 @@ std::vector<MemberId> votersOf(const std::vector<MemberInfo>& members, unsigned 
 
 class ControlPlane final : private RaftNetwork {
  public:
-  ControlPlane(ControlHost& host, ControlPlaneOptions options);
+  // `log`: where its lines go (default: nowhere); its RaftIo gets a copy.
+  ControlPlane(ControlHost& host, ControlPlaneOptions options, Logger log = {});
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
   ~ControlPlane();
@@ -174,6 +175,7 @@ class ControlPlane final : private RaftNetwork {
 
   ControlHost& host_;
   const ControlPlaneOptions options_;
+  const Logger log_;
   asio::io_context io_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   std::thread thread_;

@@ -140,9 +140,10 @@ void Coordinator::memberFailed(MemberId id, const char* why) {
   // Rounded up: a timer never fires before the expiry it waits for.
   const auto wait = std::chrono::ceil<std::chrono::milliseconds>(leases_.expiry(id) - host_.now());
   if (why != nullptr) {
-    std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << id << " " << why
-              << "; removing it once its last lease has surely expired (in "
-              << std::max<std::int64_t>(0, wait.count()) << " ms)\n";
+    log_.warn({.member = host_.selfId(), .term = host_.controlTerm(), .peer = id}, "member ",
+              host_.selfId(), " (leader): member ", id, " ", why,
+              "; removing it once its last lease has surely expired (in ",
+              std::max<std::int64_t>(0, wait.count()), " ms)");
   }
   if (wait.count() <= 0) {
     failMember(id);
@@ -181,15 +182,17 @@ void Coordinator::reportUnreachable(MemberId reporter, std::vector<MemberId> unr
   for (const auto& [m, sole] : partialPartitions_.judge(*t, host_.selfId(), live, now,
                                                         host_.leaseWait(), host_.hearingWindow())) {
     if (!sole.empty()) {
-      std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
-                << " cannot reach all of the others (a partial partition), but holds the only "
-                   "complete replica of "
-                << sole.size() << " partition(s) (first: " << sole.front()
-                << "); kept until the link heals\n";
+      log_.warn({.member = host_.selfId(), .partition = sole.front(), .peer = m}, "member ",
+                host_.selfId(), " (leader): member ", m,
+                " cannot reach all of the others (a partial partition), but holds the only "
+                "complete replica of ",
+                sole.size(), " partition(s) (first: ", sole.front(),
+                "); kept until the link heals");
       continue;
     }
-    std::cerr << "ingrid: member " << host_.selfId() << " (leader): member " << m
-              << " cannot reach all of the others (a partial partition); removing it\n";
+    log_.warn({.member = host_.selfId(), .peer = m}, "member ", host_.selfId(),
+              " (leader): member ", m,
+              " cannot reach all of the others (a partial partition); removing it");
     memberFailed(m);
   }
 }
@@ -325,6 +328,7 @@ void Coordinator::migrate(std::vector<MemberInfo> after, MemberId nextId) {
   in.synced = &synced_;
   in.restartSnapshots = std::exchange(restartSnapshots_, false);
   in.leader = host_.selfId();
+  in.log = log_;
   MigrationPlan plan = planMigration(*cur, std::move(after), nextId, in);
   awaiting_ = std::move(plan.awaiting);
   synced_.clear();
@@ -363,9 +367,10 @@ void Coordinator::watchStall(std::uint64_t version, std::uint64_t progress) {
       watchStall(version, syncsDone_);
       return;
     }
-    std::cerr << "ingrid: member " << host_.selfId() << " (leader): the migration planned at v"
-              << version << " finished no sync in " << stall.count() << " ms (" << awaiting_.size()
-              << " awaited); planning it again, restarting its snapshots\n";
+    log_.warn({.member = host_.selfId()}, "member ", host_.selfId(),
+              " (leader): the migration planned at v", version, " finished no sync in ",
+              stall.count(), " ms (", awaiting_.size(),
+              " awaited); planning it again, restarting its snapshots");
     restartSnapshots_ = true;
     replan_ = true;
     migrating();
@@ -475,8 +480,9 @@ void Coordinator::install(std::shared_ptr<Topology> next, UniqueFunction<void()>
       propose(next, std::move(*thenPtr));
       return;
     }
-    std::cerr << "ingrid: member " << host_.selfId() << " (leader): topology v" << next->version
-              << " waits " << wait.count() << " ms for the lease of a primary that did not fence\n";
+    log_.warn({.member = host_.selfId()}, "member ", host_.selfId(), " (leader): topology v",
+              next->version, " waits ", wait.count(),
+              " ms for the lease of a primary that did not fence");
     auto cancelled = std::make_shared<bool>(false);
     leaseWait_ = LeaseWait{round->unfenced, cancelled};
     host_.runAfter(wait, [this, life, next, thenPtr, cancelled] {
@@ -508,8 +514,8 @@ void Coordinator::propose(std::shared_ptr<Topology> next, UniqueFunction<void()>
 }
 
 void Coordinator::proposalFailed(const Error& why) {
-  std::cerr << "ingrid: member " << host_.selfId() << " (leader): " << why.message()
-            << "; planning again\n";
+  log_.warn({.member = host_.selfId(), .term = host_.controlTerm()}, "member ", host_.selfId(),
+            " (leader): ", why.message(), "; planning again");
   // Plan again from what is committed, aiming where the failed change aimed.
   std::vector<MemberInfo> aim =
       target_ ? std::move(target_->members) : host_.currentTopology()->members;

@@ -52,13 +52,17 @@
 #include "cluster/control/partial_partition_judge.h"
 #include "cluster/transport/connection.h"
 #include "cluster/transport/frame.h"
+#include "cluster/transport/logger.h"
 
 namespace ingrid {
 
 class Coordinator {
  public:
-  explicit Coordinator(CoordinatorHost& host)
-      : host_(host), leases_(host, [this](MemberId m) { return failed_.count(m) != 0; }) {}
+  // `log`: where the leader's verdicts and stalls are told.
+  Coordinator(CoordinatorHost& host, Logger log)
+      : host_(host),
+        log_(std::move(log)),
+        leases_(host, [this](MemberId m) { return failed_.count(m) != 0; }) {}
 
   // This member was just elected: commit the takeover topology, then finish what the previous
   // leader left (a migration under way). Joins and leaves queue meanwhile.
@@ -145,6 +149,7 @@ class Coordinator {
   std::vector<MemberInfo> othersIn(const Topology& next) const;
 
   CoordinatorHost& host_;
+  const Logger log_;
   // Callbacks left with the host (Prepare replies, proposals, timers) hold a weak reference and
   // do nothing once this coordinator is gone (it is destroyed when leadership is lost).
   std::shared_ptr<int> life_ = std::make_shared<int>(0);

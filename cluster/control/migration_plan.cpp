@@ -1,7 +1,6 @@
 #include "cluster/control/migration_plan.h"
 
 #include <algorithm>
-#include <iostream>
 #include <utility>
 
 namespace ingrid {
@@ -63,15 +62,17 @@ MigrationPlan planMigration(const Topology& cur, std::vector<MemberInfo> after, 
       // Policy (docs/ARCHITECTURE.md): the partition goes on from a replica that was still
       // receiving its first snapshot: it holds the whole snapshot and every later update if the
       // snapshot was in, else nothing (acknowledged updates are then lost).
-      std::cerr << "ingrid: member " << in.leader << " (leader): partition " << p
-                << " has no complete replica left; member " << o.front()
-                << ", which was receiving its first snapshot, takes over with what it holds (all "
-                   "or nothing)\n";
+      in.log.warn({.member = knownMember(in.leader), .partition = p, .peer = o.front()}, "member ",
+                  in.leader, " (leader): partition ", p, " has no complete replica left; member ",
+                  o.front(),
+                  ", which was receiving its first snapshot, takes over with what it holds (all "
+                  "or nothing)");
     }
     if (o.empty()) {  // every replica failed: the partition starts again, empty
-      std::cerr << "ingrid: member " << in.leader << " (leader): partition " << p
-                << " has no complete replica left (every owner failed: " << was.size()
-                << "); it restarts empty on its new owners, and what it held is lost\n";
+      in.log.error({.member = knownMember(in.leader), .partition = p}, "member ", in.leader,
+                   " (leader): partition ", p,
+                   " has no complete replica left (every owner failed: ", was.size(),
+                   "); it restarts empty on its new owners, and what it held is lost");
       o = ideal.owners(p);
       for (std::size_t i = 1; i < o.size(); ++i) {  // backups take the (empty) snapshot
         syncing.push_back(SyncingReplica{p, o[i], t1Version});

@@ -5,7 +5,7 @@
 //        each partition one owned, the first complete surviving owner becomes the primary, and
 //        every other owner resyncs from it.
 //   T2 = the new owners only, installed once every awaited replica has reported kSynced.
-// A pure function of its arguments (it only logs, to stderr, a partition that loses its last
+// A pure function of its arguments (it only logs, to `in.log`, a partition that loses its last
 // complete replica); any thread. The Coordinator numbers, prepares and commits what it returns.
 #pragma once
 
@@ -17,6 +17,8 @@
 #include <vector>
 
 #include <ingrid/topology.h>
+
+#include "cluster/transport/logger.h"
 
 namespace ingrid {
 
@@ -36,6 +38,7 @@ struct MigrationInputs {
   // After a stall: every syncing replica gets a new snapshot (`since` = T1).
   bool restartSnapshots = false;
   MemberId leader = 0;  // for the log
+  Logger log = {};      // where a partition that loses its last complete replica is told
 };
 
 // The plan from the installed topology `cur` to the members `after` (non-empty, none failed),

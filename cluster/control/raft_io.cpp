@@ -3,7 +3,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <iostream>
 #include <stdexcept>
 #include <vector>
 
@@ -352,11 +351,12 @@ struct RaftIo::Impl {
   }
 };
 
-RaftIo::RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir)
+RaftIo::RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir, Logger log)
     : ctx_(io),
       network_(network),
       ticker_(io),
       dataDir_(std::move(dataDir)),
+      log_(std::move(log)),
       random_(std::random_device{}()) {
   io_.version = 1;
   io_.impl = this;
@@ -423,7 +423,7 @@ Result<bool> RaftIo::openStore() {
 }
 
 int RaftIo::failed(const Error& e) const {
-  std::cerr << "ingrid: Raft storage: " << e.message() << '\n';
+  log_.error({.member = knownMember(id_), .term = term_}, "Raft storage: ", e.message());
   return RAFT_IOERR;
 }
 

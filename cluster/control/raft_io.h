@@ -17,7 +17,7 @@
 // posted. A server restarted with its directory under the same id keeps its term, vote, log and
 // snapshot, so a voter keeps its vote and a quorum lost to crashes heals when the voters return.
 // The directory is opened by preload() or raft_init, whichever comes first; an I/O error is
-// logged (one line on std::cerr naming the file) and returned to raft as RAFT_IOERR.
+// logged (an error line naming the file, to the Logger given) and returned to raft as RAFT_IOERR.
 //
 // Messages travel through a RaftNetwork as bytes in raft_codec.h's encoding; deliver() decodes
 // what arrives (checking every length and count before allocating) and hands it to Raft, which
@@ -48,6 +48,7 @@ extern "C" {
 #include <ingrid/result.h>
 
 #include "cluster/control/raft_store.h"
+#include "cluster/transport/logger.h"
 
 namespace ingrid {
 
@@ -64,8 +65,9 @@ class RaftNetwork {
 
 class RaftIo {
  public:
-  // `dataDir` empty: storage in memory. Otherwise the directory Raft state is kept in.
-  RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir = {});
+  // `dataDir` empty: storage in memory. Otherwise the directory Raft state is kept in. `log`:
+  // where storage errors are told (default: nowhere).
+  RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir = {}, Logger log = {});
   RaftIo(const RaftIo&) = delete;
   RaftIo& operator=(const RaftIo&) = delete;
   ~RaftIo();
@@ -131,6 +133,7 @@ class RaftIo {
       bootstrapConf_;  // the bootstrap configuration entry, encoded by raft; load() reads it
   raft_snapshot* snapshot_ = nullptr;  // the latest one put (raft_malloc'ed; ours)
   std::string dataDir_;
+  Logger log_;
   std::unique_ptr<RaftStore> store_;      // set once the directory is open
   std::vector<RaftStore::Entry> loaded_;  // entries read at open, until load() hands them over
   std::mt19937 random_;

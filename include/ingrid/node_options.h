@@ -12,6 +12,7 @@
 #include <ingrid/clock.h>
 #include <ingrid/discovery.h>
 #include <ingrid/hash.h>
+#include <ingrid/log.h>
 #include <ingrid/tls_options.h>
 
 namespace ingrid {
@@ -234,6 +235,13 @@ struct NodeOptions {
   // node's network thread: keep it short and never block or call back into the node there.
   // Default: none.
   std::function<void(const Topology&)> onTopology = nullptr;
+  // Where this node's log lines go (include/ingrid/log.h): called on any of its threads,
+  // concurrently. A library does not write to its host's stderr: without a sink nothing is logged
+  // (ingrid-node installs one that prints each line to stderr). Default: none.
+  LogSink logSink = nullptr;
+  // The least severe level handed to logSink; a line below it is not even formatted. Default:
+  // LogLevel::kInfo.
+  LogLevel logLevel = LogLevel::kInfo;
   // Test hook: faults injected into the frames this node's connections write (drop, delay,
   // duplicate, reorder; cluster/transport/frame_faults.h), shared by the nodes of an in-process
   // test. Default: none.

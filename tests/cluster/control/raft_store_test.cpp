@@ -294,8 +294,13 @@ TEST_CASE("RaftIo with a directory: bootstrap and preload are durable and refuse
   asio::io_context ctx;
   NoNetwork net;
   {
-    RaftIo io(ctx, net, tmp.sub("missing/raft"));  // init fails (one line on std::cerr)
+    std::vector<std::string> logged;  // init fails, and says why to its Logger
+    RaftIo io(
+        ctx, net, tmp.sub("missing/raft"),
+        Logger([&logged](const LogLine& r) { logged.emplace_back(r.message); }, LogLevel::kError));
     CHECK(io.get()->init(io.get(), 1, "server-1") == RAFT_IOERR);
+    REQUIRE(logged.size() == 1);
+    CHECK(logged[0].rfind("Raft storage: ", 0) == 0);
   }
   raft_configuration conf;
   raft_configuration_init(&conf);
