@@ -28,7 +28,7 @@ constexpr auto kStart = FakeCoordinatorHost::kStart;
 struct Elected {
   FakeCoordinatorHost host{membersTopology(3)};
   std::deque<Lease> probes;  // revoked()'s requests (a pending one may be answered later)
-  Coordinator coordinator{host};
+  Coordinator coordinator{host, Logger{}};
 
   Elected() {
     coordinator.start();
