@@ -138,7 +138,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
     update.result = *result;
   }
   std::shared_ptr<Replication> r = makeReplication(update);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
+  if (options_.replication == ReplicationMode::kAsyncBackups) {
     countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
   } else {  // counted when the backups have answered
     r->processor = processor;
@@ -242,7 +242,7 @@ void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const Top
                                  std::chrono::steady_clock::time_point deadline,
                                  RawCompletion done) {
   const auto steadyNow = std::chrono::steady_clock::now();
-  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kPrimarySync) {
+  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kAsyncBackups) {
     // No other owner to wait for (or a mode that never waits for one).
     store.dedup().record(id, answer, nullptr, steadyNow);
     done(std::move(answer));
@@ -303,8 +303,8 @@ Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTabl
 }
 
 std::shared_ptr<const ReplicationOutcome> DataPlane::trackOutcome(Replication& r) const {
-  // kPrimarySync: no outcome, a copy of the request gets the same answer at once.
-  if (options_.replication == ReplicationMode::kPrimarySync) return nullptr;
+  // kAsyncBackups: no outcome, a copy of the request gets the same answer at once.
+  if (options_.replication == ReplicationMode::kAsyncBackups) return nullptr;
   r.outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
   r.outcome->barrier = r.barrier;
   return r.outcome;
@@ -316,7 +316,7 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
   const PartitionId p = r->partition;
   r->pending = topo->table.owners(p).size() - 1;
   r->result = std::move(result);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
+  if (options_.replication == ReplicationMode::kAsyncBackups) {
     // Answer first; a failover may lose this update (documented). A pooled copy: the record's
     // own goes back when the record does.
     done(r->result.ok() ? Result<std::string>(StringPool::copy(*r->result)) : r->result);

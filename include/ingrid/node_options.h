@@ -27,9 +27,15 @@ enum class ReplicationMode : std::uint8_t {
   // earlier failure unless minInSyncReplicas refused the writes of that window
   // (docs/ARCHITECTURE.md, "Durability").
   kSync,
-  // The primary answers first and replicates after: lower latency, but the latest updates are
-  // lost if the primary fails before its backups have them.
-  kPrimarySync,
+  // Asynchronous backups: the primary answers first and replicates after (the answer leaves
+  // before any backup holds the update). Lower latency, but the latest updates are lost if the
+  // primary fails before its backups have them, and so is the exactly-once record of their
+  // requests: a retry after a failover can run again on the new primary. Exactly-once retries
+  // (docs/exactly-once.md) hold only with kSync. Needs minInSyncReplicas 1.
+  kAsyncBackups,
+  // The former name of kAsyncBackups, which it is: the primary never waits for a backup.
+  kPrimarySync [[deprecated("kPrimarySync means asynchronous backups: use kAsyncBackups")]] =
+      kAsyncBackups,
 };
 
 struct NodeOptions {
