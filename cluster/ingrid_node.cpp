@@ -219,13 +219,13 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                "run the partitions on the network thread (no worker threads): one\n"
                "thread reads, runs, replicates and answers. Best on one core");
   app.add_option("--shard-port-base", o.shardPortBase,
-                 "worker i takes clients' invocations on port N + i (its shard port);\n"
-                 "0 = free ports, listed in the topology. Default: 0")
+                 "worker i takes invocations and members' replication on port N + i\n"
+                 "(its shard port); 0 = free ports, listed in the topology. Default: 0")
       ->type_name("N")
       ->check(wholeIn(0, 65535));
   app.add_flag_callback(
       "--no-shard-ports", [&o] { o.shardPorts = false; },
-      "workers open no ports of their own: clients send everything to\nthe --listen port");
+      "workers open no ports of their own: clients and replication use\nthe --listen port");
   app.add_option_function<long long>("--heartbeat-ms", ms(o.heartbeatInterval),
                                      "how often a heartbeat goes to the members this one "
                                      "watches (the 2 after it by id, and the leader). "
