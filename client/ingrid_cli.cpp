@@ -147,9 +147,15 @@ struct Flags {
 
 // --seed, --timeout-ms (default `timeoutMs`, at most `maxTimeoutMs`), the secret and TLS files.
 void addConnection(CLI::App* c, Flags& f, long long timeoutMs, long long maxTimeoutMs) {
-  c->add_option("--seed", f.seeds, "a member to reach the cluster through (repeat for several)")
+  // One value per occurrence (repeat it, or list several with commas): a vector option would
+  // otherwise take every word after it, the command's KEY and N too.
+  c->add_option("--seed", f.seeds,
+                "a member to reach the cluster through (repeat for several, or\n"
+                "separate them with commas)")
       ->type_name("HOST:PORT")
-      ->required();
+      ->required()
+      ->allow_extra_args(false)
+      ->delimiter(',');
   c->add_option("--timeout-ms", f.timeoutMs,
                 "deadline of each request. Default: " + std::to_string(timeoutMs))
       ->type_name("N")
@@ -234,6 +240,7 @@ void addLimiterOptions(CLI::App* c, Flags& f) {
                 "names its own capacity and period. Default: one band, --capacity\n"
                 "per --period-ms")
       ->type_name("CAPACITY/PERIOD_MS")
+      ->allow_extra_args(false)  // one band per --band: KEY and N stay positionals
       ->check(band())
       ->excludes(capacity)
       ->excludes(period)
@@ -491,9 +498,13 @@ void addCommands(CLI::App& app, Flags& f) {
                          "a view of the cluster refreshed every second, read from each\n"
                          "member's metrics (ingrid-node --metrics): requests/s, denials/s,\n"
                          "p50 and p99, partitions, leader, lease");
-  top->add_option("--metrics", f.metrics, "a member's --metrics address (repeat for each)")
+  top->add_option("--metrics", f.metrics,
+                  "a member's --metrics address (repeat for each, or separate them\n"
+                  "with commas)")
       ->type_name("HOST:PORT")
-      ->required();
+      ->required()
+      ->allow_extra_args(false)
+      ->delimiter(',');
   top->add_option("--iterations", f.iterations,
                   "stop after N refreshes. Default: 0 (until interrupted)")
       ->type_name("N")

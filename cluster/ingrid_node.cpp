@@ -158,6 +158,7 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "a member to join through; repeat for several (in the environment:\n"
                  "comma-separated). None: start a new cluster")
       ->type_name("HOST:PORT")
+      ->allow_extra_args(false)  // one per --seed: a stray word is refused, not taken as a seed
       ->delimiter(',');
   app.add_option_function<std::string>(
          "--seed-dns",
