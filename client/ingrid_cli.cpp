@@ -5,7 +5,7 @@
 //
 //   ingrid-cli status  --seed HOST:PORT [--json]
 //   ingrid-cli wait cluster-safe --seed HOST:PORT [--timeout-ms N]
-//   ingrid-cli top --metrics HOST:PORT ... [--iterations N]
+//   ingrid-cli top --metrics HOST:PORT[,HOST:PORT...] [--iterations N]   (or --metrics again)
 //   ingrid-cli acquire KEY N --seed HOST:PORT [limiter options]
 //   ingrid-cli inspect KEY --seed HOST:PORT [--limiter NAME]   (alias: get)
 //   ingrid-cli release KEY LEASE --seed HOST:PORT
@@ -15,17 +15,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -40,55 +37,20 @@
 #include "client/cli_recover.h"
 #include "client/cli_status.h"
 #include "client/cli_top.h"
+#include "cluster/transport/cli_options.h"
 
 namespace {
 
 using ingrid::cli::kLimiterNames;
 using ingrid::cli::Limiter;
+using ingrid::cli::oneOf;
+using ingrid::cli::wholeIn;
 
 constexpr long long kMaxMs = INT64_MAX / 1'000'000;  // milliseconds that fit in Nanos
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "ingrid-cli: %s\n", message.c_str());
   std::exit(2);
-}
-
-// A whole number in [min, max] in decimal digits: "3x", "", "0x10" and numbers past the range
-// (even past int64) are refused, naming the range. The text is rewritten in canonical form, so
-// that CLI11's own conversion (which would read a leading 0 as octal) sees the number checked.
-CLI::Validator wholeIn(long long min, long long max) {
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  return CLI::Validator(
-      [min, max, range](std::string& text) -> std::string {
-        long long v = 0;
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v, 10);
-        if (text.empty() || at != end ||
-            (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-          return "'" + text + "' is not a whole number in " + range;
-        }
-        if (ec == std::errc::result_out_of_range || v < min || v > max) {
-          return text + " is not in " + range;
-        }
-        text = std::to_string(v);
-        return {};
-      },
-      range);
-}
-
-// One of `names`, exactly.
-CLI::Validator oneOf(std::vector<std::string> names) {
-  std::string list, choices;
-  for (const auto& n : names) {
-    list += (list.empty() ? "" : ", ") + n;
-    choices += (choices.empty() ? "" : "|") + n;
-  }
-  return CLI::Validator(
-      [names, list](std::string& text) -> std::string {
-        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
-        return "'" + text + "' is not one of " + list;
-      },
-      choices);
 }
 
 // CAPACITY/PERIOD_MS of a composite bucket's band, both whole numbers in their ranges.
@@ -161,18 +123,7 @@ void addConnection(CLI::App* c, Flags& f, long long timeoutMs, long long maxTime
       ->type_name("N")
       ->check(wholeIn(1, maxTimeoutMs));
   c->add_option_function<std::string>(
-       "--client-secret-file",
-       [&f](const std::string& path) {
-         std::ifstream in(path, std::ios::binary);
-         std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-         while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-         if (!in.good() && !in.eof()) s.clear();
-         if (s.empty()) {
-           throw CLI::ValidationError("--client-secret-file",
-                                      path + ": cannot read it, or it is empty");
-         }
-         f.clientSecret = std::move(s);
-       },
+       "--client-secret-file", ingrid::cli::secretFileInto("--client-secret-file", f.clientSecret),
        "the client secret, read from PATH (one line; a trailing newline is\n"
        "dropped), for members that require clients to prove it")
       ->type_name("PATH");
