@@ -97,7 +97,7 @@ TEST_CASE("minInSyncReplicas must be from 1 to backups + 1", "[cluster][durabili
   CHECK_THAT(started.error().message(), Catch::Contains("minInSyncReplicas"));
 }
 
-TEST_CASE("Asynchronous backups refuse minInSyncReplicas above 1; kPrimarySync still names them",
+TEST_CASE("Asynchronous backups refuse minInSyncReplicas above 1, and kPrimarySync names them",
           "[cluster][durability]") {
   NodeOptions o = ingrid::testing::smallClusterOptions();
   o.replication = ReplicationMode::kAsyncBackups;
