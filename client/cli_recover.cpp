@@ -3,12 +3,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <set>
 #include <thread>
 
+#include "cluster/transport/cli_options.h"
 #include "cluster/transport/member_auth.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/recovery_plan.h"
@@ -139,16 +138,7 @@ void addRecoverOptions(CLI::App* recover, RecoverOptions& o) {
   recover
       ->add_option_function<std::string>(
           "--cluster-secret-file",
-          [&o](const std::string& path) {
-            std::ifstream in(path, std::ios::binary);
-            std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-            while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-            if (s.empty()) {
-              throw CLI::ValidationError("--cluster-secret-file",
-                                         path + ": cannot read it, or it is empty");
-            }
-            o.clusterSecret = std::move(s);
-          },
+          ingrid::cli::secretFileInto("--cluster-secret-file", o.clusterSecret),
           "the cluster secret, read from PATH, for members started with\n"
           "--cluster-secret-file (the request proves it)")
       ->type_name("PATH");

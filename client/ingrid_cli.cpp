@@ -5,7 +5,7 @@
 //
 //   ingrid-cli status  --seed HOST:PORT [--json]
 //   ingrid-cli wait cluster-safe --seed HOST:PORT [--timeout-ms N]
-//   ingrid-cli top --metrics HOST:PORT ... [--iterations N]
+//   ingrid-cli top --metrics HOST:PORT[,HOST:PORT...] [--iterations N]   (or --metrics again)
 //   ingrid-cli acquire KEY N --seed HOST:PORT [limiter options]
 //   ingrid-cli inspect KEY --seed HOST:PORT [--limiter NAME]   (alias: get)
 //   ingrid-cli release KEY LEASE --seed HOST:PORT
@@ -15,17 +15,14 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -40,55 +37,20 @@
 #include "client/cli_recover.h"
 #include "client/cli_status.h"
 #include "client/cli_top.h"
+#include "cluster/transport/cli_options.h"
 
 namespace {
 
 using ingrid::cli::kLimiterNames;
 using ingrid::cli::Limiter;
+using ingrid::cli::oneOf;
+using ingrid::cli::wholeIn;
 
 constexpr long long kMaxMs = INT64_MAX / 1'000'000;  // milliseconds that fit in Nanos
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "ingrid-cli: %s\n", message.c_str());
   std::exit(2);
-}
-
-// A whole number in [min, max] in decimal digits: "3x", "", "0x10" and numbers past the range
-// (even past int64) are refused, naming the range. The text is rewritten in canonical form, so
-// that CLI11's own conversion (which would read a leading 0 as octal) sees the number checked.
-CLI::Validator wholeIn(long long min, long long max) {
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  return CLI::Validator(
-      [min, max, range](std::string& text) -> std::string {
-        long long v = 0;
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v, 10);
-        if (text.empty() || at != end ||
-            (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-          return "'" + text + "' is not a whole number in " + range;
-        }
-        if (ec == std::errc::result_out_of_range || v < min || v > max) {
-          return text + " is not in " + range;
-        }
-        text = std::to_string(v);
-        return {};
-      },
-      range);
-}
-
-// One of `names`, exactly.
-CLI::Validator oneOf(std::vector<std::string> names) {
-  std::string list, choices;
-  for (const auto& n : names) {
-    list += (list.empty() ? "" : ", ") + n;
-    choices += (choices.empty() ? "" : "|") + n;
-  }
-  return CLI::Validator(
-      [names, list](std::string& text) -> std::string {
-        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
-        return "'" + text + "' is not one of " + list;
-      },
-      choices);
 }
 
 // CAPACITY/PERIOD_MS of a composite bucket's band, both whole numbers in their ranges.
@@ -147,26 +109,21 @@ struct Flags {
 
 // --seed, --timeout-ms (default `timeoutMs`, at most `maxTimeoutMs`), the secret and TLS files.
 void addConnection(CLI::App* c, Flags& f, long long timeoutMs, long long maxTimeoutMs) {
-  c->add_option("--seed", f.seeds, "a member to reach the cluster through (repeat for several)")
+  // One value per occurrence (repeat it, or list several with commas): a vector option would
+  // otherwise take every word after it, the command's KEY and N too.
+  c->add_option("--seed", f.seeds,
+                "a member to reach the cluster through (repeat for several, or\n"
+                "separate them with commas)")
       ->type_name("HOST:PORT")
-      ->required();
+      ->required()
+      ->allow_extra_args(false)
+      ->delimiter(',');
   c->add_option("--timeout-ms", f.timeoutMs,
                 "deadline of each request. Default: " + std::to_string(timeoutMs))
       ->type_name("N")
       ->check(wholeIn(1, maxTimeoutMs));
   c->add_option_function<std::string>(
-       "--client-secret-file",
-       [&f](const std::string& path) {
-         std::ifstream in(path, std::ios::binary);
-         std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-         while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-         if (!in.good() && !in.eof()) s.clear();
-         if (s.empty()) {
-           throw CLI::ValidationError("--client-secret-file",
-                                      path + ": cannot read it, or it is empty");
-         }
-         f.clientSecret = std::move(s);
-       },
+       "--client-secret-file", ingrid::cli::secretFileInto("--client-secret-file", f.clientSecret),
        "the client secret, read from PATH (one line; a trailing newline is\n"
        "dropped), for members that require clients to prove it")
       ->type_name("PATH");
@@ -234,6 +191,7 @@ void addLimiterOptions(CLI::App* c, Flags& f) {
                 "names its own capacity and period. Default: one band, --capacity\n"
                 "per --period-ms")
       ->type_name("CAPACITY/PERIOD_MS")
+      ->allow_extra_args(false)  // one band per --band: KEY and N stay positionals
       ->check(band())
       ->excludes(capacity)
       ->excludes(period)
@@ -491,9 +449,13 @@ void addCommands(CLI::App& app, Flags& f) {
                          "a view of the cluster refreshed every second, read from each\n"
                          "member's metrics (ingrid-node --metrics): requests/s, denials/s,\n"
                          "p50 and p99, partitions, leader, lease");
-  top->add_option("--metrics", f.metrics, "a member's --metrics address (repeat for each)")
+  top->add_option("--metrics", f.metrics,
+                  "a member's --metrics address (repeat for each, or separate them\n"
+                  "with commas)")
       ->type_name("HOST:PORT")
-      ->required();
+      ->required()
+      ->allow_extra_args(false)
+      ->delimiter(',');
   top->add_option("--iterations", f.iterations,
                   "stop after N refreshes. Default: 0 (until interrupted)")
       ->type_name("N")

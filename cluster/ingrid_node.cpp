@@ -13,23 +13,20 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include <ingrid/node.h>
 
 #include "cluster/probe_server.h"
 #include "cluster/resp/resp_server.h"
+#include "cluster/transport/cli_options.h"
 #ifdef INGRID_HTTP_GATEWAY
 #include "cluster/http_gateway/http_gateway.h"
 #endif
@@ -41,53 +38,9 @@ namespace {
 
 enum Level { kError, kWarn, kInfo, kDebug };
 
-// A whole number in [min, max] in decimal digits: "3x", "", "0x10" and numbers past the range
-// are refused, naming the range. The text is rewritten in canonical form, so that CLI11's own
-// conversion (which would read a leading 0 as octal) sees the number checked here.
-CLI::Validator wholeIn(long long min, long long max) {
-  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  return CLI::Validator(
-      [min, max, range](std::string& text) -> std::string {
-        long long v = 0;
-        const char* end = text.data() + text.size();
-        const auto [at, ec] = std::from_chars(text.data(), end, v, 10);
-        if (text.empty() || at != end ||
-            (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-          return "'" + text + "' is not a whole number in " + range;
-        }
-        if (ec == std::errc::result_out_of_range || v < min || v > max) {
-          return text + " is not in " + range;
-        }
-        text = std::to_string(v);
-        return {};
-      },
-      range);
-}
-
-// One of `names`, exactly.
-CLI::Validator oneOf(std::vector<std::string> names) {
-  std::string list, choices;
-  for (const auto& n : names) {
-    list += (list.empty() ? "" : ", ") + n;
-    choices += (choices.empty() ? "" : "|") + n;
-  }
-  return CLI::Validator(
-      [names, list](std::string& text) -> std::string {
-        if (std::find(names.begin(), names.end(), text) != names.end()) return {};
-        return "'" + text + "' is not one of " + list;
-      },
-      choices);
-}
-
-// The secret in the file at `path` (one line; a trailing newline is dropped), or "" if it cannot
-// be read.
-std::string readSecret(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string secret((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (!in.good() && !in.eof()) secret.clear();
-  return secret;
-}
+using ingrid::cli::oneOf;
+using ingrid::cli::secretFileInto;
+using ingrid::cli::wholeIn;
 
 // "--failure-timeout-ms" -> "INGRID_FAILURE_TIMEOUT_MS".
 std::string envNameOf(const std::string& option) {
@@ -159,6 +112,7 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                  "a member to join through; repeat for several (in the environment:\n"
                  "comma-separated). None: start a new cluster")
       ->type_name("HOST:PORT")
+      ->allow_extra_args(false)  // one per --seed: a stray word is refused, not taken as a seed
       ->delimiter(',');
   app.add_option_function<std::string>(
          "--seed-dns",
@@ -220,13 +174,13 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
                "run the partitions on the network thread (no worker threads): one\n"
                "thread reads, runs, replicates and answers. Best on one core");
   app.add_option("--shard-port-base", o.shardPortBase,
-                 "worker i takes clients' invocations on port N + i (its shard port);\n"
-                 "0 = free ports, listed in the topology. Default: 0")
+                 "worker i takes invocations and members' replication on port N + i\n"
+                 "(its shard port); 0 = free ports, listed in the topology. Default: 0")
       ->type_name("N")
       ->check(wholeIn(0, 65535));
   app.add_flag_callback(
       "--no-shard-ports", [&o] { o.shardPorts = false; },
-      "workers open no ports of their own: clients send everything to\nthe --listen port");
+      "workers open no ports of their own: clients and replication use\nthe --listen port");
   app.add_option_function<long long>("--heartbeat-ms", ms(o.heartbeatInterval),
                                      "how often a heartbeat goes to the members this one "
                                      "watches (the 2 after it by id, and the leader). "
@@ -279,12 +233,7 @@ void addOptions(CLI::App& app, ingrid::NodeOptions& o, std::string& level, std::
       ->type_name("N")
       ->check(wholeIn(1, 9));
   // A secret file is read as it is parsed: one that cannot be read is refused like a bad number.
-  auto secret = [](const char* name, std::string& out) {
-    return [name, &out](const std::string& path) {
-      out = readSecret(path);
-      if (out.empty()) throw CLI::ValidationError(name, path + ": cannot read it, or it is empty");
-    };
-  };
+  auto secret = [](const char* name, std::string& out) { return secretFileInto(name, out); };
   app.add_option_function<std::string>(
          "--cluster-secret-file", secret("--cluster-secret-file", o.clusterSecret),
          "the cluster secret, read from PATH (one line; a trailing newline is\n"

@@ -125,7 +125,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   void onRequest(const std::shared_ptr<Connection>& conn, Frame frame) override;
   void onClosed(const std::shared_ptr<Connection>& conn, const Error& reason) override;
   // A request on worker `w`'s shard port (that worker's thread; node_shards.cpp): a
-  // Hello, Auth or Invoke; anything else is refused, naming the member port to use.
+  // Hello, Auth or Invoke, or a member's Replicate or Snapshot; anything else is refused,
+  // naming the member port to use.
   void onShardRequest(unsigned w, const std::shared_ptr<Connection>& conn, Frame frame);
 
  private:

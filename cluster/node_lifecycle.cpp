@@ -45,10 +45,10 @@ Result<bool> NodeImpl::start() {
                                                   std::to_string(kMaxOwnersPerPartition) +
                                                   ", got " + std::to_string(options_.backups));
   }
-  if (options_.minInSyncReplicas > 1 && options_.replication == ReplicationMode::kPrimarySync) {
+  if (options_.minInSyncReplicas > 1 && options_.replication == ReplicationMode::kAsyncBackups) {
     return Error(Errc::invalid_configuration,
                  "NodeOptions.minInSyncReplicas above 1 needs synchronous replication (kSync): "
-                 "with kPrimarySync the answer goes out before any backup holds the write");
+                 "with kAsyncBackups the answer goes out before any backup holds the write");
   }
   if (options_.minInSyncReplicas == 0 || options_.minInSyncReplicas > options_.backups + 1) {
     return Error(Errc::invalid_configuration,

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include "cluster/http_server_thread.h"
+
 namespace ingrid {
 
 ProbeServer::ProbeServer(Node& node) : node_(node), server_(std::make_unique<httplib::Server>()) {
@@ -29,49 +31,9 @@ void ProbeServer::appendMetrics(std::function<std::string()> source) {
 }
 
 Result<std::uint16_t> ProbeServer::start(const std::string& address) {
-  const auto colon = address.rfind(':');
-  const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  const std::string digits = colon == std::string::npos ? "" : address.substr(colon + 1);
-  int port = -1;
-  if (!host.empty() && !digits.empty() && digits.size() <= 5 &&
-      digits.find_first_not_of("0123456789") == std::string::npos && std::stoi(digits) <= 65535) {
-    port = std::stoi(digits);
-  }
-  if (port < 0) {
-    return Error(Errc::invalid_configuration,
-                 "metrics address '" + address + "' is not HOST:PORT (port 0 to 65535)");
-  }
-  if (port == 0) {
-    port = server_->bind_to_any_port(host);
-  } else if (!server_->bind_to_port(host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    return Error(Errc::invalid_configuration,
-                 "cannot listen for metrics on " + address + " (address in use, or not local)");
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // stop() is a no-op until the server runs (cpp-httplib 0.11): wait for that, bounded.
-  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!server_->is_running()) {
-    stop();
-    return Error(Errc::invalid_configuration,
-                 "the metrics server on " + address + " did not start");
-  }
-  return static_cast<std::uint16_t>(port);
+  return startHttpServer(*server_, thread_, address, "the metrics server");
 }
 
-void ProbeServer::stop() {
-  if (!thread_.joinable()) return;
-  // Until the listen loop has ended: a stop() that came before it ran is repeated (bounded).
-  for (int i = 0; i < 5000 && server_->is_running() == false && thread_.joinable(); ++i) {
-    server_->stop();
-    if (!server_->is_running()) break;
-  }
-  server_->stop();
-  thread_.join();
-}
+void ProbeServer::stop() { stopHttpServer(*server_, thread_); }
 
 }  // namespace ingrid

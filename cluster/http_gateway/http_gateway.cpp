@@ -8,6 +8,7 @@
 #include <ingrid/ratelimit_headers.h>
 
 #include "cluster/http_gateway/gubernator_json.h"
+#include "cluster/http_server_thread.h"
 
 namespace ingrid {
 namespace {
@@ -126,45 +127,10 @@ void HttpGateway::getRateLimits(const std::string& body, int& status, std::strin
 }
 
 Result<std::uint16_t> HttpGateway::start(const std::string& address) {
-  const auto colon = address.rfind(':');
-  const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
-  const std::string digits = colon == std::string::npos ? "" : address.substr(colon + 1);
-  int port = -1;
-  if (!host.empty() && !digits.empty() && digits.size() <= 5 &&
-      digits.find_first_not_of("0123456789") == std::string::npos && std::stoi(digits) <= 65535) {
-    port = std::stoi(digits);
-  }
-  if (port < 0 || thread_.joinable()) {
-    return Error(Errc::invalid_configuration,
-                 "HTTP address '" + address +
-                     "' is not HOST:PORT (port 0 to 65535), or the gateway was started");
-  }
-  if (port == 0) {
-    port = server_->bind_to_any_port(host);
-  } else if (!server_->bind_to_port(host, port)) {
-    port = -1;
-  }
-  if (port <= 0) {
-    return Error(Errc::invalid_configuration,
-                 "cannot listen for HTTP on " + address + " (address in use, or not local)");
-  }
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // stop() is a no-op until the server runs (cpp-httplib 0.11): wait for that, bounded.
-  for (int i = 0; i < 5000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!server_->is_running()) {
-    stop();
-    return Error(Errc::invalid_configuration, "the HTTP gateway on " + address + " did not start");
-  }
-  return static_cast<std::uint16_t>(port);
+  return startHttpServer(*server_, thread_, address, "the HTTP gateway");
 }
 
-void HttpGateway::stop() {
-  if (!thread_.joinable()) return;
-  server_->stop();
-  thread_.join();
-}
+void HttpGateway::stop() { stopHttpServer(*server_, thread_); }
 
 HttpGatewayCounts HttpGateway::counts() const noexcept {
   constexpr auto r = std::memory_order_relaxed;

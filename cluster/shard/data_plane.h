@@ -367,7 +367,7 @@ class DataPlane {
                     std::chrono::steady_clock::time_point started);
   // `update` encoded (its views are read here, so what they point to may change afterwards).
   static std::shared_ptr<Replication> makeReplication(const ReplicateUpdateView& update);
-  // Gives `r` an outcome for a dedup record of its request and returns it (null in kPrimarySync:
+  // Gives `r` an outcome for a dedup record of its request and returns it (null with kAsyncBackups:
   // nothing to wait for), marked as a barrier's if it is one. Before replicate(r).
   std::shared_ptr<const ReplicationOutcome> trackOutcome(Replication& r) const;
   // Replication (data_plane_replicate.cpp).

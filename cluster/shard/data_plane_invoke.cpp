@@ -89,7 +89,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
   // The update is encoded here, from the stored entry and the answer where they lie.
   const ReplicateUpdateView update = changeUpdate(p, *topo, key, stored, id, result);
   std::shared_ptr<Replication> r = makeReplication(update);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
+  if (options_.replication == ReplicationMode::kAsyncBackups) {
     countRequest(p, processor, RequestMetrics::outcomeOf(verdict), verdict.nearLimit, steadyNow);
   } else {  // counted when the backups have answered
     r->processor = processor;
@@ -240,7 +240,7 @@ void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const Top
                                  std::chrono::steady_clock::time_point deadline,
                                  RawCompletion done) {
   const auto steadyNow = std::chrono::steady_clock::now();
-  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kPrimarySync) {
+  if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kAsyncBackups) {
     // No other owner to wait for (or a mode that never waits for one).
     store.dedup().record(id, answer, nullptr, steadyNow);
     done(std::move(answer));
@@ -301,8 +301,8 @@ Error DataPlane::dedupAnswer(PartitionId p, const RequestId& id, const DedupTabl
 }
 
 std::shared_ptr<const ReplicationOutcome> DataPlane::trackOutcome(Replication& r) const {
-  // kPrimarySync: no outcome, a copy of the request gets the same answer at once.
-  if (options_.replication == ReplicationMode::kPrimarySync) return nullptr;
+  // kAsyncBackups: no outcome, a copy of the request gets the same answer at once.
+  if (options_.replication == ReplicationMode::kAsyncBackups) return nullptr;
   r.outcome = std::allocate_shared<ReplicationOutcome>(CachedAllocator<ReplicationOutcome>());
   r.outcome->barrier = r.barrier;
   return r.outcome;

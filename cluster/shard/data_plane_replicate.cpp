@@ -45,7 +45,7 @@ void DataPlane::replicate(std::shared_ptr<Replication> r, TopologyPtr topo,
   const PartitionId p = r->partition;
   r->pending = topo->table.owners(p).size() - 1;
   r->result = std::move(result);
-  if (options_.replication == ReplicationMode::kPrimarySync) {
+  if (options_.replication == ReplicationMode::kAsyncBackups) {
     // Answer first; a failover may lose this update (documented). A pooled copy: the record's
     // own goes back when the record does.
     done(r->result.ok() ? Result<std::string>(StringPool::copy(*r->result)) : r->result);

@@ -28,9 +28,15 @@ enum class ReplicationMode : std::uint8_t {
   // earlier failure unless minInSyncReplicas refused the writes of that window
   // (docs/ARCHITECTURE.md, "Durability").
   kSync,
-  // The primary answers first and replicates after: lower latency, but the latest updates are
-  // lost if the primary fails before its backups have them.
-  kPrimarySync,
+  // Asynchronous backups: the primary answers first and replicates after (the answer leaves
+  // before any backup holds the update). Lower latency, but the latest updates are lost if the
+  // primary fails before its backups have them, and so is the exactly-once record of their
+  // requests: a retry after a failover can run again on the new primary. Exactly-once retries
+  // (docs/exactly-once.md) hold only with kSync. Needs minInSyncReplicas 1.
+  kAsyncBackups,
+  // The former name of kAsyncBackups, which it is: the primary never waits for a backup.
+  kPrimarySync [[deprecated("kPrimarySync means asynchronous backups: use kAsyncBackups")]] =
+      kAsyncBackups,
 };
 
 struct NodeOptions {
@@ -47,13 +53,17 @@ struct NodeOptions {
   // thread). Default: false.
   bool partitionsOnNetworkThread = false;
   // Shard ports (with a listenAddress, and partitions on worker threads): each worker also listens
-  // on a port of its own, on the listen address's host, and serves clients' invocations there on
-  // its own thread: a request is read, run and answered by the thread that owns its partition
-  // (replication still leaves through the network thread). The ports are listed in the member's
-  // topology entry (MemberInfo::shardPorts); the thin client sends each invocation to its
-  // partition's shard port (ClientOptions::shardAware), and so do members forwarding their
-  // embedded calls. A shard port takes only Hello, Auth and Invoke; an invocation for a partition
-  // another worker owns is forwarded inside the node. Default: true.
+  // on a port of its own, on the listen address's host, and serves invocations there on its own
+  // thread: a request is read, run, replicated and answered by the thread that owns its
+  // partition. The ports are listed in the member's topology entry (MemberInfo::shardPorts); the
+  // thin client sends each invocation to its partition's shard port (ClientOptions::shardAware),
+  // and so do members forwarding their embedded calls. Replication goes there too: when both
+  // members run shard ports, a primary's worker sends its updates and snapshots on its own link
+  // to the backup's shard port that owns the partition, not through the network thread. So
+  // members must reach each other's shard ports, and clients should. A shard port takes Hello,
+  // Auth and Invoke from anyone, and Replicate and Snapshot from members; everything else goes to
+  // the member port. An invocation for a partition another worker owns is forwarded inside the
+  // node. Default: true.
   bool shardPorts = true;
   // The first shard port: worker i listens on shardPortBase + i. 0: ephemeral ports, chosen by
   // the system (they are advertised in the topology). Default: 0.

@@ -116,6 +116,29 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
     CHECK(inspect->waitForLine("token bucket: 2 tokens", 30s));
     CHECK(exitOf(*inspect) == 0);
   }
+  SECTION("--seed takes one value: before, between or after KEY and N, or a comma list") {
+    // A vector option took every word after it (KEY and N too: "KEY is required"). 5 tokens an
+    // hour: each run takes one, so each prints one fewer.
+    const std::string hour = "3600000", key = "cli-order";
+    const std::vector<std::vector<std::string>> orders = {
+        {"acquire", "--seed", seed, key, "1", "--capacity", "5", "--period-ms", hour},
+        {"acquire", key, "--seed", seed, "1", "--capacity", "5", "--period-ms", hour},
+        {"acquire", key, "1", "--seed", seed, "--capacity", "5", "--period-ms", hour},
+        {"acquire", "--seed", seed + "," + cluster.at(1).listenAddress(), key, "1", "--capacity",
+         "5", "--period-ms", hour},
+    };
+    for (std::size_t i = 0; i < orders.size(); ++i) {
+      INFO("order " << i);
+      auto cli = run(orders[i]);
+      CHECK(cli->waitForLine("granted yes, remaining " + std::to_string(4 - i), 30s));
+      CHECK(exitOf(*cli) == 0);
+    }
+    // --band (several values too) leaves the positionals alone as well.
+    auto band = run({"acquire", "--band", "5/3600000", "cli-order-band", "1", "--limiter",
+                     "composite", "--seed", seed});
+    CHECK(band->waitForLine("granted yes, remaining 4", 30s));
+    CHECK(exitOf(*band) == 0);
+  }
   SECTION("acquire on every limiter: granted yes, then no, with the answer's fields") {
     // Each limiter holds 5 an hour: nothing refills, leaks or leaves between the runs.
     const std::string hour = "3600000";

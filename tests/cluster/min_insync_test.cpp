@@ -96,3 +96,20 @@ TEST_CASE("minInSyncReplicas must be from 1 to backups + 1", "[cluster][durabili
   CHECK(started.error() == Errc::invalid_configuration);
   CHECK_THAT(started.error().message(), Catch::Contains("minInSyncReplicas"));
 }
+
+TEST_CASE("Asynchronous backups refuse minInSyncReplicas above 1, and kPrimarySync names them",
+          "[cluster][durability]") {
+  NodeOptions o = ingrid::testing::smallClusterOptions();
+  o.replication = ReplicationMode::kAsyncBackups;
+  o.minInSyncReplicas = 2;
+  Node node(o, ProcessorRegistry::withBuiltins());
+  Result<bool> started = node.start();
+  REQUIRE_FALSE(started.ok());
+  CHECK(started.error() == Errc::invalid_configuration);
+  CHECK_THAT(started.error().message(), Catch::Contains("kAsyncBackups"));
+  // The deprecated name compiles (with its warning) and is the same mode.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  STATIC_REQUIRE(ReplicationMode::kPrimarySync == ReplicationMode::kAsyncBackups);
+#pragma GCC diagnostic pop
+}
