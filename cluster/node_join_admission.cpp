@@ -100,19 +100,18 @@ void NodeImpl::handleJoin(const std::shared_ptr<Connection>& conn, Frame frame) 
                                              "] and has extra [" + describeNames(extra) + "]"));
     return;
   }
-  coordinator_->requestJoin(req.address, req.incarnation, req.shardPorts, req.zone,
-                            [this, conn, header = frame.header, refuseJoin,
-                             address = req.address](Result<MemberId> id) {
-                              if (!id) {
-                                refuseJoin(id.error());
-                                return;
-                              }
-                              log_.info({.member = knownMember(memberId()), .peer = *id}, "member ",
-                                        memberId(), " (leader): admits ", address, " as member ",
-                                        *id);
-                              conn->reply(header, MessageType::kJoin, topology()->version,
-                                          encode(JoinReply{*id, selfAddress_}));
-                            });
+  coordinator_->requestJoin(
+      req.address, req.incarnation, req.shardPorts, req.zone,
+      [this, conn, header = frame.header, refuseJoin, address = req.address](Result<MemberId> id) {
+        if (!id) {
+          refuseJoin(id.error());
+          return;
+        }
+        log_.info({.member = knownMember(memberId()), .peer = *id}, "member ", memberId(),
+                  " (leader): admits ", address, " as member ", *id);
+        conn->reply(header, MessageType::kJoin, topology()->version,
+                    encode(JoinReply{*id, selfAddress_}));
+      });
 }
 
 }  // namespace ingrid

@@ -55,7 +55,7 @@ class PrimaryLease {
   // How long the lease still runs at `now` (zero once run out, or never granted).
   std::chrono::nanoseconds leftAt(SteadyTime now) const noexcept {
     const std::int64_t left = until_.load(kAcquire) - now.time_since_epoch().count();
-    return std::chrono::nanoseconds(left > 0 ? left : 0);
+    return SteadyTime::duration(left > 0 ? left : 0);
   }
   // Renewals that found the lease held before already run out.
   std::uint64_t lapses() const noexcept { return lapses_.load(std::memory_order_relaxed); }

@@ -3,7 +3,9 @@
 #   INGRID_SANITIZE=address|thread  run the tests of an ASan+UBSan or TSan build instead
 #   INGRID_TEST_LABELS=REGEX        only the tests whose CTest label matches (ctest -L REGEX);
 #                                   tests without a label (the scripted ops tests) are left out
-#   INGRID_BUILD_TARGETS="T..."     build only these targets (and what they need), not all
+#   INGRID_BUILD_TARGETS="T..."     build only these targets (and what they need), not all; give
+#                                   INGRID_TEST_LABELS with it, naming only the suites these
+#                                   targets hold (a suite whose executable was not built fails)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"

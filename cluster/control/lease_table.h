@@ -84,7 +84,7 @@ class LeaseTable {
   CoordinatorHost& host_;
   const std::function<bool(MemberId)> removed_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  // barrier callbacks hold a weak one
-  const SteadyTime leaderSince_;  // this table's creation (host_.now())
+  const SteadyTime leaderSince_;                          // this table's creation (host_.now())
   std::map<MemberId, SteadyTime> lastGrant_;
   std::set<MemberId> revoked_;  // silent members: no more grants; removed once expired
   // A member about to lose a primary: no grant until it has installed this version.

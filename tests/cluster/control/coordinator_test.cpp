@@ -223,4 +223,6 @@ TEST_CASE("Coordinator: memberFailed off the millisecond grid still waits until 
   e.coordinator.memberFailed(3);  // expiry: kStart + 1660 ms; 1649.5 ms from now
   e.host.advanceTo(kStart + milliseconds(1660) - kNs);
   CHECK(!e.removing());
+  e.host.advanceTo(kStart + milliseconds(1660) + std::chrono::microseconds(500));
+  CHECK(e.removing());
 }
