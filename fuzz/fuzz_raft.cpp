@@ -1,5 +1,6 @@
 // fuzz_raft: RaftIo::deliver (cluster/control/raft_io.h), which decodes the Raft messages that
-// kRaft frames carry (decodeRaftMessage, cluster/control/raft_codec.h) and hands them to raft. Input: one encoded message, as the body of a kRaft frame.
+// kRaft frames carry (decodeRaftMessage, cluster/control/raft_codec.h) and hands them to raft.
+// Input: one encoded message, as the body of a kRaft frame.
 //
 // The RaftIo is started through its raft_io table with this harness's receive callback in place
 // of raft's, so an accepted message reaches the callback, which does with it what raft does: it

@@ -201,7 +201,7 @@ TEST_CASE("A node's log lines go to its sink, with fields, and none to stderr: a
     CHECK(failed->fields.member == judge);
     CHECK(failed->fields.term.value_or(0) > 0);
     CHECK(has(*failed, "member " + std::to_string(judge) + " (leader)"));
-  }  // the others stop (they leave) here, still captured
+  }                                   // the others stop (they leave) here, still captured
   CHECK(stderrCapture.text() == "");  // (its text shown if not)
 }
 
