@@ -62,7 +62,7 @@ void NodeImpl::CoordinatorRole::proposeTopology(std::shared_ptr<Topology> next,
 
 void NodeImpl::CoordinatorRole::runAfter(std::chrono::milliseconds delay,
                                          UniqueFunction<void()> fn) {
-  auto timer = std::make_shared<asio::steady_timer>(node_.netIo_, delay);
+  auto timer = std::make_shared<Timer>(node_.netIo_, delay);
   auto shared = std::make_shared<UniqueFunction<void()>>(std::move(fn));
   timer->async_wait([timer, shared](std::error_code ec) {
     if (!ec) (*shared)();

@@ -161,7 +161,7 @@ void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t versio
                   // Lost on the way (or the coordinator changed): report again while the
                   // replica is still awaited and this node still its primary.
                   auto timer =
-                      std::make_shared<asio::steady_timer>(netIo_, std::chrono::milliseconds(100));
+                      std::make_shared<Timer>(netIo_, std::chrono::milliseconds(100));
                   timer->async_wait([this, timer, p, member, version](std::error_code ec) {
                     const TopologyPtr t = topology();
                     if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||

@@ -31,7 +31,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/invoke_async.h>
 #include <ingrid/node_options.h>
@@ -345,9 +345,7 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Whether this member may write as a primary now (PrimaryLease::validAt). Any thread.
   bool primaryLeaseValid() const noexcept override { return lease_.validAt(steadyNow()); }
   // The node's monotonic time: failure detection, the lease and the coordinator read it here.
-  static FailureDetector::SteadyTime steadyNow() noexcept {
-    return std::chrono::steady_clock::now();
-  }
+  static FailureDetector::SteadyTime steadyNow() noexcept { return ingrid::steadyNow(); }
   static FailureDetector::Timing detectorTiming(const NodeOptions& o,
                                                 std::chrono::milliseconds leaseDuration) {
     return {o.failureTimeout, o.heartbeatInterval, leaseDuration};
@@ -501,9 +499,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::unique_ptr<ControlPlane> control_;     // made and reset on the network thread
   CallRouter router_{static_cast<CallRouter::Host&>(*this), netIo_};
   // Failure detection (network thread).
-  asio::steady_timer heartbeatTimer_{netIo_};
-  asio::steady_timer leaseTimer_{netIo_};
-  asio::steady_timer judgeTimer_{netIo_};
+  Timer heartbeatTimer_{netIo_};
+  Timer leaseTimer_{netIo_};
+  Timer judgeTimer_{netIo_};
   bool heartbeatsStopped_ = false;
   // Whom this member hears and watches, and the verdicts on silence (network thread).
   FailureDetector detector_{detectorTiming(options_, leaseDuration())};

@@ -53,7 +53,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
   // long as some seed answers: each answer (a redirect, "unavailable" while the leader is busy
   // or a member's lease runs out) gives it joinTimeout more. It gives up only when no seed has
   // answered for joinTimeout.
-  auto deadline = SteadyClock::now() + options_.joinTimeout;
+  auto deadline = steadyNow() + options_.joinTimeout;
   JoinRequest request{selfAddress_,
                       options_.partitions,
                       options_.backups,
@@ -76,7 +76,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
   bool warnedNotListed = false;
   std::string tried;
   std::string lastError = providerError.empty() ? "no seed answered" : providerError;
-  while (SteadyClock::now() < deadline) {
+  while (steadyNow() < deadline) {
     if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     if (targets.empty()) {
       if (const MemberId was = restored_.load(); was != 0 && restoredAlone()) {
@@ -122,7 +122,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // and never answers) does not take all of it; a join sent again is the same join (same
     // incarnation), so asking the next seed is safe.
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
     const auto share = std::min(
         left, std::max(options_.joinTimeout / (2 * std::max(1, static_cast<int>(round.size()))),
                        std::chrono::milliseconds(200)));
@@ -164,7 +164,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // Only "come again" answers extend the wait: "unavailable" (a busy leader, a member's
     // address still leased) and a redirect that decodes (below); not a reply that does not.
     if (!reply && reply.error() == Errc::unavailable) {
-      deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+      deadline = std::max(deadline, steadyNow() + options_.joinTimeout);
       clusterSeen = true;  // a member, busy
     }
     if (!reply) {
@@ -194,7 +194,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
             clusterSeen = true;  // a member between leaders, or rejoining: a cluster exists
           }
         }
-        deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+        deadline = std::max(deadline, steadyNow() + options_.joinTimeout);
         continue;
       }
       const JoinReply joined = decode<JoinReply>(reply->body);
@@ -209,7 +209,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // join's answer was lost) found no link to it: it asks the leader too.
     // It waits at least a join timeout from the admission: the change that lists it may wait its
     // turn.
-    const auto admittedBy = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+    const auto admittedBy = std::max(deadline, steadyNow() + options_.joinTimeout);
     std::promise<Result<bool>> made;
     asio::post(netIo_, [this, &made, admitted, seed, admittedBy] {
       Result<bool> became = becomeMember(admitted);
@@ -218,7 +218,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     });
     if (Result<bool> started = made.get_future().get(); !started) return started;
     const bool member = waitForTopology(
-        std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - SteadyClock::now()),
+        std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - steadyNow()),
         [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
     if (member && !stopCalled_.load()) {
       // A rejoin says so itself (rejoin()).
@@ -265,7 +265,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     if (f.error) return std::move(*f.error);
     lastError = "admitted as member " + std::to_string(admitted) +
                 " but no topology with it arrived (it forgot that id and asked again)";
-    deadline = std::max(deadline, SteadyClock::now() + options_.joinTimeout);
+    deadline = std::max(deadline, steadyNow() + options_.joinTimeout);
     targets.assign(round.begin(), round.end());
   }
   // The seed provider's latest failure is kept beside the seeds' (a name that stopped resolving
@@ -281,7 +281,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
 void NodeImpl::awaitAdmission(const std::string& address, MemberId admitted,
                               SteadyClock::time_point deadline) {
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
   if (!transport_ || stopCalled_.load() || left.count() <= 0 || memberId() != admitted ||
       topology()->hasMember(admitted)) {
     return;  // stopped, given up (a rejoin forgot that id), or admitted
@@ -314,10 +314,10 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
   //    the Raft configuration (with 2 voters, always). Wait until its vote is not needed (out of
   //    the configuration as it knows it, or the other voters are a majority without it) and it
   //    does not lead, or it has not led for a few elections' time; bounded by joinTimeout.
-  const auto start = SteadyClock::now();
+  const auto start = steadyNow();
   SteadyClock::time_point notLeadingSince = start;
   bool notLeading = false;
-  while (!stopCalled_.load() && SteadyClock::now() - start < options_.joinTimeout) {
+  while (!stopCalled_.load() && steadyNow() - start < options_.joinTimeout) {
     // (leads, its vote may be needed); shared: the answer may come after this wait gave up.
     auto asked = std::make_shared<std::promise<std::pair<bool, bool>>>();
     auto answer = asked->get_future();
@@ -340,8 +340,8 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       notLeading = false;
     } else if (!notLeading) {
       notLeading = true;
-      notLeadingSince = SteadyClock::now();
-    } else if (SteadyClock::now() - notLeadingSince > 3 * electionTimeout()) {
+      notLeadingSince = steadyNow();
+    } else if (steadyNow() - notLeadingSince > 3 * electionTimeout()) {
       break;
     }
     std::unique_lock lock(topoMu_);  // a bounded poll; stop() notifies

@@ -13,11 +13,11 @@ using SteadyClock = std::chrono::steady_clock;
 }  // namespace
 
 void NodeImpl::leave() {
-  const auto deadline = SteadyClock::now() + options_.leaveTimeout;
+  const auto deadline = steadyNow() + options_.leaveTimeout;
   const MemberId self = memberId();
   // Gone once a topology without this member is committed (and installed here).
   auto gone = [this, self] { return !topology()->hasMember(self); };
-  while (!gone() && SteadyClock::now() < deadline) {
+  while (!gone() && steadyNow() < deadline) {
     if (topology()->members.size() <= 1) return;  // last member: nothing to hand over
     asio::post(netIo_, [this, self] {
       const TopologyPtr t = topology();
@@ -35,8 +35,8 @@ void NodeImpl::leave() {
   }
   // A leader that left hands the control plane to another voter (ControlPlane::reconcile); wait
   // a little for that, so that the others need not wait for an election.
-  const auto handOver = SteadyClock::now() + 2 * electionTimeout();
-  while (SteadyClock::now() < handOver) {
+  const auto handOver = steadyNow() + 2 * electionTimeout();
+  while (steadyNow() < handOver) {
     std::promise<bool> leading;
     asio::post(netIo_, [this, &leading] { leading.set_value(control_ && control_->isLeader()); });
     if (!leading.get_future().get()) break;

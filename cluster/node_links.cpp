@@ -95,7 +95,7 @@ void NodeImpl::syncPeers(const Topology& t) {
     // replies): close its link only after a request's full deadline. What is still queued (a
     // link waiting for a member that died) goes elsewhere now.
     it->second->abandonQueued("member " + std::to_string(it->first) + " left the topology");
-    auto timer = std::make_shared<asio::steady_timer>(netIo_, options_.requestTimeout);
+    auto timer = std::make_shared<Timer>(netIo_, options_.requestTimeout);
     timer->async_wait([this, timer, id = it->first, peer = it->second](std::error_code) {
       if (auto d = departed_.find(id); d != departed_.end() && d->second == peer) {
         departed_.erase(d);

@@ -349,7 +349,7 @@ int ControlPlane::applyCommand(const void* data, std::size_t len, bool& accepted
 void ControlPlane::poll() {
   assertOnControlThread();
   if (closing_) return;
-  polledAt_ = std::chrono::steady_clock::now();
+  polledAt_ = steadyNow();
   polledMark_ = pollMark();
   pollWanted_ = false;
   raft* r = raft_.get();
@@ -434,7 +434,7 @@ void ControlPlane::raftEvent() {
   assertOnControlThread();
   if (closing_ || !started_ || pollDue_) return;
   const auto due = polledAt_ + kPollSpacing;
-  const bool now = std::chrono::steady_clock::now() >= due;
+  const bool now = steadyNow() >= due;
   if (!now && !pollWanted_ && pollMark() == polledMark_) return;  // the next tick polls
   pollDue_ = true;
   if (now) {
@@ -600,7 +600,7 @@ ControlStatus ControlPlane::status() const {
   // steady clock in milliseconds (RaftIo).
   const auto now =
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     steadyNow().time_since_epoch())
                                      .count());
   s.leaderSilentMs = s.isLeader              ? 0
                      : statusContactMs_ == 0 ? UINT64_MAX

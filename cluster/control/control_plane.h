@@ -39,7 +39,7 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/topology.h>
@@ -195,7 +195,7 @@ class ControlPlane final : private RaftNetwork {
   static constexpr std::chrono::milliseconds kPollSpacing{20};
   // How often a follower that does not vote ticks (poll()): its ticks time nothing.
   static constexpr std::chrono::milliseconds kNonVoterTick{10000};
-  asio::steady_timer pollTimer_{io_};
+  Timer pollTimer_{io_};
   bool pollDue_ = false;                            // a poll is posted or its timer armed
   std::chrono::steady_clock::time_point polledAt_;  // the last poll's start
   struct PollMark {

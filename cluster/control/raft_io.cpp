@@ -101,7 +101,7 @@ raft_snapshot* fromStored(const RaftStore::Snapshot& stored) {
 
 std::uint64_t steadyMillis() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        steadyNow().time_since_epoch())
                                         .count());
 }
 

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 extern "C" {
 #include <raft.h>  // a C header without its own extern "C"
@@ -118,7 +118,7 @@ class RaftIo {
   asio::io_context& ctx_;
   RaftNetwork& network_;
   raft_io io_{};
-  asio::steady_timer ticker_;
+  Timer ticker_;
   unsigned tickMs_ = 100;    // raft's own tick interval
   unsigned slowTickMs_ = 0;  // 0: ticks at tickMs_ (tickEvery)
   raft_io_tick_cb tickCb_ = nullptr;

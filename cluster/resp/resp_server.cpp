@@ -19,7 +19,7 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 #include <asio/write.hpp>
 
 #include "cluster/resp/resp_commands.h"
@@ -248,7 +248,7 @@ class RespConnection : public std::enable_shared_from_this<RespConnection> {
   } held_;
   RespServerImpl& server_;
   asio::ip::tcp::socket socket_;
-  asio::steady_timer idle_;
+  Timer idle_;
   RespParser parser_;
   const std::string secret_;
   RespSession session_;

@@ -10,7 +10,7 @@
 #include <tuple>
 
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 namespace {
@@ -64,19 +64,19 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
     std::vector<PartitionId> partitions;
     std::size_t fencing;
     UniqueFunction<void()> done;
-    asio::steady_timer timer;
+    Timer timer;
     SteadyClock::time_point deadline;
   };
   auto drain =
       std::make_shared<Drain>(Drain{losing, losing.size(), std::move(done),
-                                    asio::steady_timer(net_), SteadyClock::now() + drainLimit});
+                                    Timer(net_), steadyNow() + drainLimit});
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, drain, poll] {
     bool idle = true;
     for (PartitionId p : drain->partitions) {
       idle = idle && replicas_[p].primary.outstanding.load(std::memory_order_acquire) == 0;
     }
-    if (idle || SteadyClock::now() >= drain->deadline) {
+    if (idle || steadyNow() >= drain->deadline) {
       auto finished = std::move(drain->done);
       *poll = nullptr;  // break the cycle
       finished();
@@ -100,7 +100,7 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
   // A fence is bounded by the change that set it: if that topology is not committed within
   // fenceLimit (its leader was deposed, or failed), the partitions serve again. Installing it (or
   // a newer one) releases the fence sooner (install).
-  auto release = std::make_shared<asio::steady_timer>(net_, fenceLimit);
+  auto release = std::make_shared<Timer>(net_, fenceLimit);
   release->async_wait([this, release, losing = std::move(losing), version](std::error_code ec) {
     if (ec || host_.stopped() || topology()->version >= version) return;
     for (PartitionId p : losing) {

@@ -95,17 +95,17 @@ void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
   // drops it, the update is released at once instead of at the caller's deadline. An update whose
   // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      latest - std::chrono::steady_clock::now());
+      latest - steadyNow());
   // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
   lane.metrics.updatesPerBatch.observe(updates.size());
   requestFrom(lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
               std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
               [this, &lane, updates = std::move(updates), b,
-               sent = std::chrono::steady_clock::now()](Result<Frame> r) mutable {
+               sent = steadyNow()](Result<Frame> r) mutable {
                 if (r) {
                   lane.metrics.replicationAck.observe(static_cast<std::uint64_t>(
                       std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::steady_clock::now() - sent)
+                          steadyNow() - sent)
                           .count()));
                 }
                 settleBatch(b, updates, std::move(r));

@@ -23,7 +23,7 @@ void DataPlane::countRequest(PartitionId p, std::size_t processor, std::size_t o
                              bool nearLimit, std::chrono::steady_clock::time_point started) {
   if (processor >= registry_.size()) return;
   const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::steady_clock::now() - started)
+                         steadyNow() - started)
                          .count();
   lanes_[workers_.workerOf(p)]->metrics.count(
       processor, outcome, nearLimit, static_cast<std::uint64_t>(std::max<long long>(nanos, 0)));
@@ -37,7 +37,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
                         ErasedProcessorFn fn, std::size_t processor, std::string_view args,
                         const RequestId& id, std::chrono::steady_clock::time_point deadline,
                         RawCompletion done) {
-  const auto steadyNow = std::chrono::steady_clock::now();
+  const auto steadyNow = ingrid::steadyNow();
   // Counted as it is answered here (a refusal, or a run that needs no replication); a redirect
   // (not_owner) is not: the request is counted where it is served.
   const auto answer = [&](Result<std::string> r, ProcessorVerdict verdict = {}) {
@@ -239,7 +239,7 @@ void DataPlane::confirmInherited(PartitionId p, PartitionStore& store, const Top
                                  const RequestId& id, std::string answer,
                                  std::chrono::steady_clock::time_point deadline,
                                  RawCompletion done) {
-  const auto steadyNow = std::chrono::steady_clock::now();
+  const auto steadyNow = ingrid::steadyNow();
   if (topo->table.owners(p).size() <= 1 || options_.replication == ReplicationMode::kAsyncBackups) {
     // No other owner to wait for (or a mode that never waits for one).
     store.dedup().record(id, answer, nullptr, steadyNow);
@@ -370,7 +370,7 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
     left = std::min<std::chrono::milliseconds>(
         left, std::chrono::milliseconds(std::min<std::uint64_t>(latest - wallNow, UINT32_MAX)));
   }
-  call.deadline = std::chrono::steady_clock::now() + left;
+  call.deadline = steadyNow() + left;
   return call;
 }
 

@@ -177,7 +177,7 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
   if (id.valid()) {
     // Held here; whether the other owners hold it is for a future primary to establish.
     store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
-                         std::chrono::steady_clock::now());
+                         steadyNow());
   }
   rep.seq = u.seq;
   rep.lastEpoch = u.epoch;
@@ -296,7 +296,7 @@ void DataPlane::stageSnapshot(PartitionStore& store, const std::shared_ptr<Conne
   if (s.last) {
     store.clear();
     for (const auto& e : rep.backup.staging) store.put(e.key, e.value, e.expiresAt);
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = steadyNow();
     for (auto& c : rep.backup.stagingCompletions) {
       store.dedup().record(RequestId{c.client, c.seq, c.doneBelow}, std::move(c.result),
                            ReplicationOutcome::inherited(), now);
@@ -399,7 +399,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
           }
           // Try again (later) while this node is still the primary and `to` an owner.
           auto timer =
-              std::make_shared<asio::steady_timer>(workers_.io(w), std::chrono::milliseconds(100));
+              std::make_shared<Timer>(workers_.io(w), std::chrono::milliseconds(100));
           timer->async_wait([this, timer, p, to](std::error_code ec) {
             if (ec || host_.stopped() || closing_.load()) return;
             workers_.dispatch(p, [this, p, to](PartitionStore& s) {

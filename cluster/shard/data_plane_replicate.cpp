@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <utility>
 
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include "cluster/shard/data_plane.h"
 
@@ -92,7 +92,7 @@ void DataPlane::sendUpdate(MemberId b, std::shared_ptr<Replication> repl,
         // the snapshot goes once it is back).
         resyncBackup(p, b);
       }
-      if (std::chrono::steady_clock::now() < deadline && !host_.stopped() && !closing_.load()) {
+      if (steadyNow() < deadline && !host_.stopped() && !closing_.load()) {
         // Sync replication waits for every live backup: try again until the backup answers,
         // is declared failed (the topology drops it), or the deadline passes.
         retryUpdate(b, repl, deadline, topo);
@@ -143,7 +143,7 @@ bool DataPlane::judgeFailedAttempt(PartitionId p, MemberId b, const Topology& ma
   if (!stillPrimary) {
     // Deposed meanwhile (a newer committed topology names another primary): the refusal is
     // not an acknowledgement, and waiting longer cannot make it one.
-    deadline = std::chrono::steady_clock::now();
+    deadline = steadyNow();
   }
   return false;
 }
@@ -169,13 +169,13 @@ void DataPlane::resyncBackup(PartitionId p, MemberId b) {
 void DataPlane::retryUpdate(MemberId b, const std::shared_ptr<Replication>& repl,
                             std::chrono::steady_clock::time_point deadline,
                             const TopologyPtr& topo) {
-  auto timer = std::make_shared<asio::steady_timer>(workers_.io(workers_.workerOf(repl->partition)),
+  auto timer = std::make_shared<Timer>(workers_.io(workers_.workerOf(repl->partition)),
                                                     std::chrono::milliseconds(50));
   // With the topology the update was made under: a newer one that drops the backup (or
   // this primary) is judged against it when the attempt fails.
   timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {
     // Once the node stops, the attempt fails at once (no new link is made for it).
-    if (closing_.load()) deadline = std::chrono::steady_clock::now();
+    if (closing_.load()) deadline = steadyNow();
     sendUpdate(b, std::move(repl), deadline, topo, false);
   });
 }

@@ -61,7 +61,7 @@ void PartitionWorkers::scheduleSweep(Worker& w, bool idle) {
     if (ec || w.stopping) return;
     const Nanos now = clock_->now();
     std::uint64_t reclaimed = 0;
-    const auto steadyNow = std::chrono::steady_clock::now();
+    const auto steadyNow = ingrid::steadyNow();
     bool empty = true;
     for (PartitionId p : w.partitions) {
       reclaimed += stores_[p].reclaimExpired(now, sweepEntries_);
@@ -133,7 +133,7 @@ PartitionWorkers::Census PartitionWorkers::census(std::chrono::milliseconds wait
       count->done.set_value({entries, records});
     });
   }
-  const auto until = std::chrono::steady_clock::now() + wait;
+  const auto until = steadyNow() + wait;
   for (auto& answer : answers) {
     if (answer.wait_until(until) != std::future_status::ready) continue;
     const auto [entries, records] = answer.get();

@@ -21,7 +21,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/clock.h>
 #include <ingrid/hash.h>
@@ -127,7 +127,7 @@ class PartitionWorkers {
     std::unique_ptr<asio::io_context> own;  // null when shared
     asio::io_context* io;
     std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard;
-    std::optional<asio::steady_timer> sweepTimer;
+    std::optional<Timer> sweepTimer;
     bool stopping = false;  // set by stop(), on the worker's own thread
     std::vector<PartitionId> partitions;
     std::thread thread;

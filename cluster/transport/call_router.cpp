@@ -5,7 +5,7 @@
 #include <random>
 
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/string_pool.h>
 #include "cluster/transport/messages.h"
@@ -58,7 +58,7 @@ void CallRouter::start(std::string key, std::string_view processor, std::string 
   call->processor = InlineBytes(processor);
   call->args = std::move(args);
   call->done = std::move(done);
-  call->deadline = SteadyClock::now() + timeout;
+  call->deadline = steadyNow() + timeout;
   route(std::move(call));
 }
 
@@ -91,12 +91,12 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
     return;
   }
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - SteadyClock::now());
+      std::chrono::duration_cast<std::chrono::milliseconds>(call->deadline - steadyNow());
   if (left.count() <= 0) {
     // Under a millisecond left: too little for an attempt, so out of time now. The call ends as
     // a timeout at once (retryLater), never retried for this, so the reason it was last retried
     // for, named at the end (finish), stays the last real refusal.
-    call->deadline = std::min(call->deadline, SteadyClock::now());
+    call->deadline = std::min(call->deadline, steadyNow());
     retryLater(std::move(call), Error(Errc::timeout, "deadline passed before sending"));
     return;
   }
@@ -172,7 +172,7 @@ void CallRouter::sendRemote(RoutedCallPtr call, TopologyPtr routing) {
 }
 
 void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
-  const auto now = SteadyClock::now();
+  const auto now = steadyNow();
   if (call->attempts >= kMaxAttempts || now >= call->deadline) {
     const std::string detail =
         why.detail() + " (gave up after " + std::to_string(call->attempts) + " attempts)";
@@ -193,7 +193,7 @@ void CallRouter::retryLater(RoutedCallPtr call, const Error& why) {
   const auto delay = std::min<SteadyClock::duration>(
       std::chrono::milliseconds(std::min(50, 1 << std::min(call->attempts, 6))),
       call->deadline - now);
-  auto timer = std::make_shared<asio::steady_timer>(net_, delay);
+  auto timer = std::make_shared<Timer>(net_, delay);
   timer->async_wait(
       [this, timer, call = std::move(call)](std::error_code) mutable { route(std::move(call)); });
 }

@@ -120,7 +120,7 @@ bool Connection::canRunInline() noexcept {
 void Connection::start() {
   asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
-    self->lastFrameAt_ = Clock::now();
+    self->lastFrameAt_ = steadyNow();
     if (self->options_.handshakeTimeout.count() > 0 || self->options_.idleTimeout.count() > 0) {
       self->checkSilence();
     }
@@ -138,7 +138,7 @@ void Connection::checkSilence() {
   if (!inHandshake && (options_.idleTimeout.count() == 0 || peerId != 0)) return;
   const std::chrono::milliseconds limit =
       inHandshake ? options_.handshakeTimeout : options_.idleTimeout;
-  if (Clock::now() - lastFrameAt_ >= limit) {
+  if (steadyNow() - lastFrameAt_ >= limit) {
     const std::string ms = std::to_string(limit.count());
     closeNow(Error(Errc::timeout, inHandshake
                                       ? "no complete frame from " + remote_ + " within " + ms +
@@ -185,9 +185,9 @@ void Connection::startRequest(MessageType type, std::uint64_t topologyVersion, s
     return;
   }
   const std::uint64_t id = nextRequestId_++;
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const Clock::time_point deadline = steadyNow() + timeout;
   pending_.emplace(id, Pending{std::move(done), deadline, timeout, type});
-  if (owedSince_ == Clock::time_point::max()) owedSince_ = Clock::now();
+  if (owedSince_ == Clock::time_point::max()) owedSince_ = steadyNow();
   if (deadlines_.size() > 2 * pending_.size() + 64) {
     // Mostly answered requests: rebuild from the pending ones (amortized O(1) per request).
     deadlines_.clear();
@@ -219,7 +219,7 @@ void Connection::armDeadline(Clock::time_point at) {
 }
 
 void Connection::expireDue() {
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = steadyNow();
   while (!deadlines_.empty() && !closed_) {
     const Deadline top = deadlines_.front();
     auto it = pending_.find(top.id);
@@ -464,7 +464,7 @@ void Connection::onRead(const std::error_code& ec, std::size_t bytes) {
   // One clock read per pass, not per frame: the idle timeout and owedSince() need no finer time.
   if (framesRead_ != framesBefore) {
     if (!pending_.empty() || options_.idleTimeout.count() > 0) {
-      const Clock::time_point now = Clock::now();
+      const Clock::time_point now = steadyNow();
       lastFrameAt_ = now;
       owedSince_ = pending_.empty() ? Clock::time_point::max() : now;
     } else {
@@ -536,7 +536,7 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
     const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_, h.type);
     if (d.drop) return;
     if (d.delay.count() > 0) {
-      auto timer = std::make_shared<asio::steady_timer>(stream_.socket().get_executor(), d.delay);
+      auto timer = std::make_shared<Timer>(stream_.socket().get_executor(), d.delay);
       timer->async_wait([self = shared_from_this(), timer, bytes = encodeHeader(h),
                          body = std::move(body), twice = d.duplicate](std::error_code) mutable {
         if (self->closed_) return;  // held for a connection that closed meanwhile: gone

@@ -30,7 +30,7 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/ip/tcp.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/unique_function.h>
@@ -304,7 +304,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // After a protocol error: the socket stays open until the error reply is flushed and the
   // peer's EOF is read, or lingerTimer_ fires (at most kLinger later).
   bool lingering_ = false;
-  asio::steady_timer lingerTimer_;
+  Timer lingerTimer_;
   std::array<char, 1024> drainBuf_{};
   Error closeReason_;
   std::atomic<bool> open_{true};
@@ -316,12 +316,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // from pending_ (once it holds more than twice as many entries, so a rebuild is amortized).
   // deadlineTimer_ is armed for armedFor_ (Clock::time_point::max() when not armed).
   std::vector<Deadline> deadlines_;
-  asio::steady_timer deadlineTimer_;
+  Timer deadlineTimer_;
   Clock::time_point armedFor_ = Clock::time_point::max();
   std::vector<CloseListener> closeListeners_;
   // handshakeTimeout / idleTimeout: when the last read pass with a complete frame ended (or the
   // connection started), and the frames read so far.
-  asio::steady_timer silenceTimer_;
+  Timer silenceTimer_;
   Clock::time_point lastFrameAt_{};
   Clock::time_point owedSince_ = Clock::time_point::max();  // see owedSince()
   std::uint64_t framesRead_ = 0;

@@ -92,13 +92,13 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
   // clean close, after the current backoff after failed dials.
   const bool wantDial = options_.dialOnDemand && options_.dial && !conn_ && !dialing_;
   const std::uint64_t id = nextQueued_++;
-  auto timer = std::make_unique<asio::steady_timer>(transport_.io(), timeout);
+  auto timer = std::make_unique<Timer>(transport_.io(), timeout);
   timer->async_wait([self = shared_from_this(), id](const std::error_code& ec) {
     if (!ec) self->expire(id);
   });
   queue_.emplace(
       id, Queued{type, topologyVersion, std::move(body), timeout,
-                 std::chrono::steady_clock::now() + timeout, std::move(done), std::move(timer)});
+                 steadyNow() + timeout, std::move(done), std::move(timer)});
   if (wantDial) {
     if (backoff_ <= std::max(options_.backoffMin, std::chrono::milliseconds(1))) {
       dialNow();
@@ -227,7 +227,7 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
   }
   if (!result) {
     dialFailedAt_.store(
-        std::max<std::int64_t>(1, std::chrono::steady_clock::now().time_since_epoch().count()),
+        std::max<std::int64_t>(1, steadyNow().time_since_epoch().count()),
         std::memory_order_relaxed);
     lastError_ = describe(result.error());
     if (result.error() == Errc::shutting_down) {  // the transport stopped: no more dialing
@@ -345,7 +345,7 @@ void Peer::onConnectionClosed(std::uint64_t generation, const Error& reason) {
 }
 
 void Peer::flush() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = steadyNow();
   auto queued = std::exchange(queue_, {});
   for (auto& [id, q] : queued) {
     q.timer->cancel();

@@ -25,7 +25,7 @@
 #include <string>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include "cluster/transport/connection.h"
 #include "cluster/transport/transport.h"
@@ -126,7 +126,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
     std::chrono::milliseconds timeout{0};
     std::chrono::steady_clock::time_point deadline;
     Connection::ResponseHandler done;
-    std::unique_ptr<asio::steady_timer> timer;
+    std::unique_ptr<Timer> timer;
   };
 
   // Everything below runs on the network thread.
@@ -152,7 +152,7 @@ class Peer : public std::enable_shared_from_this<Peer> {
   Transport& transport_;
   std::string address_;
   PeerOptions options_;
-  asio::steady_timer backoffTimer_;
+  Timer backoffTimer_;
   std::chrono::milliseconds backoff_;
   std::shared_ptr<Connection> conn_;
   // The newest connection adopted while conn_ was open: used once conn_ closes (see adopt()).

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include "cluster/transport/member_auth.h"
 #include "cluster/transport/messages.h"
@@ -75,7 +75,7 @@ std::shared_ptr<Peer> ShardLinks::forCall(const MemberInfo& member, PartitionId 
     }
     const auto passOver = std::min<std::chrono::steady_clock::duration>(
         kRetryAfter * (1u << std::min(std::max(link.failures, 1u) - 1, 5u)), kRetryAfterMax);
-    if (std::chrono::steady_clock::now() - *failed < passOver) return nullptr;
+    if (steadyNow() - *failed < passOver) return nullptr;
   } else if (link.peer->connected()) {
     link.failures = 0;
   }
@@ -103,7 +103,7 @@ bool ShardLinks::redial(const MemberInfo& member, Link& link) {
 
 void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger,
                         std::chrono::steady_clock::time_point silentSince, const std::string& why) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = steadyNow();
   std::erase_if(lingering_, [&](const auto& timer) { return timer->expiry() <= now; });
   absl::erase_if(links_, [&](const auto& link) {
     if (t.hasMember(link.first.first)) return false;
@@ -113,7 +113,7 @@ void ShardLinks::retain(const Topology& t, std::chrono::milliseconds linger,
     }
     link.second.peer->abandonQueued("member " + std::to_string(link.first.first) +
                                     " left the topology");  // not sent: routed again
-    auto timer = std::make_shared<asio::steady_timer>(transport_.io(), linger);
+    auto timer = std::make_shared<Timer>(transport_.io(), linger);
     timer->async_wait([timer, peer = link.second.peer](std::error_code) { peer->close(); });
     lingering_.push_back(std::move(timer));
     return true;

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/topology.h>
 
@@ -97,7 +97,7 @@ class ShardLinks {
 
   absl::flat_hash_map<std::pair<MemberId, std::uint32_t>, Link> links_;  // by (member, shard)
   // The timers that close the links retain() dropped (closeAll fires them at once).
-  std::vector<std::shared_ptr<asio::steady_timer>> lingering_;
+  std::vector<std::shared_ptr<Timer>> lingering_;
 };
 
 }  // namespace ingrid

@@ -137,7 +137,7 @@ void TopologyWatch::failed(MemberId member) {
       slot.backoff.count() == 0
           ? options_.retryDelay
           : std::min(slot.backoff * 2, std::max(options_.maxRetryDelay, options_.retryDelay));
-  slot.retry = std::make_shared<asio::steady_timer>(io_, slot.backoff);
+  slot.retry = std::make_shared<Timer>(io_, slot.backoff);
   std::weak_ptr<int> life = life_;
   slot.retry->async_wait([this, life, member, timer = slot.retry](std::error_code ec) {
     if (ec || life.expired() || stopped_) return;

@@ -20,7 +20,7 @@
 #include <unordered_map>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/topology.h>
@@ -80,7 +80,7 @@ class TopologyWatch {
     std::shared_ptr<Connection> conn;   // set once dialled
     std::uint64_t generation = 0;       // callbacks of an older generation are ignored
     std::uint64_t answeredVersion = 0;  // the newest version this member gave
-    std::shared_ptr<asio::steady_timer> retry;
+    std::shared_ptr<Timer> retry;
     std::chrono::milliseconds backoff{0};  // the next retry's delay (0: retryDelay)
     bool dialling = false;
   };

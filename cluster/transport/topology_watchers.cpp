@@ -21,7 +21,7 @@ void TopologyWatchers::hold(const std::shared_ptr<Connection>& conn, const Frame
                 encode(TopologyBody{*current}));
     return;
   }
-  const auto until = std::chrono::steady_clock::now() + std::min(wait, kMaxWait);
+  const auto until = steadyNow() + std::min(wait, kMaxWait);
   if (held_.size() >= purgeAt_) {  // watches of closed connections, dropped in amortized O(1)
     std::erase_if(held_, [](const auto& kv) { return kv.second.conn.expired(); });
     purgeAt_ = std::max<std::size_t>(64, 2 * held_.size());
@@ -72,7 +72,7 @@ void TopologyWatchers::stop() {
 }
 
 void TopologyWatchers::expire() {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = steadyNow();
   std::optional<std::string> body;  // encoded once, if any watch ran out
   for (auto it = held_.begin(); it != held_.end();) {
     auto conn = it->second.conn.lock();

@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include <asio/io_context.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <ingrid/topology.h>
 
@@ -62,7 +62,7 @@ class TopologyWatchers {
   void waitUntil(SteadyTime next);
 
   asio::io_context& io_;
-  asio::steady_timer timer_;
+  Timer timer_;
   TopologyPtr current_;
   std::unordered_map<const Connection*, Held> held_;
   SteadyTime armedFor_{};     // the deadline the timer waits for; {} when idle

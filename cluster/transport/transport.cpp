@@ -10,7 +10,7 @@
 
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
-#include <asio/steady_timer.hpp>
+#include "cluster/transport/timer.h"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -91,7 +91,7 @@ struct Transport::State {
   const TransportOptions options;
   ConnectionHandler& handler;
   asio::ip::tcp::acceptor acceptor;  // opened by listen(), then network thread only
-  asio::steady_timer retryTimer;
+  Timer retryTimer;
   std::shared_ptr<BufferBudget> budget;  // of accepted connections; null without a limit
   std::atomic<std::uint16_t> port{0};
   // Accepted connections still open (of every transport sharing the count).
@@ -121,7 +121,7 @@ struct Transport::Dial {
 
   asio::ip::tcp::socket socket;
   std::optional<Stream::Tls> tls;  // once connected, under TLS: the handshake's stream
-  asio::steady_timer timer;
+  Timer timer;
   asio::ip::tcp::resolver resolver;
   std::string address;
   ConnectHandler done;
@@ -144,7 +144,7 @@ struct Transport::Handshake {
       : socket(std::move(s)), timer(socket.get_executor()) {}
   asio::ip::tcp::socket socket;
   std::optional<Stream::Tls> tls;
-  asio::steady_timer timer;
+  Timer timer;
 
   void abort() {
     std::error_code ignored;
