@@ -166,6 +166,11 @@ class DataPlane {
   // serve, and the new replicas it leads get snapshots.
   void install(const TopologyPtr& cur, const TopologyPtr& next);
 
+  // Whether a write to p would run here now: p's unfenced primary at this member's topology, with
+  // a valid primary lease. The simulator's checker asks every member after every event.
+  bool TEST_writesAsPrimary(PartitionId p) const {
+    return !servingRefusal(p, *topology()) && host_.primaryLeaseValid();
+  }
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
   bool fenced(PartitionId p) const noexcept { return replicas_[p].primary.fenced.load(); }
   // (Primary side) Whether a backup of p lacks an update made here: an attempt to send it one

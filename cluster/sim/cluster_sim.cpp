@@ -1,0 +1,645 @@
+#include "cluster/sim/cluster_sim.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include <ingrid/clock.h>
+#include <ingrid/invoke_async.h>
+#include <ingrid/processors/codec.h>
+#include <ingrid/processors/get_entry.h>
+#include <ingrid/processors/registry.h>
+#include <ingrid/processors/token_bucket.h>
+
+#include "cluster/node_impl.h"
+#include "cluster/sim/simulation.h"
+#include "cluster/transport/frame_faults.h"
+#include "cluster/transport/sim_network.h"
+
+namespace ingrid::sim {
+
+namespace {
+
+using namespace std::chrono_literals;
+using Millis = std::chrono::milliseconds;
+
+// Wall-clock time of a member (bucket timestamps): its simulated monotonic time from a fixed
+// epoch, so that it drifts with the member.
+class MemberWallClock final : public Clock {
+ public:
+  explicit MemberWallClock(const Member& member, SteadyTime start) : member_(member), start_(start) {}
+  Nanos now() const noexcept override {
+    return kEpoch + std::chrono::duration_cast<std::chrono::nanoseconds>(member_.now() - start_)
+                        .count();
+  }
+
+ private:
+  static constexpr Nanos kEpoch = Nanos{1'800'000'000} * kNanosPerSecond;
+  const Member& member_;
+  SteadyTime start_;
+};
+
+BucketParams neverRefills(std::int64_t capacity) {
+  return BucketParams{capacity, 1, std::numeric_limits<Nanos>::max(), std::nullopt};
+}
+
+// One member's process: its node (none while down) and the baton running its start or stop.
+struct Slot {
+  Member* member = nullptr;
+  std::string address;
+  std::string dataDir;
+  std::unique_ptr<NodeImpl> node;
+  std::unique_ptr<SimulatedMember::Thread> baton;  // start() or stop() under way
+  bool batonDone = false;
+  bool up = false;       // started and not stopped
+  bool stopping = false;  // a stop or crash is under way
+  int generation = 0;
+};
+
+struct Call {
+  std::uint32_t key = 0;
+  SteadyTime start{};
+  std::size_t member = 0;
+  bool answered = false;
+  bool callerGone = false;  // its process crashed: nobody waits for the answer
+};
+
+class ClusterRun {
+ public:
+  explicit ClusterRun(const ClusterSimOptions& o)
+      : o_(o), sim_(o.seed), faults_(std::make_shared<FrameFaults>(o.seed ^ 0x5eedULL)) {
+    SimNetwork::Options netOptions;
+    network_ = std::make_unique<SimNetwork>(netOptions);
+    sim_.setNetwork(*network_);
+    if (o_.print) sim_.setTracePrinter(o_.print);
+    for (std::size_t i = 0; i < o_.members; ++i) {
+      const std::int64_t span = 2 * o_.maxDriftPpm + 1;
+      const std::int64_t ppm =
+          static_cast<std::int64_t>(sim_.rng()() % static_cast<std::uint64_t>(span)) -
+          o_.maxDriftPpm;
+      const auto offset = std::chrono::milliseconds(sim_.rng()() % 1000);
+      Slot slot;
+      slot.member = &sim_.addMember("10.0.0." + std::to_string(i + 1), Drift{offset, ppm});
+      slot.address = slot.member->host() + ":7000";
+      if (!o_.dataRoot.empty()) slot.dataDir = o_.dataRoot + "/m" + std::to_string(i + 1);
+      slots_.push_back(std::move(slot));
+    }
+    registry_ = ProcessorRegistry::withBuiltins();
+  }
+
+  ClusterSimReport run();
+
+ private:
+  NodeOptions nodeOptions(std::size_t i) {
+    NodeOptions n;
+    n.listenAddress = slots_[i].address;
+    if (i != 0 || slots_[i].generation > 0) n.seeds = seedsFor(i);
+    n.partitions = o_.partitions;
+    n.backups = o_.backups;
+    n.partitionsOnNetworkThread = true;
+    n.shardPorts = false;
+    n.workerThreads = 1;
+    n.clock = std::make_shared<MemberWallClock>(*slots_[i].member, sim_.start());
+    n.frameFaults = faults_;
+    n.dataDir = slots_[i].dataDir;
+    n.drainPeriod = 50ms;
+    n.logLevel = LogLevel::kInfo;
+    const std::size_t index = i;
+    n.logSink = [this, index](const LogLine& line) {
+      std::string text = "m" + std::to_string(index + 1) + " " + std::string(line.message);
+      if (o_.print) o_.print(text);
+      logTail_.push_back(std::move(text));
+      if (logTail_.size() > 40) logTail_.pop_front();
+    };
+    return n;
+  }
+  std::vector<std::string> seedsFor(std::size_t i) const {
+    std::vector<std::string> seeds;
+    for (std::size_t j = 0; j < slots_.size(); ++j) {
+      if (j != i) seeds.push_back(slots_[j].address);
+    }
+    return seeds;
+  }
+
+  void fail(std::string what) {
+    if (!failure_.empty()) return;
+    char at[64];
+    std::snprintf(at, sizeof at, "at %.6f s: ",
+                  std::chrono::duration<double>(sim_.now() - sim_.start()).count());
+    failure_ = at + std::move(what);
+  }
+
+  // --- processes ---
+  void startMember(std::size_t i);
+  void stopMember(std::size_t i, bool crash);
+  void reapBatons();
+
+  // --- load ---
+  void scheduleCall();
+  void call();
+  std::vector<std::size_t> upMembers() const {
+    std::vector<std::size_t> up;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].up && !slots_[i].stopping && !slots_[i].member->paused) up.push_back(i);
+    }
+    return up;
+  }
+
+  // --- faults ---
+  // Cuts (heals) from -> to, and to -> from if `both`; kept in cuts_ for healAll().
+  void cut(const std::string& from, const std::string& to, bool both) {
+    network_->cut(from, to);
+    cuts_.emplace(from, to);
+    if (both) cut(to, from, false);
+  }
+  void heal(const std::string& from, const std::string& to, bool both) {
+    network_->heal(from, to);
+    cuts_.erase({from, to});
+    if (both) heal(to, from, false);
+  }
+  void scheduleFault();
+  void injectFault();
+  void restart(std::size_t i, bool keepDir);
+  void healAll();
+
+  // --- checks ---
+  void checkLeases();
+  bool converged(std::string* why) const;
+  void finalAudit(ClusterSimReport& report);
+
+  std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : sim_.rng()() % n; }
+  template <class Rep, class Period>
+  SteadyTime after(std::chrono::duration<Rep, Period> d) const {
+    return sim_.now() + std::chrono::duration_cast<SteadyTime::duration>(d);
+  }
+
+  const ClusterSimOptions& o_;
+  Simulation sim_;
+  std::unique_ptr<SimNetwork> network_;
+  std::shared_ptr<FrameFaults> faults_;
+  ProcessorRegistry registry_;
+  std::vector<Slot> slots_;
+  std::deque<std::string> logTail_;
+  std::string failure_;
+  bool faultsOn_ = false;
+  bool loadOn_ = false;
+  std::size_t activeFaults_ = 0;
+  std::uint64_t faultCount_ = 0;
+  std::set<std::pair<std::string, std::string>> cuts_;
+  std::vector<Call> calls_;
+  std::vector<std::int64_t> acked_;  // per key
+  std::uint64_t denied_ = 0, errors_ = 0, overDeadline_ = 0, leaseChecks_ = 0;
+};
+
+void ClusterRun::startMember(std::size_t i) {
+  Slot& s = slots_[i];
+  SimulatedMemberScope scope(s.member);
+  s.node = std::make_unique<NodeImpl>(nodeOptions(i), registry_);
+  s.batonDone = false;
+  NodeImpl* node = s.node.get();
+  s.baton = s.member->spawn([this, i, node] {
+    Result<bool> r = node->start();
+    Slot& slot = slots_[i];
+    slot.up = r.ok();
+    if (!r.ok()) {
+      logTail_.push_back("m" + std::to_string(i + 1) + " start failed: " + r.error().message());
+    }
+    slot.batonDone = true;
+  });
+  sim_.trace("start", i + 1, static_cast<std::uint64_t>(s.generation));
+}
+
+void ClusterRun::stopMember(std::size_t i, bool crash) {
+  Slot& s = slots_[i];
+  if (!s.node || s.stopping || !s.batonDone) return;
+  s.stopping = true;
+  s.up = false;
+  sim_.trace(crash ? "crash" : "stop", i + 1);
+  if (crash) {
+    network_->closeAll(*s.member);
+    for (Call& c : calls_) {
+      if (c.member == i && !c.answered) c.callerGone = true;
+    }
+  }
+  SimulatedMemberScope scope(s.member);
+  s.baton.reset();
+  s.batonDone = false;
+  NodeImpl* node = s.node.get();
+  s.baton = s.member->spawn([this, i, node, crash] {
+    if (crash) {
+      node->crash();
+    } else {
+      node->stop();
+    }
+    slots_[i].batonDone = true;
+  });
+}
+
+// After an event: batons that finished are joined; a stopped node is destroyed.
+void ClusterRun::reapBatons() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (!s.baton || !s.batonDone) continue;
+    SimulatedMemberScope scope(s.member);
+    s.baton.reset();
+    if (s.stopping) {
+      s.node.reset();
+      s.stopping = false;
+      ++s.generation;
+    }
+  }
+}
+
+void ClusterRun::scheduleCall() {
+  const auto gap = std::chrono::microseconds(draw(2 * o_.callGap.count() + 1));
+  sim_.scheduleAt(after(gap), nullptr, [this] { call(); }, "call");
+}
+
+void ClusterRun::call() {
+  if (!loadOn_) return;
+  scheduleCall();
+  const std::vector<std::size_t> up = upMembers();
+  if (up.empty()) return;
+  const std::size_t i = up[draw(up.size())];
+  const auto key = static_cast<std::uint32_t>(draw(o_.keys));
+  const std::size_t id = calls_.size();
+  Slot& s = slots_[i];
+  calls_.push_back(Call{key, sim_.now(), i, false, false});
+  const Millis timeout = s.node->options().requestTimeout;
+  SimulatedMemberScope scope(s.member);
+  s.node->invokeRaw(
+      "audit-" + std::to_string(key), TokenBucketAcquire::kName,
+      encode(TokenBucketAcquire{neverRefills(o_.capacity), 1}),
+      [this, id, timeout](Result<std::string> raw) {
+        Call& c = calls_[id];
+        if (c.answered) {
+          fail("call " + std::to_string(id) + " was answered twice");
+          return;
+        }
+        c.answered = true;
+        if (c.callerGone) return;  // the crashed process's caller is gone
+        if (sim_.now() - c.start > timeout + 1000ms) ++overDeadline_;
+        Result<AcquireAnswer> r = decodeResult<TokenBucketAcquire>(std::move(raw));
+        if (!r) {
+          ++errors_;
+        } else if (r->granted) {
+          ++acked_[c.key];
+        } else {
+          ++denied_;
+        }
+      });
+}
+
+void ClusterRun::scheduleFault() {
+  const auto gap = std::chrono::milliseconds(500 + draw(2500));
+  sim_.scheduleAt(after(gap), nullptr, [this] { injectFault(); }, "fault");
+}
+
+void ClusterRun::injectFault() {
+  if (!faultsOn_) return;
+  scheduleFault();
+  // At most two members' worth of faults at once: a quorum of voters stays (safety is checked
+  // regardless; this keeps the run making progress to check).
+  if (activeFaults_ >= 2) return;
+  const std::size_t n = slots_.size();
+  const std::size_t i = draw(n);
+  Slot& s = slots_[i];
+  const auto lasting = std::chrono::milliseconds(1000 + draw(6000));
+  ++faultCount_;
+  ++activeFaults_;
+  switch (draw(6)) {
+    case 0: {  // isolate a member, both ways
+      const std::string host = s.member->host();
+      for (auto& other : slots_) {
+        if (&other != &s) cut(host, other.member->host(), true);
+      }
+      sim_.trace("isolate", i + 1, static_cast<std::uint64_t>(lasting.count()));
+      sim_.scheduleAt(after(lasting), nullptr, [this, host] {
+        for (auto& other : slots_) {
+          if (other.member->host() != host) heal(host, other.member->host(), true);
+        }
+        --activeFaults_;
+      }, "heal");
+      break;
+    }
+    case 1: {  // one way: i no longer hears j
+      const std::size_t j = (i + 1 + draw(n - 1)) % n;
+      const std::string from = slots_[j].member->host(), to = s.member->host();
+      cut(from, to, false);
+      sim_.trace("cut-one-way", i + 1, j + 1);
+      sim_.scheduleAt(after(lasting), nullptr, [this, from, to] {
+        heal(from, to, false);
+        --activeFaults_;
+      }, "heal");
+      break;
+    }
+    case 2: {  // lossy, duplicating, reordering network
+      FrameFaults::Rule rule;
+      rule.drop = 0.02 * static_cast<double>(1 + draw(5));
+      rule.duplicate = 0.02 * static_cast<double>(draw(3));
+      rule.delayMax = std::chrono::milliseconds(draw(30));
+      const int id = faults_->add(rule);
+      sim_.trace("frames", 0, static_cast<std::uint64_t>(id));
+      sim_.scheduleAt(after(lasting), nullptr, [this, id] {
+        faults_->remove(id);
+        --activeFaults_;
+      }, "heal");
+      break;
+    }
+    case 3: {  // SIGSTOP, then SIGCONT
+      if (s.member->paused || !s.up) {
+        --activeFaults_;
+        break;
+      }
+      sim_.pause(i);
+      sim_.scheduleAt(after(lasting), nullptr, [this, i] {
+        sim_.resume(i);
+        --activeFaults_;
+      }, "heal");
+      break;
+    }
+    default: {  // kill -9, then a new process on the same address
+      if (!s.up || s.stopping || s.member->paused) {
+        --activeFaults_;
+        break;
+      }
+      stopMember(i, /*crash=*/true);
+      const bool keepDir = !s.dataDir.empty() && draw(2) == 0;
+      sim_.scheduleAt(after(lasting), nullptr, [this, i, keepDir] { restart(i, keepDir); },
+                      "restart");
+      break;
+    }
+  }
+}
+
+void ClusterRun::restart(std::size_t i, bool keepDir) {
+  Slot& s = slots_[i];
+  if (s.node) {  // still stopping: try again a little later
+    sim_.scheduleAt(after(100ms), nullptr, [this, i, keepDir] { restart(i, keepDir); }, "restart");
+    return;
+  }
+  if (!keepDir && !s.dataDir.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(s.dataDir, ignored);
+  }
+  startMember(i);
+  --activeFaults_;
+}
+
+void ClusterRun::healAll() {
+  faults_->clear();
+  for (const auto& [from, to] : std::set<std::pair<std::string, std::string>>(cuts_)) {
+    heal(from, to, false);
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].member->paused) sim_.resume(i);
+  }
+  sim_.trace("heal-all", 0);
+}
+
+void ClusterRun::checkLeases() {
+  if (!failure_.empty()) return;
+  ++leaseChecks_;
+  for (PartitionId p = 0; p < o_.partitions; ++p) {
+    std::size_t holders = 0;
+    std::string who;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (!s.node || !s.node->running()) continue;
+      SimulatedMemberScope scope(s.member);  // the lease is judged on the member's own clock
+      if (s.node->TEST_writesAsPrimary(p)) {
+        ++holders;
+        who += " m" + std::to_string(i + 1) + "(id " + std::to_string(s.node->memberId()) + ")";
+      }
+    }
+    if (holders > 1) {
+      fail("partition " + std::to_string(p) + " has " + std::to_string(holders) +
+           " members that may write as its primary:" + who);
+      return;
+    }
+  }
+}
+
+bool ClusterRun::converged(std::string* why) const {
+  std::uint64_t version = 0;
+  std::size_t up = 0;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    const Slot& s = slots_[i];
+    if (!s.node || !s.up || s.stopping) {
+      if (why) *why = "m" + std::to_string(i + 1) + " is not up";
+      return false;
+    }
+    ++up;
+    const TopologyPtr t = s.node->topology();
+    if (s.node->memberId() == 0 || !t->hasMember(s.node->memberId())) {
+      if (why) *why = "m" + std::to_string(i + 1) + " is not in its own topology";
+      return false;
+    }
+    if (version != 0 && t->version != version) {
+      if (why) *why = "topology versions differ (m" + std::to_string(i + 1) + ")";
+      return false;
+    }
+    version = t->version;
+  }
+  const TopologyPtr t = slots_[0].node->topology();
+  if (t->members.size() != up) {
+    if (why) *why = "the topology lists " + std::to_string(t->members.size()) + " members, " +
+                    std::to_string(up) + " are up";
+    return false;
+  }
+  return true;
+}
+
+void ClusterRun::finalAudit(ClusterSimReport& report) {
+  struct Final {
+    bool read = false;
+    std::int64_t consumed = 0;
+  };
+  // Shared with the reads' completions: one may come after the audit gave up on it.
+  struct Reads {
+    std::vector<Final> finals;
+    std::size_t pending = 0;
+  };
+  auto reads = std::make_shared<Reads>();
+  reads->finals.resize(o_.keys);
+  std::vector<Final>& finals = reads->finals;
+  const std::int64_t capacity = o_.capacity;
+  auto readAll = [&] {
+    for (std::uint32_t k = 0; k < o_.keys; ++k) {
+      if (finals[k].read) continue;
+      const std::vector<std::size_t> up = upMembers();
+      if (up.empty()) return;
+      Slot& s = slots_[up[draw(up.size())]];
+      SimulatedMemberScope scope(s.member);
+      ++reads->pending;
+      s.node->invokeRaw("audit-" + std::to_string(k), GetEntry::kName, encode(GetEntry{}),
+                        [reads, k, capacity](Result<std::string> raw) {
+                          --reads->pending;
+                          Result<EntrySnapshot> r = decodeResult<GetEntry>(std::move(raw));
+                          if (!r) return;
+                          reads->finals[k].read = true;
+                          reads->finals[k].consumed =
+                              r->exists ? capacity - decode<BucketState>(r->value).tokens : 0;
+                        });
+    }
+  };
+  for (int round = 0; round < 10; ++round) {
+    readAll();
+    sim_.runUntilTrue([&] { return reads->pending == 0; }, after(10s));
+    if (std::all_of(finals.begin(), finals.end(), [](const Final& f) { return f.read; })) break;
+  }
+  for (std::uint32_t k = 0; k < o_.keys; ++k) {
+    if (!finals[k].read) {
+      fail("key audit-" + std::to_string(k) + " could not be read after the faults healed");
+      continue;
+    }
+    if (acked_[k] > o_.capacity) {
+      report.doubled += static_cast<std::uint64_t>(acked_[k] - o_.capacity);
+      fail("key audit-" + std::to_string(k) + ": " + std::to_string(acked_[k]) +
+           " grants acknowledged, capacity " + std::to_string(o_.capacity));
+    }
+    if (acked_[k] > finals[k].consumed) {
+      report.lost += static_cast<std::uint64_t>(acked_[k] - finals[k].consumed);
+      fail("key audit-" + std::to_string(k) + ": " + std::to_string(acked_[k]) +
+           " grants acknowledged, the final state counts " + std::to_string(finals[k].consumed));
+    }
+  }
+}
+
+ClusterSimReport ClusterRun::run() {
+  const auto wallStart = std::chrono::steady_clock::now();
+  ClusterSimReport report;
+  report.seed = o_.seed;
+  acked_.assign(o_.keys, 0);
+  const auto afterEach = [this] {
+    reapBatons();
+    checkLeases();
+  };
+  const auto failed = [this] { return !failure_.empty(); };
+
+  startMember(0);
+  sim_.runUntilTrue([&] { return slots_[0].batonDone || failed(); }, after(30s), afterEach);
+  if (!slots_[0].up) fail("the first member did not start");
+  for (std::size_t i = 1; i < slots_.size() && failure_.empty(); ++i) startMember(i);
+  sim_.runUntilTrue(
+      [&] {
+        return failed() || std::all_of(slots_.begin(), slots_.end(),
+                                       [](const Slot& s) { return s.batonDone; });
+      },
+      after(60s), afterEach);
+  for (std::size_t i = 0; i < slots_.size() && failure_.empty(); ++i) {
+    if (!slots_[i].up) fail("m" + std::to_string(i + 1) + " did not join");
+  }
+
+  if (failure_.empty()) {
+    loadOn_ = true;
+    scheduleCall();
+    faultsOn_ = o_.faults;
+    if (faultsOn_) scheduleFault();
+    sim_.runUntilTrue(failed, after(o_.faultPhase), afterEach);
+    faultsOn_ = false;
+    healAll();
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (!slots_[i].node && !slots_[i].stopping) startMember(i);
+    }
+    sim_.runUntilTrue(failed, after(o_.healPhase), afterEach);
+    std::string why;
+    if (failure_.empty() && !sim_.runUntilTrue([&] { return converged(&why) || failed(); },
+                                               after(30s), afterEach)) {
+      fail("no convergence 30 s after the heal phase: " + why);
+    }
+    loadOn_ = false;
+    sim_.runUntilTrue(
+        [&] {
+          return failed() || std::all_of(calls_.begin(), calls_.end(), [](const Call& c) {
+                   return c.answered || c.callerGone;
+                 });
+        },
+        after(20s), afterEach);
+    for (std::size_t id = 0; id < calls_.size() && failure_.empty(); ++id) {
+      const Call& c = calls_[id];
+      if (!c.answered && !c.callerGone) {
+        fail("call " + std::to_string(id) + " to m" + std::to_string(c.member + 1) +
+             " was never answered, and its process did not crash");
+      }
+    }
+    if (failure_.empty()) finalAudit(report);
+  }
+
+  // Stop every member (gracefully), so that no baton thread is left.
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].member->paused) sim_.resume(i);
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].node && slots_[i].batonDone && !slots_[i].stopping) stopMember(i, false);
+    }
+    sim_.runUntilTrue(
+        [&] {
+          return std::all_of(slots_.begin(), slots_.end(),
+                             [](const Slot& s) { return !s.node && !s.baton; });
+        },
+        after(60s), [this] { reapBatons(); });
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].node || slots_[i].baton) {
+      fail("m" + std::to_string(i + 1) + " did not stop within 3 minutes");
+      std::fprintf(stderr, "simulation seed %llu: %s\n",
+                   static_cast<unsigned long long>(o_.seed), failure_.c_str());
+      std::abort();  // a baton thread still blocked: nothing can unwind it
+    }
+  }
+
+  report.traceHash = sim_.traceHash();
+  report.events = sim_.events();
+  report.simulatedSeconds = std::chrono::duration<double>(sim_.now() - sim_.start()).count();
+  report.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wallStart).count();
+  report.faults = faultCount_;
+  report.calls = calls_.size();
+  for (std::int64_t a : acked_) report.acked += static_cast<std::uint64_t>(a);
+  report.denied = denied_;
+  report.errors = errors_;
+  report.unanswered = static_cast<std::uint64_t>(
+      std::count_if(calls_.begin(), calls_.end(), [](const Call& c) { return !c.answered; }));
+  report.overDeadline = overDeadline_;
+  report.leaseChecks = leaseChecks_;
+  if (failure_.empty() && overDeadline_ > 0) {
+    fail(std::to_string(overDeadline_) + " calls answered past their deadline + 1 s");
+  }
+  report.failure = failure_;
+  report.logTail.assign(logTail_.begin(), logTail_.end());
+  return report;
+}
+
+}  // namespace
+
+std::string ClusterSimReport::line() const {
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "seed=%llu %s hash=%016llx events=%llu sim_s=%.1f wall_s=%.2f faults=%llu "
+                "calls=%llu acked=%llu denied=%llu errors=%llu unanswered=%llu lost=%llu "
+                "doubled=%llu over_deadline=%llu",
+                static_cast<unsigned long long>(seed), ok() ? "ok" : "FAILED",
+                static_cast<unsigned long long>(traceHash), static_cast<unsigned long long>(events),
+                simulatedSeconds, wallSeconds, static_cast<unsigned long long>(faults),
+                static_cast<unsigned long long>(calls), static_cast<unsigned long long>(acked),
+                static_cast<unsigned long long>(denied), static_cast<unsigned long long>(errors),
+                static_cast<unsigned long long>(unanswered), static_cast<unsigned long long>(lost),
+                static_cast<unsigned long long>(doubled),
+                static_cast<unsigned long long>(overDeadline));
+  return buf;
+}
+
+ClusterSimReport runClusterSim(const ClusterSimOptions& options) {
+  ClusterRun run(options);
+  return run.run();
+}
+
+}  // namespace ingrid::sim

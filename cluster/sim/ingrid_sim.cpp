@@ -1,0 +1,80 @@
+// ingrid-sim: runs seeded simulations of a whole cluster (cluster_sim.h) and reports each seed
+// and a summary; exit status 1 if any seed failed, naming how to replay it.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <CLI/CLI.hpp>
+
+#include "cluster/sim/cluster_sim.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ingrid-sim: a seeded, deterministic simulation of an ingrid cluster under faults"};
+  std::uint64_t first = 1;
+  std::uint64_t seeds = 1;
+  ingrid::sim::ClusterSimOptions o;
+  double faultSeconds = 30, healSeconds = 20;
+  bool trace = false, replay = false, noFaults = false;
+  std::string dataRoot;
+  app.add_option("--seed", first, "First seed")->capture_default_str();
+  app.add_option("--seeds", seeds, "How many seeds, from --seed on")->capture_default_str();
+  app.add_option("--members", o.members, "Members of the cluster")->capture_default_str();
+  app.add_option("--fault-seconds", faultSeconds, "Simulated seconds with faults")
+      ->capture_default_str();
+  app.add_option("--heal-seconds", healSeconds, "Simulated seconds after the faults heal")
+      ->capture_default_str();
+  app.add_option("--drift-ppm", o.maxDriftPpm, "Largest clock drift of a member, in ppm")
+      ->capture_default_str();
+  app.add_option("--data-dir", dataRoot,
+                 "Give members data directories under this folder (crashes may keep them)");
+  app.add_flag("--no-faults", noFaults, "Run the load without faults");
+  app.add_flag("--trace", trace, "Print every event and every member's log line");
+  app.add_flag("--check-replay", replay, "Run each seed twice; fail if the traces differ");
+  CLI11_PARSE(app, argc, argv);
+  o.faultPhase = std::chrono::milliseconds(static_cast<std::int64_t>(faultSeconds * 1000));
+  o.healPhase = std::chrono::milliseconds(static_cast<std::int64_t>(healSeconds * 1000));
+  o.faults = !noFaults;
+  if (trace) o.print = [](std::string_view line) { std::printf("%.*s\n", static_cast<int>(line.size()), line.data()); };
+
+  std::uint64_t failed = 0;
+  double simulated = 0, wall = 0;
+  for (std::uint64_t seed = first; seed < first + seeds; ++seed) {
+    o.seed = seed;
+    if (!dataRoot.empty()) {
+      o.dataRoot = dataRoot + "/seed-" + std::to_string(seed);
+      std::filesystem::remove_all(o.dataRoot);
+      std::filesystem::create_directories(o.dataRoot);
+    }
+    ingrid::sim::ClusterSimReport r = ingrid::sim::runClusterSim(o);
+    simulated += r.simulatedSeconds;
+    wall += r.wallSeconds;
+    if (r.ok() && replay) {
+      if (!o.dataRoot.empty()) {
+        std::filesystem::remove_all(o.dataRoot);
+        std::filesystem::create_directories(o.dataRoot);
+      }
+      const ingrid::sim::ClusterSimReport again = ingrid::sim::runClusterSim(o);
+      if (again.traceHash != r.traceHash || again.events != r.events) {
+        r.failure = "replay differs: hash " + std::to_string(again.traceHash) + " events " +
+                    std::to_string(again.events);
+      }
+    }
+    std::printf("%s\n", r.line().c_str());
+    if (!r.ok()) {
+      ++failed;
+      std::printf("  failure: %s\n", r.failure.c_str());
+      for (const std::string& line : r.logTail) std::printf("  log: %s\n", line.c_str());
+      std::printf("  replay: scripts/simulate.sh --seed %llu --trace\n",
+                  static_cast<unsigned long long>(seed));
+    }
+    std::fflush(stdout);
+  }
+  std::printf("simulated %llu seeds of %zu members: %llu failed; %.0f simulated s in %.1f wall s "
+              "(%.0f simulated s per wall s)\n",
+              static_cast<unsigned long long>(seeds), o.members,
+              static_cast<unsigned long long>(failed), simulated, wall,
+              wall > 0 ? simulated / wall : 0.0);
+  return failed == 0 ? 0 : 1;
+}
