@@ -29,15 +29,6 @@ constexpr std::size_t kReadChunk = kReadChunkBytes;
 constexpr std::size_t kMaxGatheredFrames = 64;
 constexpr std::size_t kMaxGatheredBytes = 256 * 1024;
 
-std::string endpointName(const asio::ip::tcp::socket& socket) {
-  std::error_code ec;
-  const auto endpoint = socket.remote_endpoint(ec);
-  if (ec) return "?";
-  const auto address = endpoint.address();
-  const std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(endpoint.port());
-}
-
 std::string describe(const Error& reason) {
   return reason.detail().empty() ? reason.code().message() : reason.detail();
 }
@@ -84,26 +75,22 @@ Connection::Connection(Stream stream, ConnectionOptions options, ConnectionHandl
     : stream_(std::move(stream)),
       options_(options),
       handler_(handler),
-      remote_(endpointName(stream_.socket())),
-      lingerTimer_(stream_.socket().get_executor()),
-      deadlineTimer_(stream_.socket().get_executor()),
-      silenceTimer_(stream_.socket().get_executor()) {
-  std::error_code ignored;
-  stream_.socket().set_option(asio::ip::tcp::no_delay(true), ignored);
+      remote_(stream_.remoteName()),
+      lingerTimer_(stream_.executor()),
+      deadlineTimer_(stream_.executor()),
+      silenceTimer_(stream_.executor()) {
+  stream_.setNoDelay();
   {
     // A copy: target() points into it.
-    const asio::any_io_executor executor = stream_.socket().get_executor();
+    const asio::any_io_executor executor = stream_.executor();
     if (const auto* io = executor.target<asio::io_context::executor_type>()) {
       io_ = &io->context();
       if (stream_.tls() == nullptr) round_ = &WriteRound::of(*io_);
     }
   }
   if (options_.faults) {
-    std::error_code ec;
-    const auto local = stream_.socket().local_endpoint(ec);
-    if (!ec) localIp_ = local.address().to_string();
-    const auto peer = stream_.socket().remote_endpoint(ec);
-    if (!ec) remoteIp_ = peer.address().to_string();
+    localIp_ = stream_.localHost();
+    remoteIp_ = stream_.remoteHost();
   }
 }
 
@@ -118,7 +105,7 @@ bool Connection::canRunInline() noexcept {
 }
 
 void Connection::start() {
-  asio::post(stream_.socket().get_executor(), [self = shared_from_this()] {
+  asio::post(stream_.executor(), [self = shared_from_this()] {
     if (self->closed_) return;
     self->lastFrameAt_ = steadyNow();
     if (self->options_.handshakeTimeout.count() > 0 || self->options_.idleTimeout.count() > 0) {
@@ -163,7 +150,7 @@ void Connection::request(MessageType type, std::uint64_t topologyVersion, std::s
     startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
     return;
   }
-  asio::post(stream_.socket().get_executor(),
+  asio::post(stream_.executor(),
              [self = shared_from_this(), type, topologyVersion, body = std::move(body), timeout,
               done = std::move(done)]() mutable {
                self->startRequest(type, topologyVersion, std::move(body), timeout, std::move(done));
@@ -246,7 +233,7 @@ void Connection::notify(MessageType type, std::uint64_t topologyVersion, std::st
     sendOneWay(type, topologyVersion, std::move(body));
     return;
   }
-  asio::post(stream_.socket().get_executor(),
+  asio::post(stream_.executor(),
              [self = shared_from_this(), type, topologyVersion, body = std::move(body)]() mutable {
                self->sendOneWay(type, topologyVersion, std::move(body));
              });
@@ -269,8 +256,8 @@ void Connection::reply(const FrameHeader& request, MessageType type, std::uint64
     sendReply(request, type, topologyVersion, std::move(body));
     return;
   }
-  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, type,
-                                               topologyVersion, body = std::move(body)]() mutable {
+  asio::post(stream_.executor(), [self = shared_from_this(), request, type, topologyVersion,
+                                  body = std::move(body)]() mutable {
     self->sendReply(request, type, topologyVersion, std::move(body));
   });
 }
@@ -295,7 +282,7 @@ void Connection::sendReply(const FrameHeader& request, MessageType type,
 }
 
 void Connection::replyError(const FrameHeader& request, const Error& error) {
-  asio::post(stream_.socket().get_executor(), [self = shared_from_this(), request, error] {
+  asio::post(stream_.executor(), [self = shared_from_this(), request, error] {
     if (!self->closed_) self->sendError(request, error);
   });
 }
@@ -323,12 +310,12 @@ void Connection::close(const Error& reason) {
   if (canRunInline()) {
     closeHere(/*deferCallbacks=*/true);
   } else {
-    asio::post(stream_.socket().get_executor(), [closeHere] { closeHere(false); });
+    asio::post(stream_.executor(), [closeHere] { closeHere(false); });
   }
 }
 
 void Connection::onClose(CloseListener listener) {
-  asio::post(stream_.socket().get_executor(),
+  asio::post(stream_.executor(),
              [self = shared_from_this(), listener = std::move(listener)]() mutable {
                if (self->closed_) {
                  listener(self->closeReason_);
@@ -536,7 +523,7 @@ void Connection::enqueue(const FrameHeader& header, std::string body) {
     const FrameFaults::Decision d = options_.faults->decide(localIp_, remoteIp_, h.type);
     if (d.drop) return;
     if (d.delay.count() > 0) {
-      auto timer = std::make_shared<Timer>(stream_.socket().get_executor(), d.delay);
+      auto timer = std::make_shared<Timer>(stream_.executor(), d.delay);
       timer->async_wait([self = shared_from_this(), timer, bytes = encodeHeader(h),
                          body = std::move(body), twice = d.duplicate](std::error_code) mutable {
         if (self->closed_) return;  // held for a connection that closed meanwhile: gone
@@ -588,13 +575,17 @@ void Connection::flushDeferred() {
 }
 
 void Connection::sendDeferredNow() {
-  if (!deferred_ || writing_ != 0 || writes_.empty()) return;  // (only plain TCP defers)
+  // (only plain TCP and simulated streams defer)
+  if (!deferred_ || writing_ != 0 || writes_.empty()) return;
   gatherWrites();
   // One try, as the first attempt of an async write would make: what the kernel takes now leaves.
   std::error_code ignored;
-  Stream::Tcp& socket = stream_.socket();
-  socket.non_blocking(true, ignored);
-  socket.send(gather_, 0, ignored);
+  if (Stream::Tcp* tcp = stream_.tcp()) {
+    tcp->non_blocking(true, ignored);
+    tcp->send(gather_, 0, ignored);
+  } else {
+    stream_.sim()->send(gather_, ignored);
+  }
   writes_.clear();
   queuedBytes_ = 0;
   frontSent_ = 0;
@@ -623,14 +614,15 @@ std::pair<std::size_t, std::size_t> Connection::gatherWrites() {
 }
 
 bool Connection::writeNow() {
-  Stream::Tcp& socket = stream_.socket();
+  Stream::Tcp* tcp = stream_.tcp();
   std::error_code ec;
-  if (!socket.non_blocking()) socket.non_blocking(true, ec);
+  if (tcp != nullptr && !tcp->non_blocking()) tcp->non_blocking(true, ec);
   // Bounded: a queue of many writes' worth is left to the async write after a few.
   for (int attempt = 0; attempt < 4 && !ec && !writes_.empty(); ++attempt) {
     const auto [frames, bytes] = gatherWrites();
     ++writesStarted_;
-    std::size_t sent = socket.send(gather_, 0, ec);
+    std::size_t sent =
+        tcp != nullptr ? tcp->send(gather_, 0, ec) : stream_.sim()->send(gather_, ec);
     if (ec) sent = 0;  // would_block: the kernel's buffer is full; else the async write reports it
     sent += frontSent_;
     frontSent_ = 0;
@@ -706,8 +698,7 @@ void Connection::failProtocol(std::uint64_t requestId, MessageType type, const E
 void Connection::drainUntilEof() {
   // Our FIN goes after the error reply; reading until the peer's EOF keeps unread input from
   // turning our close into a reset that could destroy the reply before the peer reads it.
-  std::error_code ignored;
-  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+  stream_.shutdownSend();
   drainRead();
 }
 
@@ -716,7 +707,7 @@ void Connection::drainRead() {
                         [self = shared_from_this()](const std::error_code& ec, std::size_t) {
                           if (ec) {
                             self->closeSocket();
-                          } else if (self->stream_.socket().is_open()) {
+                          } else if (self->stream_.isOpen()) {
                             self->drainRead();
                           }
                         });
@@ -724,8 +715,7 @@ void Connection::drainRead() {
 
 void Connection::closeSocket() {
   lingerTimer_.cancel();
-  std::error_code ignored;
-  stream_.socket().close(ignored);
+  stream_.close();
 }
 
 void Connection::closeNow(const Error& reason, bool deferCallbacks) {
@@ -753,7 +743,7 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
     self->handler_.onClosed(self, reason);
   };
   if (deferCallbacks) {
-    asio::post(stream_.socket().get_executor(), std::move(notify));
+    asio::post(stream_.executor(), std::move(notify));
   } else {
     notify();
   }

@@ -1,6 +1,9 @@
 // Connection: one TCP connection (plain, or TLS: cluster/transport/stream.h) carrying framed
 // requests and replies in both directions.
 //
+// Inside a simulation the stream is an end of a SimNetwork connection (sim_network.h); nothing
+// else changes.
+//
 // One class per connection (STYLE 8): it owns its socket and buffers, keeps one write in flight
 // with a queue behind it, and holds its own lifetime with shared_from_this() in every async
 // operation. Requests are correlated with replies by request id; each has a deadline, all served
@@ -243,9 +246,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void writeNext();
   // Plain TCP, open: hands the queued frames to the kernel with non-blocking sends, with no
   // completion handler (an async write's completes through a posted handler: another pass of the
-  // scheduler, and another poll of the reactor, per write). True if nothing is left; false if the
-  // kernel took only part (frames sent whole are dropped, and frontSent_ says how much of the
-  // next one left) or the send failed: an async write goes on from there, and reports a failure.
+  // scheduler, and another poll of the reactor, per write). A simulated stream takes them whole.
+  // True if nothing is left; false if the kernel took only part (frames sent whole are dropped, and
+  // frontSent_ says how much of the next one left) or the send failed: an async write goes on from
+  // there, and reports a failure.
   bool writeNow();
   // Before the socket closes: a best-effort, non-blocking send of the frames deferred to the
   // round's end (what an immediate write would have handed to the kernel already).
@@ -281,9 +285,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // While onRead handles the frames of one read: writes wait for its end (one gathered write).
   // Only under TLS; on plain TCP the round_ does the same for every connection of the thread.
   bool inPass_ = false;
-  // Plain TCP on an io_context: a frame queued on the connection's thread waits for the end of
-  // the round (write_round.h), so what every handler of the round produced leaves in one write.
-  // deferred_: this connection is in the round's list. Null under TLS (see inPass_).
+  // Plain TCP (or simulated) on an io_context: a frame queued on the connection's thread waits for
+  // the end of the round (write_round.h), so what every handler of the round produced leaves in one
+  // write. deferred_: this connection is in the round's list. Null under TLS (see inPass_).
   WriteRound* round_ = nullptr;
   bool deferred_ = false;
   // The io_context the socket runs on (null if its executor is not an io_context's).

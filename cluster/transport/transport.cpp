@@ -16,6 +16,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "cluster/transport/sim_network.h"
 #include "cluster/transport/tls.h"
 
 namespace ingrid {
@@ -77,7 +78,12 @@ std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::str
 
 struct Transport::State {
   State(asio::io_context& context, TransportOptions opts, ConnectionHandler& h)
-      : io(context), options(std::move(opts)), handler(h), acceptor(context), retryTimer(context) {
+      : io(context),
+        options(std::move(opts)),
+        handler(h),
+        sim(simulatedMember()),
+        acceptor(context),
+        retryTimer(context) {
     if (options.shared.budget) {
       budget = options.shared.budget;
     } else if (options.maxBufferedBytes > 0) {
@@ -90,7 +96,11 @@ struct Transport::State {
   asio::io_context& io;
   const TransportOptions options;
   ConnectionHandler& handler;
-  asio::ip::tcp::acceptor acceptor;  // opened by listen(), then network thread only
+  // The member whose transport this is, inside a simulation (runtime.h): it listens and dials on
+  // the member's SimNetwork, through simAcceptor and SimStreams. Null: TCP.
+  SimulatedMember* const sim;
+  asio::ip::tcp::acceptor acceptor;        // opened by listen(), then network thread only
+  std::optional<SimAcceptor> simAcceptor;  // in a simulation, made by listen()
   Timer retryTimer;
   std::shared_ptr<BufferBudget> budget;  // of accepted connections; null without a limit
   std::atomic<std::uint16_t> port{0};
@@ -121,6 +131,7 @@ struct Transport::Dial {
 
   asio::ip::tcp::socket socket;
   std::optional<Stream::Tls> tls;  // once connected, under TLS: the handshake's stream
+  std::optional<SimStream> sim;    // in a simulation, instead of socket
   Timer timer;
   asio::ip::tcp::resolver resolver;
   std::string address;
@@ -132,6 +143,10 @@ struct Transport::Dial {
   bool cancelled = false;  // by stop()
 
   void abort() {
+    if (sim) {
+      sim->close();  // the dial completes with operation_aborted
+      return;
+    }
     resolver.cancel();
     std::error_code ignored;
     (tls ? tls->next_layer() : socket).close(ignored);
@@ -166,6 +181,7 @@ Result<std::uint16_t> Transport::listen() {
     return Error(Errc::invalid_configuration,
                  "already listening on " + joinAddress(options_.listenHost, s.port.load()));
   }
+  if (s.sim != nullptr) return listenSimulated();
   std::error_code ec;
   asio::ip::tcp::endpoint endpoint;
   const auto address = asio::ip::make_address(options_.listenHost, ec);
@@ -205,6 +221,27 @@ Result<std::uint16_t> Transport::listen() {
   return local.port();
 }
 
+// With s.mu held, not yet listening.
+Result<std::uint16_t> Transport::listenSimulated() {
+  State& s = *state_;
+  const std::string where = joinAddress(options_.listenHost, options_.listenPort);
+  if (options_.tls) {
+    return Error(Errc::invalid_configuration,
+                 "cannot listen on " + where + ": TLS is not supported in a simulation");
+  }
+  s.simAcceptor.emplace(s.sim->network(), *s.sim, asio::any_io_executor(io_.get_executor()));
+  std::error_code ec;
+  const std::uint16_t port = s.simAcceptor->listen(options_.listenHost, options_.listenPort, ec);
+  if (ec) {
+    s.simAcceptor.reset();
+    return Error(Errc::unavailable, "cannot listen on " + where + ": " + ec.message());
+  }
+  s.port.store(port);
+  s.listening = true;
+  asio::post(io_, [state = state_] { accept(state); });
+  return port;
+}
+
 std::uint16_t Transport::listenPort() const noexcept { return state_->port.load(); }
 
 std::size_t Transport::bufferedBytes() const noexcept {
@@ -224,6 +261,18 @@ std::string Transport::listenAddress() const {
 bool Transport::stopped() const { return state_->stopped.load(std::memory_order_acquire); }
 
 void Transport::accept(const std::shared_ptr<State>& state) {
+  if (state->simAcceptor) {
+    state->simAcceptor->asyncAccept([state](const std::error_code& ec, SimStream stream) {
+      if (ec) return;  // closed: stop() or a crash (no other accept error in a simulation)
+      {
+        std::lock_guard lock(state->mu);
+        if (state->stopped) return;
+      }
+      admit(state, Stream(std::move(stream)), false, nullptr);
+      accept(state);
+    });
+    return;
+  }
   state->acceptor.async_accept(
       asio::any_io_executor(state->io.get_executor()),
       [state](const std::error_code& ec, asio::ip::tcp::socket socket) {
@@ -378,6 +427,11 @@ void Transport::connect(const std::string& address, ConnectHandler done,
              Error(Errc::unreachable, "cannot dial '" + address + "': not a host:port address"));
     return;
   }
+  if (state_->sim != nullptr && state_->options.tls) {
+    const std::string why = "cannot dial " + address + ": TLS is not supported in a simulation";
+    failSoon(std::move(done), Error(Errc::invalid_configuration, why));
+    return;
+  }
   auto dial = std::make_shared<Dial>(io_, address, std::move(done));
   dial->timeout = timeout.count() > 0 ? timeout : state_->options.connectTimeout;
   {
@@ -407,6 +461,14 @@ void Transport::startDial(const std::shared_ptr<State>& state, const std::shared
     dial->timedOut = true;
     dial->abort();  // the connect completes with operation_aborted
   });
+  if (state->sim != nullptr) {
+    dial->sim.emplace(state->sim->network(), *state->sim,
+                      asio::any_io_executor(state->io.get_executor()));
+    dial->sim->asyncConnect(joinAddress(host, port), [state, dial](const std::error_code& ec) {
+      finishDial(state, dial, ec);
+    });
+    return;
+  }
   auto connected = [state, dial](const std::error_code& ec, const asio::ip::tcp::endpoint&) {
     finishDial(state, dial, ec);
   };
@@ -484,10 +546,11 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
   }
   const bool peer = dial->tls && certified(*dial->tls);
   const bool member = dial->tls && memberCertificate(*dial->tls);
-  auto conn = dial->tls ? std::make_shared<Connection>(Stream(std::move(*dial->tls)),
-                                                       state->options.connection, state->handler)
-                        : std::make_shared<Connection>(std::move(dial->socket),
-                                                       state->options.connection, state->handler);
+  Stream stream = dial->sim   ? Stream(std::move(*dial->sim))
+                  : dial->tls ? Stream(std::move(*dial->tls))
+                              : Stream(std::move(dial->socket));
+  auto conn =
+      std::make_shared<Connection>(std::move(stream), state->options.connection, state->handler);
   conn->peerCertified = peer;
   conn->peerMemberCertificate = member;
   if (!track(state, conn)) {
@@ -522,6 +585,7 @@ void Transport::stop() {
     std::lock_guard lock(state->mu);  // listen() may be running on another thread
     std::error_code ignored;
     state->acceptor.close(ignored);
+    if (state->simAcceptor) state->simAcceptor->close();
     state->retryTimer.cancel();
   };
   if (runInline) {

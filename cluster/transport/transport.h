@@ -1,4 +1,7 @@
 // Transport: the TCP listener and dialer of a node (or client), and the set of its connections.
+// Made inside a simulation (a SimulatedMember installed for the calling thread, runtime.h), it
+// listens and dials on the member's SimNetwork instead (sim_network.h; no TLS there), and all the
+// rest (limits, admission, timeouts) is the same.
 //
 // Runs on an asio::io_context that the owner runs on one network thread (handlers of the
 // transport, its connections and peers are not otherwise serialized). Accepted and dialed
@@ -123,6 +126,8 @@ class Transport {
   struct State;
   struct Dial;
   struct Handshake;
+  // listen() inside a simulation: on the member's SimNetwork (sim_network.h).
+  Result<std::uint16_t> listenSimulated();
   static void accept(const std::shared_ptr<State>& state);
   // Starts the server side of TLS on an accepted socket, after a look at its first byte.
   static void acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::socket socket);
