@@ -18,6 +18,7 @@
 namespace ingrid {
 
 std::uint64_t NodeImpl::randomIncarnation() {
+  if (SimulatedMember* sim = simulatedMember()) return sim->random();
   std::random_device random;
   return (std::uint64_t{random()} << 32) | random();
 }
