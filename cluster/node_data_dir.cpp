@@ -43,7 +43,9 @@ Result<MemberId> NodeImpl::openDataDir() {
   asio::post(netIo_, [this, &made, id = was.memberId] {
     made.set_value(startControl(id, /*bootstrap=*/false));
   });
-  if (Result<bool> started = made.get_future().get(); !started) return std::move(started).error();
+  auto answer = made.get_future();
+  waitFor(answer);
+  if (Result<bool> started = answer.get(); !started) return std::move(started).error();
   // Its timers run from now (start() starts them again once joined, which restarts each): elected
   // leader meanwhile, it judges the members' silence like any leader.
   asio::post(netIo_, [this] { startHeartbeats(); });
@@ -90,7 +92,8 @@ Result<bool> NodeImpl::startAfresh() {
     forgetIdentity();
     dropped.set_value();
   });
-  dropped.get_future().wait();
+  auto answer = dropped.get_future();
+  waitFor(answer);
   return bootstrap();  // claims the directory for member 1 of the new cluster
 }
 

@@ -14,12 +14,23 @@
 // coordinator role while this member leads the control plane, the ack collection of
 // replication), the control plane's thread (Raft: the committed topology), completion threads
 // (owned by Node). Members marked "network thread" are touched only there.
+//
+// In a simulation (a SimulatedMember installed for the thread that calls start(), runtime.h) the
+// node starts no thread: the simulator polls the network's and the control plane's io_contexts
+// (adopt), the partitions run on the network's (partitionsOnNetworkThread, so no shard ports), a
+// rejoin runs on a baton thread (spawn), and every wait of start(), stop() and the code they call
+// hands control to the simulator (SimulatedMember::block). What a simulator calls, in the
+// member's SimulatedMemberScope: the constructor (its incarnation and client id are drawn then);
+// start(), then stop() or crash(), each on a baton thread (they block); the destructor, after
+// stop() or crash() returned (it does not block then). A simulated node needs a listenAddress.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -31,7 +42,6 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/invoke_async.h>
 #include <ingrid/node_options.h>
@@ -53,7 +63,9 @@
 #include "cluster/transport/logger.h"
 #include "cluster/transport/messages.h"
 #include "cluster/transport/peer.h"
+#include "cluster/transport/runtime.h"
 #include "cluster/transport/shard_links.h"
+#include "cluster/transport/timer.h"
 #include "cluster/transport/topology_watchers.h"
 #include "cluster/transport/transport.h"
 
@@ -66,7 +78,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
 
   Result<bool> start();
   void stop();
-  // stop() without leaving: what the other members see when this process dies.
+  // stop() without leaving: what the other members see when this process dies. Blocks as stop()
+  // does (in a simulation: a baton thread); a stop() after it returns at once.
   void crash() {
     crashed_.store(true);
     stop();
@@ -164,7 +177,28 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
 
   // --- start and stop (node_lifecycle.cpp) ---
   Result<bool> bootstrap();
-  bool waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred);
+  // The waits of start(), stop(), join, leave and rejoin, on their thread (never the network
+  // thread). Outside a simulation each waits as a thread does: on topoCv_ (under topoMu_; stop()
+  // and each installed topology notify it) or on the future; in one (sim_), the simulator runs
+  // until it is over (SimulatedMember::block).
+  // Until ready() or `deadline`; returns ready(). ready() runs under topoMu_ outside a simulation.
+  bool waitUntil(SteadyTime deadline, const std::function<bool()>& ready);
+  // Until topoCv_ is notified (a topology installed, stop()) or `deadline`: a pause between polls.
+  void pauseUntil(SteadyTime deadline);
+  // Until `f` is ready or `deadline`; returns whether it is.
+  template <class T>
+  bool waitFor(std::future<T>& f, SteadyTime deadline = SteadyTime::max()) {
+    if (sim_) {
+      return sim_->block(deadline, [&f] {
+        return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+      });
+    }
+    if (deadline == SteadyTime::max()) {
+      f.wait();
+      return true;
+    }
+    return f.wait_until(deadline) == std::future_status::ready;
+  }
   // A random incarnation: per process start, and anew on a rejoin.
   static std::uint64_t randomIncarnation();
 
@@ -456,8 +490,13 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Its members' addresses, where a restored process looks for the cluster (join's seeds).
   mutable std::mutex committedMu_;
   std::vector<std::string> committedAddresses_;  // guarded by committedMu_
+  // The simulator running this member (runtime.h), as start() found it; null outside a
+  // simulation. Constant after start().
+  SimulatedMember* sim_ = nullptr;
   std::mutex rejoinMu_;       // guards rejoinThread_ (made on the network thread, joined by stop)
   std::thread rejoinThread_;  // a removed member joining again as a new one
+  // In a simulation, the rejoins' baton threads instead (each joined by stop()).
+  std::vector<std::unique_ptr<SimulatedMember::Thread>> simRejoins_;
   SharedTopology topology_;
 
   // Network (absent for a node without a listenAddress).
@@ -521,6 +560,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   // Lets start()/stop() wait for topology changes.
   std::mutex topoMu_;
   std::condition_variable topoCv_;
+  // How many times topoCv_ was notified (changed under topoMu_): in a simulation, pauseUntil's
+  // notification.
+  std::atomic<std::uint64_t> topoNotified_{0};
 };
 
 }  // namespace ingrid

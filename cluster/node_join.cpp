@@ -102,10 +102,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
                   "): it will join, never start a cluster (bootstrapExpect ",
                   options_.bootstrapExpect, "); advertise the address the name lists");
       }
-      {
-        std::unique_lock lock(topoMu_);  // pause briefly between rounds of seeds
-        topoCv_.wait_for(lock, std::chrono::milliseconds(100));
-      }
+      pauseUntil(steadyNow() + std::chrono::milliseconds(100));  // between rounds of seeds
       round = seedRound(seeds, &discovered, &providerError);
       if (!providerError.empty()) lastError = providerError;
       targets.assign(round.begin(), round.end());
@@ -121,8 +118,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
     // Each seed gets its share of the deadline, so that a frozen one (it accepts the connection
     // and never answers) does not take all of it; a join sent again is the same join (same
     // incarnation), so asking the next seed is safe.
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
     const auto share = std::min(
         left, std::max(options_.joinTimeout / (2 * std::max(1, static_cast<int>(round.size()))),
                        std::chrono::milliseconds(200)));
@@ -160,6 +156,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
             c->request(MessageType::kJoin, 0, encode(proven), timeout, std::move(finish));
           });
     });
+    waitFor(answer);  // each request has its timeout: it is answered
     Result<Frame> reply = answer.get();
     // Only "come again" answers extend the wait: "unavailable" (a busy leader, a member's
     // address still leased) and a redirect that decodes (below); not a reply that does not.
@@ -216,10 +213,11 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       if (became) awaitAdmission(seed, admitted, admittedBy);
       made.set_value(std::move(became));
     });
-    if (Result<bool> started = made.get_future().get(); !started) return started;
-    const bool member = waitForTopology(
-        std::chrono::duration_cast<std::chrono::milliseconds>(admittedBy - steadyNow()),
-        [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
+    auto becameMember = made.get_future();
+    waitFor(becameMember);
+    if (Result<bool> started = becameMember.get(); !started) return started;
+    const bool member = waitUntil(
+        admittedBy, [this] { return topology()->hasMember(memberId()) || stopCalled_.load(); });
     if (member && !stopCalled_.load()) {
       // A rejoin says so itself (rejoin()).
       if (!rejoining_.load()) {
@@ -257,7 +255,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
       }
       forgot->set_value(std::move(f));
     });
-    while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    while (!waitFor(forgotten, steadyNow() + std::chrono::milliseconds(50))) {
       if (stopCalled_.load()) return Error(Errc::shutting_down, "stopped while joining");
     }
     Forgot f = forgotten.get();
@@ -280,8 +278,7 @@ Result<bool> NodeImpl::join(const std::vector<std::string>& seeds, bool mayBoots
 
 void NodeImpl::awaitAdmission(const std::string& address, MemberId admitted,
                               SteadyClock::time_point deadline) {
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steadyNow());
   if (!transport_ || stopCalled_.load() || left.count() <= 0 || memberId() != admitted ||
       topology()->hasMember(admitted)) {
     return;  // stopped, given up (a rejoin forgot that id), or admitted
@@ -333,7 +330,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       const bool othersSuffice = c.voters.size() - (voter ? 1 : 0) >= c.voters.size() / 2 + 1;
       asked->set_value({c.isLeader, voter && !othersSuffice});
     });
-    if (answer.wait_for(std::chrono::seconds(1)) != std::future_status::ready) break;
+    if (!waitFor(answer, steadyNow() + std::chrono::seconds(1))) break;
     const auto [leads, needed] = answer.get();
     if (!needed && !leads) break;
     if (leads) {
@@ -344,8 +341,8 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     } else if (steadyNow() - notLeadingSince > 3 * electionTimeout()) {
       break;
     }
-    std::unique_lock lock(topoMu_);  // a bounded poll; stop() notifies
-    topoCv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stopCalled_.load(); });
+    // A bounded poll; stop() notifies.
+    waitUntil(steadyNow() + std::chrono::milliseconds(20), [this] { return stopCalled_.load(); });
   }
   // 1. Forget the old identity (network thread): its control plane, role, links and lease. Also
   //    before each new attempt (an admission that never completed left a control plane behind).
@@ -366,7 +363,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
       }
       forgot->set_value();
     });
-    while (forgotten.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    while (!waitFor(forgotten, steadyNow() + std::chrono::milliseconds(50))) {
       if (stopCalled_.load()) return false;  // stop() waits for this thread before closing the net
     }
     return true;
@@ -385,8 +382,7 @@ void NodeImpl::rejoin(std::vector<std::string> seeds) {
     if (stopCalled_.load()) break;
     log_.warn({}, selfAddress_, " could not join again: ", joined.error().message(),
               "; trying again in ", backoff.count(), " ms");
-    std::unique_lock lock(topoMu_);  // stop() notifies
-    topoCv_.wait_for(lock, backoff, [this] { return stopCalled_.load(); });
+    waitUntil(steadyNow() + backoff, [this] { return stopCalled_.load(); });  // stop() notifies
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }
   rejoining_.store(false);

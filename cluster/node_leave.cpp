@@ -31,17 +31,19 @@ void NodeImpl::leave() {
                       options_.requestTimeout, [](Result<Frame>) {});
       }
     });
-    waitForTopology(std::chrono::milliseconds(2000), gone);
+    waitUntil(steadyNow() + std::chrono::milliseconds(2000), gone);
   }
   // A leader that left hands the control plane to another voter (ControlPlane::reconcile); wait
   // a little for that, so that the others need not wait for an election.
   const auto handOver = steadyNow() + 2 * electionTimeout();
   while (steadyNow() < handOver) {
     std::promise<bool> leading;
+    auto answer = leading.get_future();
     asio::post(netIo_, [this, &leading] { leading.set_value(control_ && control_->isLeader()); });
-    if (!leading.get_future().get()) break;
-    std::unique_lock lock(topoMu_);  // a bounded poll: leadership has no condition to wait on
-    topoCv_.wait_for(lock, std::chrono::milliseconds(10));
+    waitFor(answer);
+    if (!answer.get()) break;
+    // A bounded poll: leadership has no condition to wait on.
+    pauseUntil(steadyNow() + std::chrono::milliseconds(10));
   }
 }
 

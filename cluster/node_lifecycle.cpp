@@ -18,6 +18,7 @@
 namespace ingrid {
 
 std::uint64_t NodeImpl::randomIncarnation() {
+  if (SimulatedMember* sim = simulatedMember()) return sim->random();
   std::random_device random;
   return (std::uint64_t{random()} << 32) | random();
 }
@@ -34,6 +35,17 @@ NodeImpl::~NodeImpl() { stop(); }
 Result<bool> NodeImpl::start() {
   if (state_.load() != kCreated) {
     return Error(Errc::not_running, "start(): a Node is started once; this one already was");
+  }
+  sim_ = simulatedMember();
+  if (sim_) {
+    // No thread of its own: the partitions run on the network thread, which the simulator polls
+    // (so there are no shard ports either: they would run on the workers' threads).
+    if (options_.listenAddress.empty()) {
+      return Error(Errc::invalid_configuration,
+                   "NodeOptions.listenAddress is empty: a simulated node needs one (its "
+                   "partitions run on the network thread)");
+    }
+    options_.partitionsOnNetworkThread = true;
   }
   if (options_.partitions == 0 || options_.partitions > kMaxPartitionCount) {
     return Error(Errc::invalid_configuration, "NodeOptions.partitions must be from 1 to " +
@@ -239,7 +251,11 @@ Result<bool> NodeImpl::start() {
     return shards;
   }
   netGuard_.emplace(netIo_.get_executor());
-  netThread_ = std::thread([this] { netIo_.run(); });
+  if (sim_) {
+    sim_->adopt(netIo_);  // forgotten by stop()
+  } else {
+    netThread_ = std::thread([this] { netIo_.run(); });
+  }
   state_.store(kRunning, std::memory_order_release);
   Result<MemberId> restored = openDataDir();
   if (!restored) {
@@ -274,9 +290,11 @@ Result<bool> NodeImpl::bootstrap() {
   selfId_.store(1, std::memory_order_release);
   std::promise<Result<bool>> made;
   asio::post(netIo_, [this, &made] { made.set_value(startControl(1, /*bootstrap=*/true)); });
-  Result<bool> started = made.get_future().get();
+  auto answer = made.get_future();
+  waitFor(answer);
+  Result<bool> started = answer.get();
   if (!started) return started;
-  if (waitForTopology(options_.joinTimeout, [this] { return topology()->hasMember(1); })) {
+  if (waitUntil(steadyNow() + options_.joinTimeout, [this] { return topology()->hasMember(1); })) {
     log_.info({.member = 1}, selfAddress_, " started a new cluster as its member 1");
     return true;
   }
@@ -285,9 +303,20 @@ Result<bool> NodeImpl::bootstrap() {
                                       std::to_string(options_.joinTimeout.count()) + " ms");
 }
 
-bool NodeImpl::waitForTopology(std::chrono::milliseconds limit, const std::function<bool()>& pred) {
+bool NodeImpl::waitUntil(SteadyTime deadline, const std::function<bool()>& ready) {
+  if (sim_) return sim_->block(deadline, ready);
   std::unique_lock lock(topoMu_);
-  return topoCv_.wait_for(lock, limit, pred);
+  return topoCv_.wait_until(lock, deadline, ready);
+}
+
+void NodeImpl::pauseUntil(SteadyTime deadline) {
+  if (sim_) {
+    const std::uint64_t seen = topoNotified_.load();
+    sim_->block(deadline, [this, seen] { return topoNotified_.load() != seen; });
+    return;
+  }
+  std::unique_lock lock(topoMu_);
+  topoCv_.wait_until(lock, deadline);
 }
 
 void NodeImpl::stop() {
@@ -298,25 +327,37 @@ void NodeImpl::stop() {
   }
   {
     std::lock_guard lock(topoMu_);  // wakes a rejoin waiting for its topology
+    topoNotified_.fetch_add(1);
   }
   topoCv_.notify_all();
   std::thread rejoining;
+  std::vector<std::unique_ptr<SimulatedMember::Thread>> simRejoining;
   {
     std::lock_guard lock(rejoinMu_);
     rejoining = std::move(rejoinThread_);
+    simRejoining = std::move(simRejoins_);
   }
   if (rejoining.joinable()) rejoining.join();  // it sees stopCalled_ and ends
+  for (auto& t : simRejoining) t->join();
   // 1. Hand this member's partitions over while still serving (graceful leave), then keep
   //    answering (redirects) for the drain period so that stale senders learn where keys went.
   if (transport_ && state_.load() == kRunning && !crashed_.load()) {
     leave();
     // A grace period, not a condition: the senders it serves (clients with a stale topology)
     // cannot be observed from here; they learn the new owners from the redirects it answers.
-    std::this_thread::sleep_for(options_.drainPeriod);
+    if (sim_) {
+      sim_->block(steadyNow() + options_.drainPeriod, [] { return false; });
+    } else {
+      std::this_thread::sleep_for(options_.drainPeriod);
+    }
   }
   // 2. Refuse new invocations; let every admitted one finish.
   state_.store(kStopping, std::memory_order_release);
-  for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
+  if (sim_) {
+    sim_->block(SteadyTime::max(), [this] { return inflight_.load() == 0; });
+  } else {
+    for (std::int64_t n = inflight_.load(); n != 0; n = inflight_.load()) inflight_.wait(n);
+  }
   // 3. Close the network: no more requests in or out (and none tried again from the workers).
   if (data_) data_->beginStop();
   if (transport_) {
@@ -339,6 +380,11 @@ void NodeImpl::stop() {
       // Handlers queued by the closes above may still reach the coordinator: stop first.
       netIo_.stop();
     });
+    if (sim_) {
+      // Adopted by start() (a transport here means it was): polled until the close above stops it.
+      sim_->block(SteadyTime::max(), [this] { return netIo_.stopped(); });
+      sim_->forget(netIo_);
+    }
     if (netThread_.joinable()) netThread_.join();
     control_.reset();
   }

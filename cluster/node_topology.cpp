@@ -114,6 +114,7 @@ void NodeImpl::commitTopology(TopologyPtr next) {
   {
     std::lock_guard lock(topoMu_);
     topology_.store(next);
+    topoNotified_.fetch_add(1);
   }
   topoCv_.notify_all();
   watchers_.publish(next);
@@ -148,6 +149,12 @@ void NodeImpl::commitTopology(TopologyPtr next) {
     std::lock_guard lock(rejoinMu_);
     if (stopCalled_.load()) {
       rejoining_.store(false);
+    } else if (sim_) {
+      // A baton thread, in this member's scope; an earlier one (finished) is joined by stop().
+      simRejoins_.push_back(sim_->spawn([this, sim = sim_, seeds = std::move(seeds)] {
+        SimulatedMemberScope scope(sim);
+        rejoin(seeds);
+      }));
     } else {
       if (rejoinThread_.joinable()) rejoinThread_.join();  // an earlier rejoin, finished
       rejoinThread_ = std::thread([this, seeds = std::move(seeds)] { rejoin(seeds); });

@@ -101,11 +101,18 @@ void ControlPlane::assertOnControlThread() const {
 
 Result<bool> ControlPlane::start(bool bootstrap, std::optional<ControlRecovery> recovery) {
   guard_.emplace(io_.get_executor());
-  thread_ = std::thread([this] { io_.run(); });
   std::promise<Result<bool>> started;
   auto future = started.get_future();
-  asio::post(
-      io_, [this, bootstrap, &recovery, &started] { startOnThread(bootstrap, recovery, started); });
+  if ((sim_ = simulatedMember())) {
+    // The simulator polls io_ on this thread, which is then the control thread: raft starts here.
+    sim_->adopt(io_);
+    startOnThread(bootstrap, recovery, started);
+  } else {
+    thread_ = std::thread([this] { io_.run(); });
+    asio::post(io_, [this, bootstrap, &recovery, &started] {
+      startOnThread(bootstrap, recovery, started);
+    });
+  }
   Result<bool> result = future.get();
   if (!result) stop();
   return result;
@@ -184,7 +191,7 @@ void ControlPlane::startOnThread(bool bootstrap, const std::optional<ControlReco
 
 void ControlPlane::stop() {
   if (stopped_.exchange(true)) return;
-  if (!thread_.joinable()) return;
+  if (!thread_.joinable() && !sim_) return;  // never started
   std::promise<void> closed;
   auto future = closed.get_future();
   asio::post(io_, [this, &closed] {
@@ -199,14 +206,28 @@ void ControlPlane::stop() {
                [](raft* r) { static_cast<std::promise<void>*>(r->data)->set_value(); });
   });
   // raft_close completes once every pending I/O callback ran; bounded anyway, so that a bug there
-  // cannot hang the node's stop().
-  if (future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+  // cannot hang the node's stop(). In a simulation this is the control thread: it runs what is
+  // queued (every completion is posted, the close's last) instead of waiting for it.
+  const auto closedNow = [&future] {
+    return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  if (sim_) {
+    while (!closedNow() && io_.poll_one() != 0) {
+    }
+  }
+  if (sim_ ? !closedNow()
+           : future.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
     log_.error({.member = knownMember(options_.self)}, "control plane of member ", options_.self,
-               " did not close within 10 s; stopping its thread");
+               sim_ ? " did not close (nothing left to run); stopping it"
+                    : " did not close within 10 s; stopping its thread");
   }
   guard_.reset();
   io_.stop();
-  thread_.join();
+  if (sim_) {
+    sim_->forget(io_);
+  } else {
+    thread_.join();
+  }
   // Whatever raft left queued on the io_context is destroyed uncalled with it.
   raft_.reset();
   raftIo_.reset();
@@ -598,10 +619,9 @@ ControlStatus ControlPlane::status() const {
   ControlStatus s = status_;
   // Counted now, not at the last poll (an idle member polls at its ticks): raft's clock is the
   // steady clock in milliseconds (RaftIo).
-  const auto now =
-      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     steadyNow().time_since_epoch())
-                                     .count());
+  const auto now = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow().time_since_epoch())
+          .count());
   s.leaderSilentMs = s.isLeader              ? 0
                      : statusContactMs_ == 0 ? UINT64_MAX
                                              : now - std::min(now, statusContactMs_);

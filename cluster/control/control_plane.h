@@ -23,6 +23,10 @@
 //
 // Threads: the control plane runs raft on its own thread (one io_context). Public members are
 // safe from any thread; ControlHost callbacks run on the control thread and must only post.
+// In a simulation (a SimulatedMember installed for the thread that calls start(), runtime.h) there
+// is no thread: the simulator polls the io_context (adopt), on the thread that calls start() and
+// stop(), which must be the one it polls on (the node calls them on its network thread); they
+// then never wait.
 #pragma once
 
 #include <atomic>
@@ -179,6 +183,7 @@ class ControlPlane final : private RaftNetwork {
   asio::io_context io_{1};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   std::thread thread_;
+  SimulatedMember* sim_ = nullptr;  // in a simulation, as start() found it (no thread_ then)
   std::thread::id threadId_;
   std::unique_ptr<RaftIo> raftIo_;
   std::unique_ptr<raft> raft_;

@@ -100,9 +100,9 @@ raft_snapshot* fromStored(const RaftStore::Snapshot& stored) {
 }
 
 std::uint64_t steadyMillis() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        steadyNow().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow().time_since_epoch())
+          .count());
 }
 
 }  // namespace
@@ -345,8 +345,13 @@ struct RaftIo::Impl {
     return 0;
   }
   static raft_time time(raft_io*) { return steadyMillis(); }
+  // In [min, max).
   static int random(raft_io* io, int min, int max) {
     if (max <= min) return min;
+    if (SimulatedMember* sim = self(io).sim_) {
+      const auto span = static_cast<std::uint64_t>(static_cast<std::int64_t>(max) - min);
+      return min + static_cast<int>(sim->random() % span);
+    }
     return std::uniform_int_distribution<int>(min, max - 1)(self(io).random_);
   }
 };
@@ -357,7 +362,8 @@ RaftIo::RaftIo(asio::io_context& io, RaftNetwork& network, std::string dataDir, 
       ticker_(io),
       dataDir_(std::move(dataDir)),
       log_(std::move(log)),
-      random_(std::random_device{}()) {
+      sim_(simulatedMember()),
+      random_(sim_ ? 0 : std::random_device{}()) {
   io_.version = 1;
   io_.impl = this;
   io_.init = &Impl::init;

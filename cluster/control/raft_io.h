@@ -2,8 +2,9 @@
 // network and what Raft persists kept in memory or, given a directory, on disk (RaftStore).
 //
 // Raft needs from its I/O: a tick, the time, randomness, sending and receiving messages, and
-// storage for its term, vote, log entries and snapshots. Here the tick is an asio::steady_timer
-// and the time the steady clock.
+// storage for its term, vote, log entries and snapshots. Here the tick is a Timer and the time
+// steadyNow() (timer.h, runtime.h); the randomness is a generator seeded from the system, or in a
+// simulation the simulated member's (the one installed where the RaftIo is made).
 //
 // Storage without a directory is memory, and only what Raft reads back is kept: Raft reads its log
 // and term only once, at start (load), so after start an append is acknowledged without a copy
@@ -136,6 +137,8 @@ class RaftIo {
   Logger log_;
   std::unique_ptr<RaftStore> store_;      // set once the directory is open
   std::vector<RaftStore::Entry> loaded_;  // entries read at open, until load() hands them over
+  // In a simulation (runtime.h), the member whose generator raft draws from; else random_.
+  SimulatedMember* sim_;
   std::mt19937 random_;
   // Set while alive; pending callbacks check it (they may outlive nothing else).
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);

@@ -1,6 +1,9 @@
 #include "cluster/shard/partition_workers.h"
 
+#include <cassert>
 #include <future>
+
+#include "cluster/transport/runtime.h"
 
 namespace ingrid {
 namespace {
@@ -27,6 +30,8 @@ PartitionWorkers::~PartitionWorkers() { stop(); }
 void PartitionWorkers::start() {
   if (started_) return;
   started_ = true;
+  // A simulation starts no thread: its node shares the network thread's io_context, polled.
+  assert((shared_ || simulatedMember() == nullptr) && "worker threads in a simulation");
   if (shared_) {
     // First in the shared context's queue: every task posted later finds its stores bound.
     Worker* worker = workers_.front().get();

@@ -6,7 +6,7 @@
 // worker also sweeps its partitions for expired entries on a timer.
 //
 // Thread safety: post() and the const members are safe from any thread; start() and stop() are
-// called by the owning Node only.
+// called by the owning Node only. A simulation (runtime.h) runs them shared only: no thread.
 #pragma once
 
 #include <atomic>

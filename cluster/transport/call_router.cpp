@@ -9,6 +9,7 @@
 
 #include <ingrid/string_pool.h>
 #include "cluster/transport/messages.h"
+#include "cluster/transport/runtime.h"
 
 namespace ingrid {
 namespace {
@@ -31,9 +32,14 @@ std::uint64_t unixMillis() {
 }
 
 // A random, non-zero client id: two routers (clients, nodes, restarts) never share one in practice.
+// In a simulation (runtime.h), the simulated member's generator draws it.
 std::uint64_t randomClientId() {
-  std::random_device rd;
   std::uint64_t id = 0;
+  if (SimulatedMember* sim = simulatedMember()) {
+    while (id == 0) id = sim->random();
+    return id;
+  }
+  std::random_device rd;
   while (id == 0) id = (std::uint64_t{rd()} << 32) ^ rd();
   return id;
 }

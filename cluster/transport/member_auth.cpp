@@ -1,11 +1,15 @@
 #include "cluster/transport/member_auth.h"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
+
+#include "cluster/transport/runtime.h"
 
 namespace ingrid::member_auth {
 namespace {
@@ -48,6 +52,13 @@ std::string handshakeProof(std::string_view label, std::string_view secret,
 
 std::string freshNonce() {
   std::string nonce(kNonceBytes, '\0');
+  if (SimulatedMember* sim = simulatedMember()) {  // runtime.h: the simulated member's generator
+    for (std::size_t i = 0; i < kNonceBytes; i += 8) {
+      const std::uint64_t draw = sim->random();
+      std::memcpy(nonce.data() + i, &draw, std::min<std::size_t>(8, kNonceBytes - i));
+    }
+    return nonce;
+  }
   if (RAND_bytes(reinterpret_cast<unsigned char*>(nonce.data()), static_cast<int>(kNonceBytes)) !=
       1) {
     throw std::runtime_error("no random bytes for a nonce (OpenSSL RAND_bytes failed)");

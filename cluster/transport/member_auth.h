@@ -23,7 +23,8 @@ namespace ingrid::member_auth {
 inline constexpr std::size_t kNonceBytes = 16;
 inline constexpr std::size_t kProofBytes = 32;  // HMAC-SHA256
 
-// kNonceBytes from the operating system's random source (OpenSSL RAND_bytes).
+// kNonceBytes from the operating system's random source (OpenSSL RAND_bytes); in a simulation
+// (runtime.h), from the simulated member's generator.
 std::string freshNonce();
 
 // The acceptor's proof, for the dialer's nonce and its own, the dialer's claimed id and its own.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,7 +32,7 @@ void TopologyWatchers::hold(const std::shared_ptr<Connection>& conn, const Frame
                   encode(TopologyBody{*current}));
     }
   }
-  it->second = Held{conn, request, after, until};
+  it->second = Held{conn, request, after, until, nextSeq_++};
   // O(1) per watch: the timer only moves earlier here (expire() finds the next deadline).
   if (armedFor_ == SteadyTime{} || until < armedFor_) waitUntil(until);
 }
@@ -42,16 +41,24 @@ void TopologyWatchers::publish(const TopologyPtr& t) {
   assert(here());
   current_ = t;
   if (held_.empty()) return;
-  const std::string body = encode(TopologyBody{*t});  // one encoding for every watcher
+  std::vector<Held> due;
   for (auto it = held_.begin(); it != held_.end();) {
     if (it->second.after >= t->version) {
       ++it;
       continue;
     }
-    if (auto conn = it->second.conn.lock()) {
-      conn->reply(it->second.request, MessageType::kGetTopology, t->version, body);
-    }
+    due.push_back(std::move(it->second));
     it = held_.erase(it);
+  }
+  if (due.empty()) return;
+  answer(due, t->version, encode(TopologyBody{*t}));  // one encoding for every watcher
+}
+
+void TopologyWatchers::answer(std::vector<Held>& due, std::uint64_t version,
+                              const std::string& body) {
+  std::sort(due.begin(), due.end(), [](const Held& a, const Held& b) { return a.seq < b.seq; });
+  for (const Held& h : due) {
+    if (auto conn = h.conn.lock()) conn->reply(h.request, MessageType::kGetTopology, version, body);
   }
 }
 
@@ -62,30 +69,24 @@ void TopologyWatchers::stop() {
   std::vector<Held> held;
   for (auto& [conn, h] : held_) held.push_back(std::move(h));
   held_.clear();
-  if (!current_) return;
-  const std::string body = encode(TopologyBody{*current_});
-  for (const Held& h : held) {
-    if (auto conn = h.conn.lock()) {
-      conn->reply(h.request, MessageType::kGetTopology, current_->version, body);
-    }
-  }
+  if (!current_ || held.empty()) return;
+  answer(held, current_->version, encode(TopologyBody{*current_}));
 }
 
 void TopologyWatchers::expire() {
   const auto now = steadyNow();
-  std::optional<std::string> body;  // encoded once, if any watch ran out
+  std::vector<Held> due;
   for (auto it = held_.begin(); it != held_.end();) {
-    auto conn = it->second.conn.lock();
-    if (conn && it->second.until > now) {
+    const bool open = !it->second.conn.expired();
+    if (open && it->second.until > now) {
       ++it;
       continue;
     }
-    if (conn && current_) {
-      if (!body) body = encode(TopologyBody{*current_});
-      conn->reply(it->second.request, MessageType::kGetTopology, current_->version, *body);
-    }
+    if (open) due.push_back(std::move(it->second));
     it = held_.erase(it);  // answered, or its connection is gone
   }
+  if (due.empty() || !current_) return;
+  answer(due, current_->version, encode(TopologyBody{*current_}));  // encoded once
 }
 
 void TopologyWatchers::arm() {

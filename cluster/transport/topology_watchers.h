@@ -3,7 +3,9 @@
 // member installs one newer than the asker's, or when the asker's wait runs out, whichever is
 // first; so a client learns a change (a failed member removed) when it is committed, not at its
 // next poll. At most one is held per connection: a second answers the first at once. A watch
-// whose connection closed is dropped unanswered.
+// whose connection closed is dropped unanswered. Watches answered together are answered in the
+// order they were held (not the map's, which follows the connections' addresses): a simulation
+// (runtime.h) sends the same in every run.
 //
 // Threads: the member's network thread (the io_context given), asserted; stop() before the
 // io_context is destroyed.
@@ -13,7 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <asio/io_context.hpp>
 #include "cluster/transport/timer.h"
@@ -52,7 +56,10 @@ class TopologyWatchers {
     FrameHeader request;
     std::uint64_t after = 0;
     SteadyTime until;
+    std::uint64_t seq = 0;  // when it was held: the order of answers
   };
+  // Answers each of `due` with `version` and `body`, in the order they were held.
+  static void answer(std::vector<Held>& due, std::uint64_t version, const std::string& body);
   bool here() const noexcept { return io_.get_executor().running_in_this_thread(); }
   // Answers the watches whose wait ran out, and sets the timer for the next one to.
   void expire();
@@ -65,6 +72,7 @@ class TopologyWatchers {
   Timer timer_;
   TopologyPtr current_;
   std::unordered_map<const Connection*, Held> held_;
+  std::uint64_t nextSeq_ = 0;
   SteadyTime armedFor_{};     // the deadline the timer waits for; {} when idle
   std::size_t purgeAt_ = 64;  // held_'s size at which watches of closed connections are dropped
 };
