@@ -101,9 +101,9 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   std::string listenAddress() const { return selfAddress_; }
   TopologyPtr topology() const { return topology_.load(); }
   std::uint64_t TEST_entryCount() { return data_ ? data_->TEST_entryCount() : 0; }
-  // DataPlane::TEST_writesAsPrimary while running (false otherwise). The simulator's thread.
-  bool TEST_writesAsPrimary(PartitionId p) const {
-    return running() && data_ && data_->TEST_writesAsPrimary(p);
+  // DataPlane::TEST_writablePartitions while running (none otherwise).
+  std::vector<PartitionId> TEST_writablePartitions() const {
+    return running() && data_ ? data_->TEST_writablePartitions() : std::vector<PartitionId>{};
   }
 
   // --- metrics and probes (node_metrics.cpp): any thread but the node's own ---

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cluster/transport/runtime.h"
+
 namespace ingrid {
 
 // The delay from `now` until the next multiple of `interval` since the epoch: in (0, interval],
@@ -16,7 +18,7 @@ namespace ingrid {
 // stepped back or forward shifts only the phase). An interval that is not positive: 1 ms.
 inline std::chrono::nanoseconds untilGridTick(
     std::chrono::nanoseconds interval,
-    std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
+    std::chrono::system_clock::time_point now = systemNow()) {
   if (interval <= std::chrono::nanoseconds::zero()) return std::chrono::milliseconds(1);
   const std::chrono::nanoseconds sinceEpoch = now.time_since_epoch();
   std::chrono::nanoseconds into = sinceEpoch % interval;

@@ -166,10 +166,17 @@ class DataPlane {
   // serve, and the new replicas it leads get snapshots.
   void install(const TopologyPtr& cur, const TopologyPtr& next);
 
-  // Whether a write to p would run here now: p's unfenced primary at this member's topology, with
-  // a valid primary lease. The simulator's checker asks every member after every event.
-  bool TEST_writesAsPrimary(PartitionId p) const {
-    return !servingRefusal(p, *topology()) && host_.primaryLeaseValid();
+  // The partitions a write would run on here now: those whose unfenced primary this member is at
+  // its topology (servesAsPrimary), while its primary lease is valid. The simulator's checker
+  // asks every member after every event. Any thread.
+  std::vector<PartitionId> TEST_writablePartitions() const {
+    std::vector<PartitionId> writable;
+    if (!host_.primaryLeaseValid()) return writable;
+    const TopologyPtr topo = topology();
+    for (PartitionId p = 0; p < options_.partitions; ++p) {
+      if (servesAsPrimary(p, *topo)) writable.push_back(p);
+    }
+    return writable;
   }
   // For a status report (any thread): whether p is fenced, and whether its replica is complete.
   bool fenced(PartitionId p) const noexcept { return replicas_[p].primary.fenced.load(); }
@@ -303,6 +310,12 @@ class DataPlane {
   // The steps of execute() (p's worker):
   // Why this member may not run a request on p now (not its primary, or fenced), or nothing.
   std::optional<Error> servingRefusal(PartitionId p, const Topology& topo) const;
+  // servingRefusal(p, topo) is nothing: this member has an id, is p's primary at `topo`, and p is
+  // not fenced.
+  bool servesAsPrimary(PartitionId p, const Topology& topo) const noexcept {
+    const MemberId self = memberId();
+    return self != 0 && topo.table.primary(p) == self && !replicas_[p].primary.fenced;
+  }
   // REQUIRES: id.valid(). Answers a request the dedup table has seen (its answer, parked on its
   // replication, a barrier for an inherited one, or a refusal): true; a new one: false.
   bool answeredBefore(PartitionId p, PartitionStore& store, const TopologyPtr& topo,

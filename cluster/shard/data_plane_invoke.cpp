@@ -103,6 +103,7 @@ void DataPlane::execute(PartitionId p, PartitionStore& store, std::string_view k
 }
 
 std::optional<Error> DataPlane::servingRefusal(PartitionId p, const Topology& topo) const {
+  if (servesAsPrimary(p, topo)) return std::nullopt;
   const MemberId self = memberId();
   // A member without an id (joining, or rejoining after it was removed) leads nothing, not even
   // the partitions of an empty table (whose primary is 0 too).
@@ -351,7 +352,7 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
     const auto skew = static_cast<std::uint64_t>((options_.dedupWindow * 2 / 5).count());
     const auto wallNow =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::system_clock::now().time_since_epoch())
+                                       systemNow().time_since_epoch())
                                        .count());
     const std::uint64_t deadline = call.spans.deadlineUnixMs;
     const std::uint64_t latest = deadline > UINT64_MAX - skew ? UINT64_MAX : deadline + skew;

@@ -29,20 +29,18 @@ namespace {
 using namespace std::chrono_literals;
 using Millis = std::chrono::milliseconds;
 
-// Wall-clock time of a member (bucket timestamps): its simulated monotonic time from a fixed
-// epoch, so that it drifts with the member.
+// Wall-clock time of a member (bucket timestamps): Member::wallNow, which drifts with it.
 class MemberWallClock final : public Clock {
  public:
-  explicit MemberWallClock(const Member& member, SteadyTime start) : member_(member), start_(start) {}
+  explicit MemberWallClock(const Member& member) : member_(member) {}
   Nanos now() const noexcept override {
-    return kEpoch + std::chrono::duration_cast<std::chrono::nanoseconds>(member_.now() - start_)
-                        .count();
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               member_.wallNow().time_since_epoch())
+        .count();
   }
 
  private:
-  static constexpr Nanos kEpoch = Nanos{1'800'000'000} * kNanosPerSecond;
   const Member& member_;
-  SteadyTime start_;
 };
 
 BucketParams neverRefills(std::int64_t capacity) {
@@ -60,6 +58,7 @@ struct Slot {
   bool up = false;       // started and not stopped
   bool stopping = false;  // a stop or crash is under way
   int generation = 0;
+  std::uint64_t pauses = 0;  // SIGSTOPs so far
 };
 
 struct Call {
@@ -68,6 +67,7 @@ struct Call {
   std::size_t member = 0;
   bool answered = false;
   bool callerGone = false;  // its process crashed: nobody waits for the answer
+  std::uint64_t pauses = 0;  // its process's SIGSTOPs when it was made
 };
 
 class ClusterRun {
@@ -105,7 +105,7 @@ class ClusterRun {
     n.partitionsOnNetworkThread = true;
     n.shardPorts = false;
     n.workerThreads = 1;
-    n.clock = std::make_shared<MemberWallClock>(*slots_[i].member, sim_.start());
+    n.clock = std::make_shared<MemberWallClock>(*slots_[i].member);
     n.frameFaults = faults_;
     n.dataDir = slots_[i].dataDir;
     n.drainPeriod = 50ms;
@@ -171,6 +171,7 @@ class ClusterRun {
   // --- checks ---
   void checkLeases();
   bool converged(std::string* why) const;
+  bool replicasComplete() const;
   void finalAudit(ClusterSimReport& report);
 
   std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : sim_.rng()() % n; }
@@ -189,11 +190,17 @@ class ClusterRun {
   std::string failure_;
   bool faultsOn_ = false;
   bool loadOn_ = false;
-  std::size_t activeFaults_ = 0;
+  std::vector<std::size_t> writers_;  // checkLeases: per partition, the member (1-based) or 0
+  std::size_t memberFaults_ = 0;  // member-level faults not yet healed
+  bool frameFault_ = false;
   std::uint64_t faultCount_ = 0;
   std::set<std::pair<std::string, std::string>> cuts_;
   std::vector<Call> calls_;
-  std::vector<std::int64_t> acked_;  // per key
+  static constexpr std::uint32_t kFreshKeys = 8;
+  static constexpr std::int64_t kFreshCapacity = 2;
+  SteadyTime loadStart_{};
+  std::vector<std::int64_t> capacity_;  // per key
+  std::vector<std::int64_t> acked_;     // per key
   std::uint64_t denied_ = 0, errors_ = 0, overDeadline_ = 0, leaseChecks_ = 0;
 };
 
@@ -267,15 +274,24 @@ void ClusterRun::call() {
   const std::vector<std::size_t> up = upMembers();
   if (up.empty()) return;
   const std::size_t i = up[draw(up.size())];
-  const auto key = static_cast<std::uint32_t>(draw(o_.keys));
+  // Half the calls on the fixed keys (soon empty: they deny), half on the newest generation of
+  // fresh keys (one a second), so that grants go on through every fault.
+  const std::uint64_t generation =
+      static_cast<std::uint64_t>((sim_.now() - loadStart_) / std::chrono::seconds(1));
+  while (capacity_.size() < o_.keys + (generation + 1) * kFreshKeys) {
+    capacity_.push_back(capacity_.size() < o_.keys ? o_.capacity : kFreshCapacity);
+    acked_.push_back(0);
+  }
+  const auto key = static_cast<std::uint32_t>(
+      draw(2) == 0 ? draw(o_.keys) : o_.keys + generation * kFreshKeys + draw(kFreshKeys));
   const std::size_t id = calls_.size();
   Slot& s = slots_[i];
-  calls_.push_back(Call{key, sim_.now(), i, false, false});
+  calls_.push_back(Call{key, sim_.now(), i, false, false, s.pauses});
   const Millis timeout = s.node->options().requestTimeout;
   SimulatedMemberScope scope(s.member);
   s.node->invokeRaw(
       "audit-" + std::to_string(key), TokenBucketAcquire::kName,
-      encode(TokenBucketAcquire{neverRefills(o_.capacity), 1}),
+      encode(TokenBucketAcquire{neverRefills(capacity_[key]), 1}),
       [this, id, timeout](Result<std::string> raw) {
         Call& c = calls_[id];
         if (c.answered) {
@@ -284,7 +300,9 @@ void ClusterRun::call() {
         }
         c.answered = true;
         if (c.callerGone) return;  // the crashed process's caller is gone
-        if (sim_.now() - c.start > timeout + 1000ms) ++overDeadline_;
+        // A caller whose process was stopped meanwhile (SIGSTOP) could not be answered in time.
+        const bool stopped = slots_[c.member].pauses != c.pauses;
+        if (!stopped && sim_.now() - c.start > timeout + 1000ms) ++overDeadline_;
         Result<AcquireAnswer> r = decodeResult<TokenBucketAcquire>(std::move(raw));
         if (!r) {
           ++errors_;
@@ -304,16 +322,37 @@ void ClusterRun::scheduleFault() {
 void ClusterRun::injectFault() {
   if (!faultsOn_) return;
   scheduleFault();
-  // At most two members' worth of faults at once: a quorum of voters stays (safety is checked
-  // regardless; this keeps the run making progress to check).
-  if (activeFaults_ >= 2) return;
   const std::size_t n = slots_.size();
   const std::size_t i = draw(n);
   Slot& s = slots_[i];
   const auto lasting = std::chrono::milliseconds(1000 + draw(6000));
+  const std::uint64_t kind = draw(6);
+  if (kind == 2) {  // a lossy, duplicating, reordering network: overlaps anything
+    if (frameFault_) return;
+    ++faultCount_;
+    frameFault_ = true;
+    FrameFaults::Rule rule;
+    rule.drop = 0.02 * static_cast<double>(1 + draw(5));
+    rule.duplicate = 0.02 * static_cast<double>(draw(3));
+    rule.delayMax = std::chrono::milliseconds(draw(30));
+    const int id = faults_->add(rule);
+    sim_.trace("frames", 0, static_cast<std::uint64_t>(id));
+    sim_.scheduleAt(after(lasting), nullptr, [this, id] {
+      faults_->remove(id);
+      frameFault_ = false;
+    }, "heal");
+    return;
+  }
+  // A fault that can cost the cluster a member (a crash; or a partition or pause past the
+  // failure timeout, after which the member is removed and its partitions move): with `backups`
+  // copies besides the primary, at most that many at once, and a new one only once the cluster
+  // has converged again with every replica complete, as the exactness claim assumes. Safety (one
+  // writer per partition) is checked whatever the faults.
+  if (memberFaults_ >= o_.backups || !converged(nullptr) || !replicasComplete()) return;
+  if (!s.up || s.stopping || s.member->paused) return;
   ++faultCount_;
-  ++activeFaults_;
-  switch (draw(6)) {
+  ++memberFaults_;
+  switch (kind) {
     case 0: {  // isolate a member, both ways
       const std::string host = s.member->host();
       for (auto& other : slots_) {
@@ -324,7 +363,7 @@ void ClusterRun::injectFault() {
         for (auto& other : slots_) {
           if (other.member->host() != host) heal(host, other.member->host(), true);
         }
-        --activeFaults_;
+        --memberFaults_;
       }, "heal");
       break;
     }
@@ -335,40 +374,20 @@ void ClusterRun::injectFault() {
       sim_.trace("cut-one-way", i + 1, j + 1);
       sim_.scheduleAt(after(lasting), nullptr, [this, from, to] {
         heal(from, to, false);
-        --activeFaults_;
-      }, "heal");
-      break;
-    }
-    case 2: {  // lossy, duplicating, reordering network
-      FrameFaults::Rule rule;
-      rule.drop = 0.02 * static_cast<double>(1 + draw(5));
-      rule.duplicate = 0.02 * static_cast<double>(draw(3));
-      rule.delayMax = std::chrono::milliseconds(draw(30));
-      const int id = faults_->add(rule);
-      sim_.trace("frames", 0, static_cast<std::uint64_t>(id));
-      sim_.scheduleAt(after(lasting), nullptr, [this, id] {
-        faults_->remove(id);
-        --activeFaults_;
+        --memberFaults_;
       }, "heal");
       break;
     }
     case 3: {  // SIGSTOP, then SIGCONT
-      if (s.member->paused || !s.up) {
-        --activeFaults_;
-        break;
-      }
       sim_.pause(i);
+      ++s.pauses;
       sim_.scheduleAt(after(lasting), nullptr, [this, i] {
         sim_.resume(i);
-        --activeFaults_;
+        --memberFaults_;
       }, "heal");
       break;
     }
     default: {  // kill -9, then a new process on the same address
-      if (!s.up || s.stopping || s.member->paused) {
-        --activeFaults_;
-        break;
-      }
       stopMember(i, /*crash=*/true);
       const bool keepDir = !s.dataDir.empty() && draw(2) == 0;
       sim_.scheduleAt(after(lasting), nullptr, [this, i, keepDir] { restart(i, keepDir); },
@@ -376,6 +395,17 @@ void ClusterRun::injectFault() {
       break;
     }
   }
+}
+
+bool ClusterRun::replicasComplete() const {
+  const TopologyPtr t = slots_[0].node ? slots_[0].node->topology() : nullptr;
+  if (!t) return false;
+  for (PartitionId p = 0; p < o_.partitions; ++p) {
+    for (MemberId m : t->table.owners(p)) {
+      if (t->syncingReplica(p, m) != nullptr) return false;
+    }
+  }
+  return true;
 }
 
 void ClusterRun::restart(std::size_t i, bool keepDir) {
@@ -389,7 +419,7 @@ void ClusterRun::restart(std::size_t i, bool keepDir) {
     std::filesystem::remove_all(s.dataDir, ignored);
   }
   startMember(i);
-  --activeFaults_;
+  --memberFaults_;
 }
 
 void ClusterRun::healAll() {
@@ -406,22 +436,19 @@ void ClusterRun::healAll() {
 void ClusterRun::checkLeases() {
   if (!failure_.empty()) return;
   ++leaseChecks_;
-  for (PartitionId p = 0; p < o_.partitions; ++p) {
-    std::size_t holders = 0;
-    std::string who;
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      Slot& s = slots_[i];
-      if (!s.node || !s.node->running()) continue;
-      SimulatedMemberScope scope(s.member);  // the lease is judged on the member's own clock
-      if (s.node->TEST_writesAsPrimary(p)) {
-        ++holders;
-        who += " m" + std::to_string(i + 1) + "(id " + std::to_string(s.node->memberId()) + ")";
+  writers_.assign(o_.partitions, 0);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    Slot& s = slots_[i];
+    if (!s.node) continue;
+    SimulatedMemberScope scope(s.member);  // the lease is judged on the member's own clock
+    for (PartitionId p : s.node->TEST_writablePartitions()) {
+      if (writers_[p] != 0) {
+        fail("partition " + std::to_string(p) + " has two members that may write as its " +
+             "primary: m" + std::to_string(writers_[p]) + " and m" + std::to_string(i + 1) +
+             " (id " + std::to_string(s.node->memberId()) + "), each with a valid lease");
+        return;
       }
-    }
-    if (holders > 1) {
-      fail("partition " + std::to_string(p) + " has " + std::to_string(holders) +
-           " members that may write as its primary:" + who);
-      return;
+      writers_[p] = i + 1;
     }
   }
 }
@@ -467,11 +494,11 @@ void ClusterRun::finalAudit(ClusterSimReport& report) {
     std::size_t pending = 0;
   };
   auto reads = std::make_shared<Reads>();
-  reads->finals.resize(o_.keys);
+  const auto keys = static_cast<std::uint32_t>(capacity_.size());
+  reads->finals.resize(keys);
   std::vector<Final>& finals = reads->finals;
-  const std::int64_t capacity = o_.capacity;
   auto readAll = [&] {
-    for (std::uint32_t k = 0; k < o_.keys; ++k) {
+    for (std::uint32_t k = 0; k < keys; ++k) {
       if (finals[k].read) continue;
       const std::vector<std::size_t> up = upMembers();
       if (up.empty()) return;
@@ -479,7 +506,7 @@ void ClusterRun::finalAudit(ClusterSimReport& report) {
       SimulatedMemberScope scope(s.member);
       ++reads->pending;
       s.node->invokeRaw("audit-" + std::to_string(k), GetEntry::kName, encode(GetEntry{}),
-                        [reads, k, capacity](Result<std::string> raw) {
+                        [reads, k, capacity = capacity_[k]](Result<std::string> raw) {
                           --reads->pending;
                           Result<EntrySnapshot> r = decodeResult<GetEntry>(std::move(raw));
                           if (!r) return;
@@ -494,15 +521,15 @@ void ClusterRun::finalAudit(ClusterSimReport& report) {
     sim_.runUntilTrue([&] { return reads->pending == 0; }, after(10s));
     if (std::all_of(finals.begin(), finals.end(), [](const Final& f) { return f.read; })) break;
   }
-  for (std::uint32_t k = 0; k < o_.keys; ++k) {
+  for (std::uint32_t k = 0; k < keys; ++k) {
     if (!finals[k].read) {
       fail("key audit-" + std::to_string(k) + " could not be read after the faults healed");
       continue;
     }
-    if (acked_[k] > o_.capacity) {
-      report.doubled += static_cast<std::uint64_t>(acked_[k] - o_.capacity);
+    if (acked_[k] > capacity_[k]) {
+      report.doubled += static_cast<std::uint64_t>(acked_[k] - capacity_[k]);
       fail("key audit-" + std::to_string(k) + ": " + std::to_string(acked_[k]) +
-           " grants acknowledged, capacity " + std::to_string(o_.capacity));
+           " grants acknowledged, capacity " + std::to_string(capacity_[k]));
     }
     if (acked_[k] > finals[k].consumed) {
       report.lost += static_cast<std::uint64_t>(acked_[k] - finals[k].consumed);
@@ -516,7 +543,8 @@ ClusterSimReport ClusterRun::run() {
   const auto wallStart = std::chrono::steady_clock::now();
   ClusterSimReport report;
   report.seed = o_.seed;
-  acked_.assign(o_.keys, 0);
+  capacity_.clear();
+  acked_.clear();
   const auto afterEach = [this] {
     reapBatons();
     checkLeases();
@@ -539,6 +567,7 @@ ClusterSimReport ClusterRun::run() {
 
   if (failure_.empty()) {
     loadOn_ = true;
+    loadStart_ = sim_.now();
     scheduleCall();
     faultsOn_ = o_.faults;
     if (faultsOn_) scheduleFault();

@@ -6,11 +6,25 @@
 #include <string>
 #include <string_view>
 
+#include <sys/personality.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "cluster/sim/cluster_sim.h"
 
+// Pointer values, and with them absl's per-process hash seed and every order by address, come
+// from the address space's layout: the simulator runs without ASLR, so that they repeat from run
+// to run (re-executing itself once with ADDR_NO_RANDOMIZE, as `setarch -R` does).
+void withoutAddressRandomization(char** argv) {
+  const int persona = personality(0xffffffff);
+  if (persona == -1 || (persona & ADDR_NO_RANDOMIZE) != 0) return;
+  if (personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE) == -1) return;
+  execv("/proc/self/exe", argv);  // returns only on failure: then go on with ASLR
+}
+
 int main(int argc, char** argv) {
+  withoutAddressRandomization(argv);
   CLI::App app{"ingrid-sim: a seeded, deterministic simulation of an ingrid cluster under faults"};
   std::uint64_t first = 1;
   std::uint64_t seeds = 1;

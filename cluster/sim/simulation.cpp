@@ -143,6 +143,13 @@ SteadyTime Member::globalAt(SteadyTime local) const noexcept {
 
 SteadyTime Member::now() const noexcept { return localAt(sim_.now()); }
 
+std::chrono::system_clock::time_point Member::wallNow() const noexcept {
+  // A fixed epoch (2027-01-15), so that a run's wall-clock times repeat too.
+  constexpr std::chrono::seconds kEpoch{1'800'000'000};
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(kEpoch + (now() - sim_.start())));
+}
+
 std::uint64_t Member::schedule(SteadyTime at, UniqueFunction<void()> fire) {
   return sim_.scheduleAt(std::max(globalAt(at), sim_.now()), this, std::move(fire));
 }
@@ -197,7 +204,10 @@ std::uint64_t Simulation::scheduleAt(SteadyTime at, Member* member, UniqueFuncti
 
 void Simulation::cancel(std::uint64_t id) noexcept {
   auto it = scheduled_.find(id);
-  if (it == scheduled_.end()) return;
+  if (it == scheduled_.end()) {
+    deferred_.erase(id);  // an event of a paused member, perhaps
+    return;
+  }
   queue_.erase(std::make_pair(it->second, id));
   scheduled_.erase(it);
 }
@@ -276,13 +286,15 @@ bool Simulation::runUntilTrue(const std::function<bool()>& done, SteadyTime limi
       return done();
     }
     Event event = std::move(it->second);
+    const std::uint64_t seq = it->first.second;
     now_ = it->first.first;
-    scheduled_.erase(it->first.second);
+    scheduled_.erase(seq);
     queue_.erase(it);
     ++events_;
     if (event.member != nullptr && event.member->paused) {
-      // Paused: the event waits for the member to resume (Simulation::resume re-queues it).
-      deferred_.push_back(std::move(event));
+      // Paused: the event waits for the member to resume (resume() queues it again, under the
+      // same id, so that cancel() still finds it).
+      deferred_.emplace(seq, std::move(event));
       continue;
     }
     trace(event.kind, event.member != nullptr ? event.member->index() + 1 : 0);
@@ -304,16 +316,15 @@ void Simulation::pause(std::size_t i) {
 void Simulation::resume(std::size_t i) {
   members_[i]->paused = false;
   trace("resume", i + 1);
-  std::vector<Event> waiting;
   for (auto it = deferred_.begin(); it != deferred_.end();) {
-    if (it->member == members_[i].get()) {
-      waiting.push_back(std::move(*it));
+    if (it->second.member == members_[i].get()) {
+      queue_.emplace(std::make_pair(now_, it->first), std::move(it->second));
+      scheduled_.emplace(it->first, now_);
       it = deferred_.erase(it);
     } else {
       ++it;
     }
   }
-  for (Event& e : waiting) scheduleAt(now_, e.member, std::move(e.fire), e.kind);
 }
 
 }  // namespace ingrid::sim

@@ -50,6 +50,7 @@ class Member final : public SimulatedMember {
   ~Member() override;
 
   SteadyTime now() const noexcept override;
+  std::chrono::system_clock::time_point wallNow() const noexcept override;
   std::uint64_t schedule(SteadyTime at, UniqueFunction<void()> fire) override;
   void cancel(std::uint64_t id) noexcept override;
   std::uint64_t random() noexcept override { return rng_(); }
@@ -147,7 +148,7 @@ class Simulation {
   std::map<std::pair<SteadyTime, std::uint64_t>, Event> queue_;
   absl::flat_hash_map<std::uint64_t, SteadyTime> scheduled_;  // lookups only, never iterated
   std::uint64_t nextSeq_ = 1;
-  std::vector<Event> deferred_;  // events of paused members, in their order
+  std::map<std::uint64_t, Event> deferred_;  // events of paused members, by sequence number
   std::vector<Baton*> batons_;   // in creation order
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
   std::uint64_t events_ = 0;

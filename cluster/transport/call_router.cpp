@@ -27,7 +27,7 @@ bool notRun(const Error& e) {
 
 std::uint64_t unixMillis() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
+                                        systemNow().time_since_epoch())
                                         .count());
 }
 

@@ -40,6 +40,8 @@ class SimulatedMember {
 
   // The member's monotonic time: the simulation's time through this member's drift.
   virtual SteadyTime now() const noexcept = 0;
+  // The member's wall-clock time: a fixed epoch plus its monotonic time since the start.
+  virtual std::chrono::system_clock::time_point wallNow() const noexcept = 0;
   // Runs `fire` once, on the simulator's thread inside this member's scope, when the member's
   // time reaches `at` (at once, in the next event, if it already has). Events due at the same
   // simulated instant run in the order they were scheduled. Returns an id for cancel().
@@ -95,6 +97,12 @@ class SimulatedMemberScope {
 inline SteadyTime steadyNow() noexcept {
   if (SimulatedMember* m = simulatedMember()) return m->now();
   return std::chrono::steady_clock::now();
+}
+
+// The calling member's wall-clock time: system_clock, or the simulated member's.
+inline std::chrono::system_clock::time_point systemNow() noexcept {
+  if (SimulatedMember* m = simulatedMember()) return m->wallNow();
+  return std::chrono::system_clock::now();
 }
 
 }  // namespace ingrid

@@ -73,9 +73,10 @@ class Timer {
     simWait(std::move(to), UniqueFunction<void(std::error_code)>(std::forward<Handler>(handler)));
   }
 
- private:
-  struct Sim;
+ public:
+  struct Sim;  // the simulated timer's state (timer.cpp)
 
+ private:
   std::size_t simExpiresAt(time_point at);
   std::size_t simCancel();
   void simWait(asio::any_io_executor to, UniqueFunction<void(std::error_code)> handler);

@@ -34,6 +34,11 @@ class ManualSim {
         : sim_(sim), host_(std::move(host)), random_(seed) {}
 
     SteadyTime now() const noexcept override { return sim_.now_; }
+    std::chrono::system_clock::time_point wallNow() const noexcept override {
+      return std::chrono::system_clock::time_point(
+          std::chrono::duration_cast<std::chrono::system_clock::duration>(
+              sim_.now_.time_since_epoch()));
+    }
     std::uint64_t schedule(SteadyTime at, UniqueFunction<void()> fire) override {
       return sim_.schedule(this, at, std::move(fire));
     }
