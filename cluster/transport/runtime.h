@@ -97,4 +97,16 @@ inline SteadyTime steadyNow() noexcept {
   return std::chrono::steady_clock::now();
 }
 
+// The calling member's wall clock where the node reads one itself (request deadlines, the timer
+// grid; not NodeOptions::clock, the processors'): system_clock, or in a simulation the simulated
+// member's time taken as time since the Unix epoch (members agree on it as their drift allows).
+inline std::chrono::system_clock::time_point systemNow() noexcept {
+  if (SimulatedMember* m = simulatedMember()) {
+    return std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            m->now().time_since_epoch()));
+  }
+  return std::chrono::system_clock::now();
+}
+
 }  // namespace ingrid
