@@ -105,7 +105,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
   TopologyPtr topology() const { return topology_.load(); }
   std::uint64_t TEST_entryCount() { return data_ ? data_->TEST_entryCount() : 0; }
 
-  // --- metrics and probes (node_metrics.cpp): any thread but the node's own ---
+  // --- metrics and probes (node_metrics.cpp): any thread but the node's own (in a simulation,
+  // a baton thread) ---
   std::string metricsText();
   Probe liveness();
   Probe readiness();
