@@ -19,10 +19,13 @@
 // node starts no thread: the simulator polls the network's and the control plane's io_contexts
 // (adopt), the partitions run on the network's (partitionsOnNetworkThread, so no shard ports), a
 // rejoin runs on a baton thread (spawn), and every wait of start(), stop() and the code they call
-// hands control to the simulator (SimulatedMember::block). What a simulator calls, in the
-// member's SimulatedMemberScope: the constructor (its incarnation and client id are drawn then);
-// start(), then stop() or crash(), each on a baton thread (they block); the destructor, after
-// stop() or crash() returned (it does not block then). A simulated node needs a listenAddress.
+// hands control to the simulator (SimulatedMember::block). What a simulator calls, each in the
+// member's SimulatedMemberScope: the constructor (its timers, incarnation and client id are made
+// then); start(), then stop() or crash(), each on a baton thread (they block); the destructor,
+// after stop() or crash() returned (it does not block then) and before the SimulatedMember goes.
+// It polls the adopted io_contexts in that scope too (the control plane adopts and forgets its
+// own from a handler of the network's), and never restarts one that stopped. A simulated node
+// needs a listenAddress; NodeOptions::clock (entries' expiry) is the simulator's to give.
 #pragma once
 
 #include <array>
@@ -106,7 +109,8 @@ class NodeImpl final : public ConnectionHandler, private CallRouter::Host, priva
     return running() && data_ ? data_->TEST_writablePartitions() : std::vector<PartitionId>{};
   }
 
-  // --- metrics and probes (node_metrics.cpp): any thread but the node's own ---
+  // --- metrics and probes (node_metrics.cpp): any thread but the node's own (in a simulation,
+  // a baton thread) ---
   std::string metricsText();
   Probe liveness();
   Probe readiness();

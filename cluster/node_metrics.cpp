@@ -140,7 +140,7 @@ std::optional<NodeImpl::Gauges> NodeImpl::gauges() {
   auto answer = std::make_shared<std::promise<Gauges>>();
   std::future<Gauges> got = answer->get_future();
   asio::post(netIo_, [this, answer] { answer->set_value(gaugesHere()); });
-  if (got.wait_for(kProbeWait) != std::future_status::ready) return std::nullopt;
+  if (!waitFor(got, steadyNow() + kProbeWait)) return std::nullopt;
   return got.get();
 }
 
@@ -278,7 +278,7 @@ Probe NodeImpl::liveness() {
     auto turned = std::make_shared<std::promise<void>>();
     std::future<void> got = turned->get_future();
     asio::post(netIo_, [turned] { turned->set_value(); });
-    if (got.wait_for(kProbeWait) != std::future_status::ready) {
+    if (!waitFor(got, steadyNow() + kProbeWait)) {
       return {false, "the network thread's event loop did not turn within " +
                          std::to_string(kProbeWait.count()) + " ms"};
     }
@@ -370,7 +370,7 @@ Probe NodeImpl::clusterSafe() {
       peer->request(MessageType::kStatus, t->version, {}, kProbeWait, std::move(answer));
     }
   });
-  if (got.wait_for(2 * kProbeWait) != std::future_status::ready) {
+  if (!waitFor(got, steadyNow() + 2 * kProbeWait)) {
     return {false, "the members' reports did not all come within " +
                        std::to_string(2 * kProbeWait.count()) + " ms"};
   }

@@ -15,10 +15,10 @@ namespace ingrid {
 
 // The delay from `now` until the next multiple of `interval` since the epoch: in (0, interval],
 // so a tick on the grid comes no later than one a whole interval after the last (and a clock
-// stepped back or forward shifts only the phase). An interval that is not positive: 1 ms.
+// stepped back or forward shifts only the phase). An interval that is not positive: 1 ms. `now`:
+// by default the member's wall clock (runtime.h systemNow()).
 inline std::chrono::nanoseconds untilGridTick(
-    std::chrono::nanoseconds interval,
-    std::chrono::system_clock::time_point now = systemNow()) {
+    std::chrono::nanoseconds interval, std::chrono::system_clock::time_point now = systemNow()) {
   if (interval <= std::chrono::nanoseconds::zero()) return std::chrono::milliseconds(1);
   const std::chrono::nanoseconds sinceEpoch = now.time_since_epoch();
   std::chrono::nanoseconds into = sinceEpoch % interval;

@@ -10,6 +10,7 @@
 
 #include <ingrid/string_pool.h>
 #include "cluster/shard/data_plane.h"
+#include "cluster/transport/runtime.h"
 #include "grid/block_cache.h"
 
 namespace ingrid {
@@ -22,9 +23,8 @@ std::string partitionName(PartitionId p) { return "partition " + std::to_string(
 void DataPlane::countRequest(PartitionId p, std::size_t processor, std::size_t outcome,
                              bool nearLimit, std::chrono::steady_clock::time_point started) {
   if (processor >= registry_.size()) return;
-  const auto nanos = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         steadyNow() - started)
-                         .count();
+  const auto nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(steadyNow() - started).count();
   lanes_[workers_.workerOf(p)]->metrics.count(
       processor, outcome, nearLimit, static_cast<std::uint64_t>(std::max<long long>(nanos, 0)));
 }
@@ -350,10 +350,9 @@ std::optional<DataPlane::AdmittedInvoke> DataPlane::admitInvoke(
     // send, and a record lives at least the window after the first run: a copy that arrives
     // within the allowance still finds it.)
     const auto skew = static_cast<std::uint64_t>((options_.dedupWindow * 2 / 5).count());
-    const auto wallNow =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       systemNow().time_since_epoch())
-                                       .count());
+    const auto wallNow = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(systemNow().time_since_epoch())
+            .count());
     const std::uint64_t deadline = call.spans.deadlineUnixMs;
     const std::uint64_t latest = deadline > UINT64_MAX - skew ? UINT64_MAX : deadline + skew;
     if (wallNow >= latest) {

@@ -1,5 +1,6 @@
 #include "cluster/shard/partition_workers.h"
 
+#include <algorithm>
 #include <cassert>
 #include <future>
 
@@ -139,8 +140,16 @@ PartitionWorkers::Census PartitionWorkers::census(std::chrono::milliseconds wait
     });
   }
   const auto until = steadyNow() + wait;
+  const auto ready = [](const std::future<std::pair<std::uint64_t, std::uint64_t>>& a) {
+    return a.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  // In a simulation (a baton thread) the simulator runs until they answer; `until` is its time.
+  SimulatedMember* sim = simulatedMember();
+  if (sim) {
+    sim->block(until, [&] { return std::all_of(answers.begin(), answers.end(), ready); });
+  }
   for (auto& answer : answers) {
-    if (answer.wait_until(until) != std::future_status::ready) continue;
+    if (sim ? !ready(answer) : answer.wait_until(until) != std::future_status::ready) continue;
     const auto [entries, records] = answer.get();
     total.entries += entries;
     total.dedupRecords += records;

@@ -26,9 +26,9 @@ bool notRun(const Error& e) {
 }
 
 std::uint64_t unixMillis() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        systemNow().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(systemNow().time_since_epoch())
+          .count());
 }
 
 // A random, non-zero client id: two routers (clients, nodes, restarts) never share one in practice.

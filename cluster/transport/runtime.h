@@ -99,7 +99,9 @@ inline SteadyTime steadyNow() noexcept {
   return std::chrono::steady_clock::now();
 }
 
-// The calling member's wall-clock time: system_clock, or the simulated member's.
+// The calling member's wall clock where the node reads one itself (request deadlines, the timer
+// grid; not NodeOptions::clock, the processors'): system_clock, or the simulated member's
+// wallNow() (members agree on it as their drift allows).
 inline std::chrono::system_clock::time_point systemNow() noexcept {
   if (SimulatedMember* m = simulatedMember()) return m->wallNow();
   return std::chrono::system_clock::now();
