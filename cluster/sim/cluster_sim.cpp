@@ -172,6 +172,10 @@ class ClusterRun {
   void checkLeases();
   bool converged(std::string* why) const;
   bool replicasComplete() const;
+  void healedMemberFault() {
+    --memberFaults_;
+    quietUntil_ = after(6s);
+  }
   void finalAudit(ClusterSimReport& report);
 
   std::uint64_t draw(std::uint64_t n) { return n == 0 ? 0 : sim_.rng()() % n; }
@@ -192,6 +196,7 @@ class ClusterRun {
   bool loadOn_ = false;
   std::vector<std::size_t> writers_;  // checkLeases: per partition, the member (1-based) or 0
   std::size_t memberFaults_ = 0;  // member-level faults not yet healed
+  SteadyTime quietUntil_{};       // no new member-level fault before this
   bool frameFault_ = false;
   std::uint64_t faultCount_ = 0;
   std::set<std::pair<std::string, std::string>> cuts_;
@@ -229,7 +234,7 @@ void ClusterRun::stopMember(std::size_t i, bool crash) {
   s.up = false;
   sim_.trace(crash ? "crash" : "stop", i + 1);
   if (crash) {
-    network_->closeAll(*s.member);
+    network_->kill(*s.member);  // what crash() still runs reaches no one
     for (Call& c : calls_) {
       if (c.member == i && !c.answered) c.callerGone = true;
     }
@@ -258,6 +263,7 @@ void ClusterRun::reapBatons() {
     if (s.stopping) {
       s.node.reset();
       s.stopping = false;
+      network_->revive(*s.member);
       ++s.generation;
     }
   }
@@ -348,7 +354,13 @@ void ClusterRun::injectFault() {
   // copies besides the primary, at most that many at once, and a new one only once the cluster
   // has converged again with every replica complete, as the exactness claim assumes. Safety (one
   // writer per partition) is checked whatever the faults.
-  if (memberFaults_ >= o_.backups || !converged(nullptr) || !replicasComplete()) return;
+  // A healed fault may still cost a member later: a partial partition's verdict, judged on what
+  // the members reported during a one-way cut, can remove a member seconds after the cut healed.
+  // So the next one waits for a quiet period too (two failure timeouts after the last heal).
+  if (memberFaults_ >= o_.backups || sim_.now() < quietUntil_ || !converged(nullptr) ||
+      !replicasComplete()) {
+    return;
+  }
   if (!s.up || s.stopping || s.member->paused) return;
   ++faultCount_;
   ++memberFaults_;
@@ -363,7 +375,7 @@ void ClusterRun::injectFault() {
         for (auto& other : slots_) {
           if (other.member->host() != host) heal(host, other.member->host(), true);
         }
-        --memberFaults_;
+        healedMemberFault();
       }, "heal");
       break;
     }
@@ -374,7 +386,7 @@ void ClusterRun::injectFault() {
       sim_.trace("cut-one-way", i + 1, j + 1);
       sim_.scheduleAt(after(lasting), nullptr, [this, from, to] {
         heal(from, to, false);
-        --memberFaults_;
+        healedMemberFault();
       }, "heal");
       break;
     }
@@ -383,7 +395,7 @@ void ClusterRun::injectFault() {
       ++s.pauses;
       sim_.scheduleAt(after(lasting), nullptr, [this, i] {
         sim_.resume(i);
-        --memberFaults_;
+        healedMemberFault();
       }, "heal");
       break;
     }
@@ -419,7 +431,7 @@ void ClusterRun::restart(std::size_t i, bool keepDir) {
     std::filesystem::remove_all(s.dataDir, ignored);
   }
   startMember(i);
-  --memberFaults_;
+  healedMemberFault();
 }
 
 void ClusterRun::healAll() {

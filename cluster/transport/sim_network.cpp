@@ -151,6 +151,11 @@ void SimNetwork::closeAll(SimulatedMember& member) {
   }
 }
 
+void SimNetwork::kill(SimulatedMember& member) {
+  closeAll(member);
+  dead_.insert(&member);
+}
+
 std::shared_ptr<SimNetwork::End> SimNetwork::makeEnd(SimulatedMember& member,
                                                      asio::any_io_executor executor) {
   auto end = std::make_shared<End>();
@@ -173,6 +178,9 @@ std::error_code SimNetwork::listen(const std::shared_ptr<Listener>& listener,
     auto it = nextListenPort_.try_emplace(host, kFirstListenPort).first;
     while (inUse(joinAddress(host, it->second))) ++it->second;
     port = it->second++;
+  }
+  if (listener->member != nullptr && dead_.count(listener->member) != 0) {
+    return std::make_error_code(std::errc::address_not_available);
   }
   const std::string address = joinAddress(host, port);
   if (inUse(address)) return asio::error::address_in_use;
@@ -229,6 +237,9 @@ void SimNetwork::connect(const std::shared_ptr<End>& end, const std::string& add
   };
   if (end->state == End::State::kClosed) return fail(asio::error::bad_descriptor);
   if (end->state != End::State::kIdle) return fail(asio::error::already_started);
+  if (end->member == nullptr || dead_.count(end->member) != 0) {
+    return fail(asio::error::host_unreachable);
+  }
   auto it = listeners_.find(address);
   if (it == listeners_.end() || it->second.expired()) return fail(asio::error::connection_refused);
   end->state = End::State::kConnecting;

@@ -88,6 +88,12 @@ class SimNetwork {
   // connection_reset, and nothing scheduled for it by the network remains in its queue.
   void closeAll(SimulatedMember& member);
 
+  // kill -9 of `member`'s process: closeAll(member), and until revive(member) the member can
+  // neither dial (host_unreachable) nor listen (address_not_available): what its code still runs
+  // while the simulator winds it down reaches no one, as a dead process's would not.
+  void kill(SimulatedMember& member);
+  void revive(SimulatedMember& member) { dead_.erase(&member); }
+
   // Bytes and writes (data segments) delivered so far, over all connections.
   std::uint64_t bytesDelivered() const noexcept { return bytesDelivered_; }
   std::uint64_t writesDelivered() const noexcept { return writesDelivered_; }
@@ -133,6 +139,7 @@ class SimNetwork {
 
   Options options_;
   std::set<std::pair<std::string, std::string>> cuts_;
+  std::set<const SimulatedMember*> dead_;  // killed members (lookups only, never iterated)
   std::map<std::string, std::weak_ptr<Listener>> listeners_;  // by "host:port"
   std::map<std::uint64_t, std::weak_ptr<End>> ends_;          // open ends, by creation order
   std::map<std::string, std::uint16_t> nextListenPort_, nextDialPort_;  // by host
