@@ -55,7 +55,7 @@ struct Slot {
   std::unique_ptr<NodeImpl> node;
   std::unique_ptr<SimulatedMember::Thread> baton;  // start() or stop() under way
   bool batonDone = false;
-  bool up = false;       // started and not stopped
+  bool up = false;        // started and not stopped
   bool stopping = false;  // a stop or crash is under way
   int generation = 0;
   std::uint64_t pauses = 0;  // SIGSTOPs so far
@@ -66,7 +66,7 @@ struct Call {
   SteadyTime start{};
   std::size_t member = 0;
   bool answered = false;
-  bool callerGone = false;  // its process crashed: nobody waits for the answer
+  bool callerGone = false;   // its process crashed: nobody waits for the answer
   std::uint64_t pauses = 0;  // its process's SIGSTOPs when it was made
 };
 
@@ -130,8 +130,8 @@ class ClusterRun {
   void fail(std::string what) {
     if (!failure_.empty()) return;
     char at[64];
-    std::snprintf(at, sizeof at, "at %.6f s: ",
-                  std::chrono::duration<double>(sim_.now() - sim_.start()).count());
+    std::snprintf(at, sizeof at,
+                  "at %.6f s: ", std::chrono::duration<double>(sim_.now() - sim_.start()).count());
     failure_ = at + std::move(what);
   }
 
@@ -195,8 +195,8 @@ class ClusterRun {
   bool faultsOn_ = false;
   bool loadOn_ = false;
   std::vector<std::size_t> writers_;  // checkLeases: per partition, the member (1-based) or 0
-  std::size_t memberFaults_ = 0;  // member-level faults not yet healed
-  SteadyTime quietUntil_{};       // no new member-level fault before this
+  std::size_t memberFaults_ = 0;      // member-level faults not yet healed
+  SteadyTime quietUntil_{};           // no new member-level fault before this
   bool frameFault_ = false;
   std::uint64_t faultCount_ = 0;
   std::set<std::pair<std::string, std::string>> cuts_;
@@ -271,7 +271,8 @@ void ClusterRun::reapBatons() {
 
 void ClusterRun::scheduleCall() {
   const auto gap = std::chrono::microseconds(draw(2 * o_.callGap.count() + 1));
-  sim_.scheduleAt(after(gap), nullptr, [this] { call(); }, "call");
+  sim_.scheduleAt(
+      after(gap), nullptr, [this] { call(); }, "call");
 }
 
 void ClusterRun::call() {
@@ -292,37 +293,41 @@ void ClusterRun::call() {
       draw(2) == 0 ? draw(o_.keys) : o_.keys + generation * kFreshKeys + draw(kFreshKeys));
   const std::size_t id = calls_.size();
   Slot& s = slots_[i];
-  calls_.push_back(Call{key, sim_.now(), i, false, false, s.pauses});
+  // The deadline is the caller's: its start on its own clock.
+  calls_.push_back(Call{key, s.member->now(), i, false, false, s.pauses});
   const Millis timeout = s.node->options().requestTimeout;
   SimulatedMemberScope scope(s.member);
-  s.node->invokeRaw(
-      "audit-" + std::to_string(key), TokenBucketAcquire::kName,
-      encode(TokenBucketAcquire{neverRefills(capacity_[key]), 1}),
-      [this, id, timeout](Result<std::string> raw) {
-        Call& c = calls_[id];
-        if (c.answered) {
-          fail("call " + std::to_string(id) + " was answered twice");
-          return;
-        }
-        c.answered = true;
-        if (c.callerGone) return;  // the crashed process's caller is gone
-        // A caller whose process was stopped meanwhile (SIGSTOP) could not be answered in time.
-        const bool stopped = slots_[c.member].pauses != c.pauses;
-        if (!stopped && sim_.now() - c.start > timeout + 1000ms) ++overDeadline_;
-        Result<AcquireAnswer> r = decodeResult<TokenBucketAcquire>(std::move(raw));
-        if (!r) {
-          ++errors_;
-        } else if (r->granted) {
-          ++acked_[c.key];
-        } else {
-          ++denied_;
-        }
-      });
+  s.node->invokeRaw("audit-" + std::to_string(key), TokenBucketAcquire::kName,
+                    encode(TokenBucketAcquire{neverRefills(capacity_[key]), 1}),
+                    [this, id, timeout](Result<std::string> raw) {
+                      Call& c = calls_[id];
+                      if (c.answered) {
+                        fail("call " + std::to_string(id) + " was answered twice");
+                        return;
+                      }
+                      c.answered = true;
+                      if (c.callerGone) return;  // the crashed process's caller is gone
+                      // A caller whose process was stopped meanwhile (SIGSTOP) could not be
+                      // answered in time.
+                      const bool stopped = slots_[c.member].pauses != c.pauses;
+                      if (!stopped && slots_[c.member].member->now() - c.start > timeout + 1000ms) {
+                        ++overDeadline_;
+                      }
+                      Result<AcquireAnswer> r = decodeResult<TokenBucketAcquire>(std::move(raw));
+                      if (!r) {
+                        ++errors_;
+                      } else if (r->granted) {
+                        ++acked_[c.key];
+                      } else {
+                        ++denied_;
+                      }
+                    });
 }
 
 void ClusterRun::scheduleFault() {
   const auto gap = std::chrono::milliseconds(500 + draw(2500));
-  sim_.scheduleAt(after(gap), nullptr, [this] { injectFault(); }, "fault");
+  sim_.scheduleAt(
+      after(gap), nullptr, [this] { injectFault(); }, "fault");
 }
 
 void ClusterRun::injectFault() {
@@ -343,10 +348,13 @@ void ClusterRun::injectFault() {
     rule.delayMax = std::chrono::milliseconds(draw(30));
     const int id = faults_->add(rule);
     sim_.trace("frames", 0, static_cast<std::uint64_t>(id));
-    sim_.scheduleAt(after(lasting), nullptr, [this, id] {
-      faults_->remove(id);
-      frameFault_ = false;
-    }, "heal");
+    sim_.scheduleAt(
+        after(lasting), nullptr,
+        [this, id] {
+          faults_->remove(id);
+          frameFault_ = false;
+        },
+        "heal");
     return;
   }
   // A fault that can cost the cluster a member (a crash; or a partition or pause past the
@@ -371,12 +379,15 @@ void ClusterRun::injectFault() {
         if (&other != &s) cut(host, other.member->host(), true);
       }
       sim_.trace("isolate", i + 1, static_cast<std::uint64_t>(lasting.count()));
-      sim_.scheduleAt(after(lasting), nullptr, [this, host] {
-        for (auto& other : slots_) {
-          if (other.member->host() != host) heal(host, other.member->host(), true);
-        }
-        healedMemberFault();
-      }, "heal");
+      sim_.scheduleAt(
+          after(lasting), nullptr,
+          [this, host] {
+            for (auto& other : slots_) {
+              if (other.member->host() != host) heal(host, other.member->host(), true);
+            }
+            healedMemberFault();
+          },
+          "heal");
       break;
     }
     case 1: {  // one way: i no longer hears j
@@ -384,26 +395,32 @@ void ClusterRun::injectFault() {
       const std::string from = slots_[j].member->host(), to = s.member->host();
       cut(from, to, false);
       sim_.trace("cut-one-way", i + 1, j + 1);
-      sim_.scheduleAt(after(lasting), nullptr, [this, from, to] {
-        heal(from, to, false);
-        healedMemberFault();
-      }, "heal");
+      sim_.scheduleAt(
+          after(lasting), nullptr,
+          [this, from, to] {
+            heal(from, to, false);
+            healedMemberFault();
+          },
+          "heal");
       break;
     }
     case 3: {  // SIGSTOP, then SIGCONT
       sim_.pause(i);
       ++s.pauses;
-      sim_.scheduleAt(after(lasting), nullptr, [this, i] {
-        sim_.resume(i);
-        healedMemberFault();
-      }, "heal");
+      sim_.scheduleAt(
+          after(lasting), nullptr,
+          [this, i] {
+            sim_.resume(i);
+            healedMemberFault();
+          },
+          "heal");
       break;
     }
     default: {  // kill -9, then a new process on the same address
       stopMember(i, /*crash=*/true);
       const bool keepDir = !s.dataDir.empty() && draw(2) == 0;
-      sim_.scheduleAt(after(lasting), nullptr, [this, i, keepDir] { restart(i, keepDir); },
-                      "restart");
+      sim_.scheduleAt(
+          after(lasting), nullptr, [this, i, keepDir] { restart(i, keepDir); }, "restart");
       break;
     }
   }
@@ -423,7 +440,8 @@ bool ClusterRun::replicasComplete() const {
 void ClusterRun::restart(std::size_t i, bool keepDir) {
   Slot& s = slots_[i];
   if (s.node) {  // still stopping: try again a little later
-    sim_.scheduleAt(after(100ms), nullptr, [this, i, keepDir] { restart(i, keepDir); }, "restart");
+    sim_.scheduleAt(
+        after(100ms), nullptr, [this, i, keepDir] { restart(i, keepDir); }, "restart");
     return;
   }
   if (!keepDir && !s.dataDir.empty()) {
@@ -488,8 +506,9 @@ bool ClusterRun::converged(std::string* why) const {
   }
   const TopologyPtr t = slots_[0].node->topology();
   if (t->members.size() != up) {
-    if (why) *why = "the topology lists " + std::to_string(t->members.size()) + " members, " +
-                    std::to_string(up) + " are up";
+    if (why)
+      *why = "the topology lists " + std::to_string(t->members.size()) + " members, " +
+             std::to_string(up) + " are up";
     return false;
   }
   return true;
@@ -569,8 +588,8 @@ ClusterSimReport ClusterRun::run() {
   for (std::size_t i = 1; i < slots_.size() && failure_.empty(); ++i) startMember(i);
   sim_.runUntilTrue(
       [&] {
-        return failed() || std::all_of(slots_.begin(), slots_.end(),
-                                       [](const Slot& s) { return s.batonDone; });
+        return failed() ||
+               std::all_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.batonDone; });
       },
       after(60s), afterEach);
   for (std::size_t i = 0; i < slots_.size() && failure_.empty(); ++i) {
@@ -591,16 +610,15 @@ ClusterSimReport ClusterRun::run() {
     }
     sim_.runUntilTrue(failed, after(o_.healPhase), afterEach);
     std::string why;
-    if (failure_.empty() && !sim_.runUntilTrue([&] { return converged(&why) || failed(); },
-                                               after(30s), afterEach)) {
+    if (failure_.empty() &&
+        !sim_.runUntilTrue([&] { return converged(&why) || failed(); }, after(30s), afterEach)) {
       fail("no convergence 30 s after the heal phase: " + why);
     }
     loadOn_ = false;
     sim_.runUntilTrue(
         [&] {
-          return failed() || std::all_of(calls_.begin(), calls_.end(), [](const Call& c) {
-                   return c.answered || c.callerGone;
-                 });
+          return failed() || std::all_of(calls_.begin(), calls_.end(),
+                                         [](const Call& c) { return c.answered || c.callerGone; });
         },
         after(20s), afterEach);
     for (std::size_t id = 0; id < calls_.size() && failure_.empty(); ++id) {
@@ -631,8 +649,8 @@ ClusterSimReport ClusterRun::run() {
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].node || slots_[i].baton) {
       fail("m" + std::to_string(i + 1) + " did not stop within 3 minutes");
-      std::fprintf(stderr, "simulation seed %llu: %s\n",
-                   static_cast<unsigned long long>(o_.seed), failure_.c_str());
+      std::fprintf(stderr, "simulation seed %llu: %s\n", static_cast<unsigned long long>(o_.seed),
+                   failure_.c_str());
       std::abort();  // a baton thread still blocked: nothing can unwind it
     }
   }

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include <sys/personality.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -50,7 +51,53 @@ int main(int argc, char** argv) {
   o.faultPhase = std::chrono::milliseconds(static_cast<std::int64_t>(faultSeconds * 1000));
   o.healPhase = std::chrono::milliseconds(static_cast<std::int64_t>(healSeconds * 1000));
   o.faults = !noFaults;
-  if (trace) o.print = [](std::string_view line) { std::printf("%.*s\n", static_cast<int>(line.size()), line.data()); };
+  if (trace)
+    o.print = [](std::string_view line) {
+      std::printf("%.*s\n", static_cast<int>(line.size()), line.data());
+    };
+
+  // Each run happens in a child forked from this process as it is now, so that a seed's run
+  // does not depend on the runs before it in the same process (the heap they left behind): a seed
+  // of a batch replays alone.
+  struct Outcome {
+    bool ok = false;
+    std::uint64_t hash = 0, events = 0;
+    double simulated = 0, wall = 0;
+  };
+  const auto runInChild = [&](bool print) {
+    Outcome out;
+    int fds[2];
+    if (pipe(fds) != 0) return out;
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      const ingrid::sim::ClusterSimReport r = ingrid::sim::runClusterSim(o);
+      if (print) {
+        std::printf("%s\n", r.line().c_str());
+        if (!r.ok()) {
+          std::printf("  failure: %s\n", r.failure.c_str());
+          for (const std::string& line : r.logTail) std::printf("  log: %s\n", line.c_str());
+          std::printf("  replay: scripts/simulate.sh --seed %llu --trace\n",
+                      static_cast<unsigned long long>(o.seed));
+        }
+      }
+      std::fflush(stdout);
+      const Outcome mine{r.ok(), r.traceHash, r.events, r.simulatedSeconds, r.wallSeconds};
+      const ssize_t written = write(fds[1], &mine, sizeof mine);
+      _exit(written == static_cast<ssize_t>(sizeof mine) ? 0 : 3);
+    }
+    close(fds[1]);
+    if (pid > 0) {
+      Outcome got;
+      if (read(fds[0], &got, sizeof got) == static_cast<ssize_t>(sizeof got)) out = got;
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out.ok = false;
+    }
+    close(fds[0]);
+    return out;
+  };
 
   std::uint64_t failed = 0;
   double simulated = 0, wall = 0;
@@ -61,34 +108,36 @@ int main(int argc, char** argv) {
       std::filesystem::remove_all(o.dataRoot);
       std::filesystem::create_directories(o.dataRoot);
     }
-    ingrid::sim::ClusterSimReport r = ingrid::sim::runClusterSim(o);
-    simulated += r.simulatedSeconds;
-    wall += r.wallSeconds;
-    if (r.ok() && replay) {
+    const Outcome r = runInChild(true);
+    simulated += r.simulated;
+    wall += r.wall;
+    bool ok = r.ok;
+    if (ok && replay) {
       if (!o.dataRoot.empty()) {
         std::filesystem::remove_all(o.dataRoot);
         std::filesystem::create_directories(o.dataRoot);
       }
-      const ingrid::sim::ClusterSimReport again = ingrid::sim::runClusterSim(o);
-      if (again.traceHash != r.traceHash || again.events != r.events) {
-        r.failure = "replay differs: hash " + std::to_string(again.traceHash) + " events " +
-                    std::to_string(again.events);
+      const Outcome again = runInChild(false);
+      if (again.hash != r.hash || again.events != r.events) {
+        ok = false;
+        std::printf("  replay of seed %llu differs: hash %016llx, %llu events\n",
+                    static_cast<unsigned long long>(seed),
+                    static_cast<unsigned long long>(again.hash),
+                    static_cast<unsigned long long>(again.events));
+      } else {
+        std::printf("  replay of seed %llu: the same trace (hash %016llx, %llu events)\n",
+                    static_cast<unsigned long long>(seed),
+                    static_cast<unsigned long long>(again.hash),
+                    static_cast<unsigned long long>(again.events));
       }
     }
-    std::printf("%s\n", r.line().c_str());
-    if (!r.ok()) {
-      ++failed;
-      std::printf("  failure: %s\n", r.failure.c_str());
-      for (const std::string& line : r.logTail) std::printf("  log: %s\n", line.c_str());
-      std::printf("  replay: scripts/simulate.sh --seed %llu --trace\n",
-                  static_cast<unsigned long long>(seed));
-    }
+    if (!ok) ++failed;
     std::fflush(stdout);
   }
-  std::printf("simulated %llu seeds of %zu members: %llu failed; %.0f simulated s in %.1f wall s "
-              "(%.0f simulated s per wall s)\n",
-              static_cast<unsigned long long>(seeds), o.members,
-              static_cast<unsigned long long>(failed), simulated, wall,
-              wall > 0 ? simulated / wall : 0.0);
+  std::printf(
+      "simulated %llu seeds of %zu members: %llu failed; %.0f simulated s in %.1f wall s "
+      "(%.0f simulated s per wall s)\n",
+      static_cast<unsigned long long>(seeds), o.members, static_cast<unsigned long long>(failed),
+      simulated, wall, wall > 0 ? simulated / wall : 0.0);
   return failed == 0 ? 0 : 1;
 }

@@ -147,7 +147,8 @@ std::chrono::system_clock::time_point Member::wallNow() const noexcept {
   // A fixed epoch (2027-01-15), so that a run's wall-clock times repeat too.
   constexpr std::chrono::seconds kEpoch{1'800'000'000};
   return std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(kEpoch + (now() - sim_.start())));
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(kEpoch +
+                                                                      (now() - sim_.start())));
 }
 
 std::uint64_t Member::schedule(SteadyTime at, UniqueFunction<void()> fire) {

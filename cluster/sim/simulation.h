@@ -149,7 +149,7 @@ class Simulation {
   absl::flat_hash_map<std::uint64_t, SteadyTime> scheduled_;  // lookups only, never iterated
   std::uint64_t nextSeq_ = 1;
   std::map<std::uint64_t, Event> deferred_;  // events of paused members, by sequence number
-  std::vector<Baton*> batons_;   // in creation order
+  std::vector<Baton*> batons_;               // in creation order
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
   std::uint64_t events_ = 0;
   std::function<void(std::string_view)> printer_;

@@ -738,7 +738,12 @@ void Connection::closeNow(const Error& reason, bool deferCallbacks) {
     // the requests' fate unknown.
     const Error failure(reason == Errc::unauthenticated ? Errc::unauthenticated : Errc::unreachable,
                         "connection to " + self->remote_ + " closed: " + describe(reason));
-    for (auto& [id, p] : pending) p.done(failure);
+    // In request order, not the hash table's (which depends on where the table lives).
+    std::vector<std::uint64_t> ids;
+    ids.reserve(pending.size());
+    for (const auto& [id, p] : pending) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (std::uint64_t id : ids) pending.find(id)->second.done(failure);
     for (auto& listener : listeners) listener(reason);
     self->handler_.onClosed(self, reason);
   };

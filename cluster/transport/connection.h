@@ -207,8 +207,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   struct Deadline {
     Clock::time_point at;
     std::uint64_t id = 0;
-    // Orders a std::*_heap as a min-heap on `at`.
-    bool operator<(const Deadline& other) const noexcept { return at > other.at; }
+    // Orders a std::*_heap as a min-heap on (`at`, `id`): requests due at once time out in
+    // request order.
+    bool operator<(const Deadline& other) const noexcept {
+      return at != other.at ? at > other.at : id > other.id;
+    }
   };
   struct Outgoing {
     HeaderBytes header;

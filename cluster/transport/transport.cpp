@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -110,11 +111,13 @@ struct Transport::State {
   // Written under mu; atomic so that stopped() reads it without the lock (a worker asks it for
   // every replicated update).
   std::atomic<bool> stopped{false};
-  bool listening = false;                                              // guarded by mu
-  std::set<std::weak_ptr<Connection>, std::owner_less<>> connections;  // guarded by mu
-  std::size_t sweepAt = 64;                                            // guarded by mu
-  std::set<std::shared_ptr<Dial>> dials;                               // guarded by mu
-  std::set<std::shared_ptr<Handshake>> handshakes;                     // guarded by mu
+  bool listening = false;  // guarded by mu
+  // By a serial number, not by address: stop() closes them in the same order in every run.
+  std::uint64_t nextSerial = 1;                                    // guarded by mu
+  std::map<std::uint64_t, std::weak_ptr<Connection>> connections;  // guarded by mu
+  std::size_t sweepAt = 64;                                        // guarded by mu
+  std::map<std::uint64_t, std::shared_ptr<Dial>> dials;            // guarded by mu
+  std::map<std::uint64_t, std::shared_ptr<Handshake>> handshakes;  // guarded by mu
   // Listening on one specific address: outgoing connections leave from it too, so that a peer (or
   // a firewall rule) sees a member's traffic come from the address it listens on. Guarded by mu.
   std::optional<asio::ip::address> source;
@@ -122,6 +125,7 @@ struct Transport::State {
 
 // One dial in progress; network thread only.
 struct Transport::Dial {
+  std::uint64_t serial = 0;  // its key in State::dials
   Dial(asio::io_context& io, std::string addr, ConnectHandler handler)
       : socket(asio::any_io_executor(io.get_executor())),
         timer(io),
@@ -155,6 +159,7 @@ struct Transport::Dial {
 
 // The server side of one TLS handshake in progress; network thread only.
 struct Transport::Handshake {
+  std::uint64_t serial = 0;  // its key in State::handshakes
   explicit Handshake(asio::ip::tcp::socket s)
       : socket(std::move(s)), timer(socket.get_executor()) {}
   asio::ip::tcp::socket socket;
@@ -334,12 +339,13 @@ void Transport::acceptTls(const std::shared_ptr<State>& state, asio::ip::tcp::so
   {
     std::lock_guard lock(state->mu);
     if (state->stopped) return;
-    state->handshakes.insert(hs);
+    hs->serial = state->nextSerial++;
+    state->handshakes.emplace(hs->serial, hs);
   }
   auto finished = [state, hs] {
     hs->timer.cancel();
     std::lock_guard lock(state->mu);
-    state->handshakes.erase(hs);
+    state->handshakes.erase(hs->serial);
   };
   const auto limit = state->options.handshakeTimeout.count() > 0 ? state->options.handshakeTimeout
                                                                  : kTlsHandshakeLimit;
@@ -402,9 +408,9 @@ bool Transport::track(const std::shared_ptr<State>& state,
     if (!state->stopped) {
       // Closed connections stay listed until they are destroyed, so that stop() also ends one
       // that is still flushing an error reply; expired entries are swept as the set grows.
-      state->connections.insert(conn);
+      state->connections.emplace(state->nextSerial++, conn);
       if (state->connections.size() >= state->sweepAt) {
-        std::erase_if(state->connections, [](const auto& weak) { return weak.expired(); });
+        std::erase_if(state->connections, [](const auto& kv) { return kv.second.expired(); });
         state->sweepAt = std::max<std::size_t>(64, 2 * state->connections.size());
       }
       return true;
@@ -438,7 +444,8 @@ void Transport::connect(const std::string& address, ConnectHandler done,
     std::lock_guard lock(state_->mu);
     dial->source = state_->source;
     if (!state_->stopped) {
-      state_->dials.insert(dial);
+      dial->serial = state_->nextSerial++;
+      state_->dials.emplace(dial->serial, dial);
     } else {
       failSoon(std::move(dial->done), stoppedError("; not dialing " + address));
       return;
@@ -523,7 +530,7 @@ void Transport::finishDial(const std::shared_ptr<State>& state, const std::share
   dial->timer.cancel();
   {
     std::lock_guard lock(state->mu);
-    state->dials.erase(dial);
+    state->dials.erase(dial->serial);
   }
   auto done = std::move(dial->done);
   if (dial->cancelled) {
@@ -569,12 +576,12 @@ void Transport::stop() {
     std::lock_guard lock(state_->mu);
     if (state_->stopped) return;
     state_->stopped = true;
-    for (const auto& weak : state_->connections) {
+    for (const auto& [serial, weak] : state_->connections) {
       if (auto conn = weak.lock()) connections.push_back(std::move(conn));
     }
     state_->connections.clear();
-    dials.assign(state_->dials.begin(), state_->dials.end());
-    handshakes.assign(state_->handshakes.begin(), state_->handshakes.end());
+    for (const auto& [serial, dial] : state_->dials) dials.push_back(dial);
+    for (const auto& [serial, hs] : state_->handshakes) handshakes.push_back(hs);
     state_->handshakes.clear();
   }
   // On the network thread, or when nothing runs the io_context any more, no handler can race

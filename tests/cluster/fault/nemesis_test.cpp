@@ -36,7 +36,7 @@
 //     in-process).
 //
 // INGRID_NEMESIS_SEED=N replays a seed (else one is drawn and printed first);
-// INGRID_NEMESIS_SECONDS (default 60, as CTest runs it) is the length of the schedule: no fault is
+// INGRID_NEMESIS_SECONDS (default 30, as CTest runs it) is the length of the schedule: no fault is
 // struck that would not end within it. It prints one line per fault (start, kind, target, hold,
 // calls ok/failed while it lasted and while the cluster settled) and a summary; a failing run
 // keeps every member's log in a directory it names. By hand: `scripts/nemesis.sh --minutes 10`.
@@ -470,7 +470,7 @@ TEST_CASE(
     "[fault][hosts][nemesis]") {
   const std::uint64_t seed = envNumber("INGRID_NEMESIS_SEED", std::random_device{}());
   const std::uint64_t length =
-      std::clamp<std::uint64_t>(envNumber("INGRID_NEMESIS_SECONDS", 60), 1, 24 * 3600);
+      std::clamp<std::uint64_t>(envNumber("INGRID_NEMESIS_SECONDS", 30), 1, 24 * 3600);
   std::printf("[nemesis] seed %llu (INGRID_NEMESIS_SEED=%llu replays it), schedule %llu s\n",
               u(seed), u(seed), u(length));
   std::fflush(stdout);

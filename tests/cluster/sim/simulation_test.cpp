@@ -84,7 +84,7 @@ TEST_CASE("A cancelled or re-armed timer's wait completes with operation_aborted
   CHECK(results.size() == 2);
 }
 
-TEST_CASE("A member's clock drifts by its ppm and offset; its timers fire on its own time",
+TEST_CASE("A member's clock drifts by its ppm and offset, and its timers fire on its own time",
           "[sim]") {
   Simulation sim(3);
   OneMember fast(sim, Drift{.offset = 5ms, .ppm = 1000});  // 0.1% fast
@@ -187,7 +187,7 @@ std::uint64_t randomRun(std::uint64_t seed) {
   return sim.traceHash() ^ sim.events();
 }
 
-TEST_CASE("The same seed gives the same trace; another seed another", "[sim]") {
+TEST_CASE("The same seed gives the same trace, and another seed another", "[sim]") {
   CHECK(randomRun(42) == randomRun(42));
   CHECK(randomRun(42) != randomRun(43));
 }
