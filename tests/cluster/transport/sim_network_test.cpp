@@ -15,6 +15,7 @@
 #include <asio/error.hpp>
 
 #include "cluster/transport/connection.h"
+#include "cluster/transport/frame_faults.h"
 #include "cluster/transport/transport.h"
 #include "support/manual_sim.h"
 
@@ -367,4 +368,54 @@ TEST_CASE("Transport refuses TLS in a simulation", "[transport][sim]") {
   REQUIRE_FALSE(port.ok());
   CHECK(port.error() == Errc::invalid_configuration);
   CHECK(port.error().detail().find("TLS") != std::string::npos);
+}
+
+TEST_CASE("FrameFaults judge a simulated connection by the hosts of its ends", "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  EchoHandler handlerA, handlerB;
+  auto faults = std::make_shared<FrameFaults>();
+  FrameFaults::Rule rule;
+  rule.from = kHostA;
+  rule.to = kHostB;
+  rule.cut = true;
+  const int ruleId = faults->add(rule);
+  TransportOptions options;
+  options.listenHost = kHostB;
+  auto transportB = b.in([&] { return std::make_unique<Transport>(b.io(), options, handlerB); });
+  REQUIRE(b.in([&] { return transportB->listen(); }).ok());
+  options.listenHost = kHostA;
+  options.connection.faults = faults;
+  auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
+  std::shared_ptr<Connection> conn;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE(r.ok());
+      conn = *r;
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+
+  std::optional<Result<Frame>> reply;
+  auto ask = [&] {
+    reply.reset();
+    a.in([&] {
+      conn->request(MessageType::kInvoke, 0, "x", 200ms,
+                    [&](Result<Frame> r) { reply = std::move(r); });
+    });
+    REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
+  };
+  ask();
+  REQUIRE_FALSE(reply->ok());
+  CHECK(reply->error() == Errc::timeout);
+  CHECK(faults->counts().dropped == 1);
+  faults->remove(ruleId);
+  ask();
+  REQUIRE(reply->ok());
+  CHECK((*reply)->body == "echo:x");
+
+  a.in([&] { transportA->stop(); });
+  b.in([&] { transportB->stop(); });
+  sim.runFor(1s);
 }
