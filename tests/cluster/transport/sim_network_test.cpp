@@ -419,3 +419,48 @@ TEST_CASE("FrameFaults judge a simulated connection by the hosts of its ends", "
   b.in([&] { transportB->stop(); });
   sim.runFor(1s);
 }
+
+TEST_CASE("A crashed member's connections reset at its peers, its handlers never run",
+          "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  EchoHandler handlerA, handlerB;
+  TransportOptions options;
+  options.listenHost = kHostB;
+  auto transportB = b.in([&] { return std::make_unique<Transport>(b.io(), options, handlerB); });
+  REQUIRE(b.in([&] { return transportB->listen(); }).ok());
+  options.listenHost = kHostA;
+  auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
+  std::shared_ptr<Connection> conn;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE(r.ok());
+      conn = *r;
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+  std::optional<Result<Frame>> reply;
+  a.in([&] {
+    conn->request(MessageType::kInvoke, 0, "x", 1000ms,
+                  [&](Result<Frame> r) { reply = std::move(r); });
+  });
+  REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
+  REQUIRE(reply->ok());
+
+  sim.network().closeAll(b);  // B crashes
+  REQUIRE(sim.runUntil([&] { return !handlerA.closes.empty(); }, 1s));
+  CHECK(handlerA.closes.front().find("reset") != std::string::npos);
+  CHECK(handlerB.closes.empty());
+  // Its port is gone: a new dial is refused.
+  std::optional<Error> dialError;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE_FALSE(r.ok());
+      dialError = r.error();
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return dialError.has_value(); }, 1s));
+  CHECK(dialError->detail().find("refused") != std::string::npos);
+  a.in([&] { transportA->stop(); });
+}
