@@ -464,3 +464,28 @@ TEST_CASE("A crashed member's connections reset at its peers, its handlers never
   CHECK(dialError->detail().find("refused") != std::string::npos);
   a.in([&] { transportA->stop(); });
 }
+
+TEST_CASE("A pending simulated read keeps its io_context from running out of work",
+          "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  SimAcceptor acceptor(sim.network(), b, b.io().get_executor());
+  Pair pair = connectPair(sim, a, b, acceptor);
+  acceptor.close();
+  sim.poll();
+  b.io().poll();
+  CHECK(b.io().stopped());  // nothing waits on it: poll() stops it, as Asio does
+
+  b.io().restart();
+  Sink sink(sim, *pair.server);
+  sink.read();
+  b.io().poll();
+  CHECK_FALSE(b.io().stopped());  // as a socket's pending read would
+  pair.server->close();           // the read completes, posted, and its work goes
+  b.io().poll();
+  REQUIRE(sink.ended);
+  CHECK(*sink.ended == asio::error::operation_aborted);
+  b.io().poll();
+  CHECK(b.io().stopped());
+}
