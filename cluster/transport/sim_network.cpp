@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include <asio/error.hpp>
+#include <asio/execution/outstanding_work.hpp>
 #include <asio/post.hpp>
+#include <asio/prefer.hpp>
 
 namespace ingrid {
 namespace {
@@ -12,6 +14,33 @@ std::string joinAddress(const std::string& host, std::uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
+
+// A handler waiting for its operation, and the work that keeps its io_context from running out
+// while it waits (as a socket's pending operation does: io_context::poll() stops a context that
+// has no work left, and then runs nothing posted later until restarted).
+template <class Signature>
+struct Waiting {
+  UniqueFunction<Signature> handler;
+  asio::any_io_executor work;  // outstanding_work.tracked while a handler waits
+
+  explicit operator bool() const noexcept { return static_cast<bool>(handler); }
+  void hold(UniqueFunction<Signature> h, const asio::any_io_executor& executor) {
+    handler = std::move(h);
+    work = asio::prefer(executor, asio::execution::outstanding_work.tracked);
+  }
+  // Posts the handler with `args` (the post keeps the context busy), then lets the work go.
+  template <class... Args>
+  void post(Args... args) {
+    asio::post(work, [h = std::move(handler), args...]() mutable { h(std::move(args)...); });
+    handler = {};
+    work = {};
+  }
+  // A crash: the handler is handed back to be destroyed uncalled.
+  UniqueFunction<Signature> drop() {
+    work = {};
+    return std::exchange(handler, {});
+  }
+};
 
 }  // namespace
 
@@ -50,8 +79,8 @@ struct SimNetwork::End {
   bool stalled = false;         // incoming.front() is due and held by a cut (no event)
   std::uint64_t dialEvent = 0;  // kConnecting: member's event that answers the dial
   std::vector<asio::mutable_buffer> readBuffers;
-  UniqueFunction<void(std::error_code, std::size_t)> readHandler;
-  UniqueFunction<void(std::error_code)> connectHandler;
+  Waiting<void(std::error_code, std::size_t)> reading;
+  Waiting<void(std::error_code)> connecting;
 };
 
 struct SimNetwork::Listener {
@@ -63,7 +92,7 @@ struct SimNetwork::Listener {
   bool listening = false;
   bool closed = false;
   std::deque<std::shared_ptr<End>> backlog;  // connected, not yet accepted
-  UniqueFunction<void(std::error_code, std::shared_ptr<End>)> acceptHandler;
+  Waiting<void(std::error_code, std::shared_ptr<End>)> accepting;
 };
 
 SimNetwork::~SimNetwork() = default;
@@ -127,10 +156,8 @@ void SimNetwork::closeAll(SimulatedMember& member) {
     if (end->pumpEvent != 0) member.cancel(end->pumpEvent);
     if (end->dialEvent != 0) member.cancel(end->dialEvent);
     end->pumpEvent = end->dialEvent = 0;
-    reads.push_back(std::move(end->readHandler));
-    connects.push_back(std::move(end->connectHandler));
-    end->readHandler = {};
-    end->connectHandler = {};
+    reads.push_back(end->reading.drop());
+    connects.push_back(end->connecting.drop());
     end->state = End::State::kClosed;
     end->member = nullptr;
     end->incoming.clear();
@@ -141,8 +168,7 @@ void SimNetwork::closeAll(SimulatedMember& member) {
     auto listener = it->second.lock();
     if (listener && listener->member == &member) {
       listener->closed = true;
-      accepts.push_back(std::move(listener->acceptHandler));
-      listener->acceptHandler = {};
+      accepts.push_back(listener->accepting.drop());
       listener->backlog.clear();  // their ends are the member's: closed above
       it = listeners_.erase(it);
     } else {
@@ -199,11 +225,9 @@ void SimNetwork::unlisten(Listener& listener) {
     auto it = listeners_.find(listener.address);
     if (it != listeners_.end() && it->second.lock().get() == &listener) listeners_.erase(it);
   }
-  if (listener.acceptHandler) {
-    asio::post(listener.executor, [h = std::move(listener.acceptHandler)]() mutable {
-      h(asio::error::operation_aborted, nullptr);
-    });
-    listener.acceptHandler = {};
+  if (listener.accepting) {
+    listener.accepting.post(std::error_code(asio::error::operation_aborted),
+                            std::shared_ptr<End>());
   }
   std::deque<std::shared_ptr<End>> backlog = std::move(listener.backlog);
   listener.backlog.clear();
@@ -227,7 +251,7 @@ void SimNetwork::accept(const std::shared_ptr<Listener>& listener,
                [h = std::move(handler), end = std::move(end)]() mutable { h({}, std::move(end)); });
     return;
   }
-  listener->acceptHandler = std::move(handler);
+  listener->accepting.hold(std::move(handler), listener->executor);
 }
 
 void SimNetwork::connect(const std::shared_ptr<End>& end, const std::string& address,
@@ -244,7 +268,7 @@ void SimNetwork::connect(const std::shared_ptr<End>& end, const std::string& add
   if (it == listeners_.end() || it->second.expired()) return fail(asio::error::connection_refused);
   end->state = End::State::kConnecting;
   end->peerAddress = address;
-  end->connectHandler = std::move(handler);
+  end->connecting.hold(std::move(handler), end->executor);
   SimulatedMember& member = *end->member;
   end->dialEvent = member.schedule(member.now() + draw(&member),
                                    [this, weak = std::weak_ptr<End>(end), address] {
@@ -261,10 +285,7 @@ void SimNetwork::answerDial(const std::shared_ptr<End>& end, const std::string& 
   auto listener = found != listeners_.end() ? found->second.lock() : nullptr;
   if (!listener || listener->closed) {
     end->state = End::State::kIdle;
-    asio::post(end->executor, [h = std::move(end->connectHandler)]() mutable {
-      h(asio::error::connection_refused);
-    });
-    end->connectHandler = {};
+    end->connecting.post(std::error_code(asio::error::connection_refused));
     return;
   }
   // Across a cut either way, the SYN or its answer is lost: the dial waits until closed.
@@ -279,13 +300,9 @@ void SimNetwork::answerDial(const std::shared_ptr<End>& end, const std::string& 
   server->peer = end;
   end->peerHost = listener->host;
   end->peer = server;
-  asio::post(end->executor,
-             [h = std::move(end->connectHandler)]() mutable { h(std::error_code()); });
-  end->connectHandler = {};
-  if (listener->acceptHandler) {
-    asio::post(listener->executor,
-               [h = std::move(listener->acceptHandler), server]() mutable { h({}, server); });
-    listener->acceptHandler = {};
+  end->connecting.post(std::error_code());
+  if (listener->accepting) {
+    listener->accepting.post(std::error_code(), server);
   } else {
     listener->backlog.push_back(std::move(server));
   }
@@ -298,7 +315,7 @@ void SimNetwork::read(const std::shared_ptr<End>& end, std::vector<asio::mutable
     ec = asio::error::bad_descriptor;
   } else if (end->state != End::State::kOpen) {
     ec = asio::error::not_connected;
-  } else if (end->readHandler) {
+  } else if (end->reading) {
     ec = asio::error::already_started;
   }
   if (ec) {
@@ -306,12 +323,12 @@ void SimNetwork::read(const std::shared_ptr<End>& end, std::vector<asio::mutable
     return;
   }
   end->readBuffers = std::move(buffers);
-  end->readHandler = std::move(handler);
+  end->reading.hold(std::move(handler), end->executor);
   completeRead(*end);
 }
 
 void SimNetwork::completeRead(End& end) {
-  if (!end.readHandler) return;
+  if (!end.reading) return;
   std::error_code ec;
   std::size_t n = 0;
   if (!end.inbox.empty()) {
@@ -327,8 +344,7 @@ void SimNetwork::completeRead(End& end) {
     return;  // waits for bytes
   }
   end.readBuffers.clear();
-  asio::post(end.executor, [h = std::move(end.readHandler), ec, n]() mutable { h(ec, n); });
-  end.readHandler = {};
+  end.reading.post(ec, n);
 }
 
 std::error_code SimNetwork::send(End& end, std::string bytes) {
@@ -363,17 +379,10 @@ void SimNetwork::close(End& end) {
   end.stalled = false;
   end.incoming.clear();
   end.inbox.clear();
-  if (end.readHandler) {
-    asio::post(end.executor, [h = std::move(end.readHandler)]() mutable {
-      h(asio::error::operation_aborted, 0);
-    });
-    end.readHandler = {};
-  }
-  if (end.connectHandler) {  // a dial in progress is cancelled
-    asio::post(end.executor, [h = std::move(end.connectHandler)]() mutable {
-      h(asio::error::operation_aborted);
-    });
-    end.connectHandler = {};
+  if (end.reading)
+    end.reading.post(std::error_code(asio::error::operation_aborted), std::size_t{0});
+  if (end.connecting) {  // a dial in progress is cancelled
+    end.connecting.post(std::error_code(asio::error::operation_aborted));
   }
   if (wasOpen && !end.sendShut && !end.wasReset) {
     end.sendShut = true;

@@ -14,7 +14,8 @@
 // delivery)), so that a crashed writer's queue takes nothing in flight with it, and a crashed
 // reader's closeAll() cancels what was bound for it. A dial's answer is an event of the dialer.
 // Completions (reads, writes, connects, accepts) are posted to the stream's executor, never run
-// inline. A write completes at once (the kernel took it): there is no send window.
+// inline; while a read, dial or accept waits it counts as outstanding work on that executor, as
+// a socket's does. A write completes at once (the kernel took it): there is no send window.
 // A local close sends FIN (the peer reads its delivered bytes, then eof), even with unread input.
 //
 // Determinism: every iteration is over maps keyed by creation order or address; every draw comes

@@ -15,6 +15,7 @@
 #include <asio/error.hpp>
 
 #include "cluster/transport/connection.h"
+#include "cluster/transport/frame_faults.h"
 #include "cluster/transport/transport.h"
 #include "support/manual_sim.h"
 
@@ -367,4 +368,124 @@ TEST_CASE("Transport refuses TLS in a simulation", "[transport][sim]") {
   REQUIRE_FALSE(port.ok());
   CHECK(port.error() == Errc::invalid_configuration);
   CHECK(port.error().detail().find("TLS") != std::string::npos);
+}
+
+TEST_CASE("FrameFaults judge a simulated connection by the hosts of its ends", "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  EchoHandler handlerA, handlerB;
+  auto faults = std::make_shared<FrameFaults>();
+  FrameFaults::Rule rule;
+  rule.from = kHostA;
+  rule.to = kHostB;
+  rule.cut = true;
+  const int ruleId = faults->add(rule);
+  TransportOptions options;
+  options.listenHost = kHostB;
+  auto transportB = b.in([&] { return std::make_unique<Transport>(b.io(), options, handlerB); });
+  REQUIRE(b.in([&] { return transportB->listen(); }).ok());
+  options.listenHost = kHostA;
+  options.connection.faults = faults;
+  auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
+  std::shared_ptr<Connection> conn;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE(r.ok());
+      conn = *r;
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+
+  std::optional<Result<Frame>> reply;
+  auto ask = [&] {
+    reply.reset();
+    a.in([&] {
+      conn->request(MessageType::kInvoke, 0, "x", 200ms,
+                    [&](Result<Frame> r) { reply = std::move(r); });
+    });
+    REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
+  };
+  ask();
+  REQUIRE_FALSE(reply->ok());
+  CHECK(reply->error() == Errc::timeout);
+  CHECK(faults->counts().dropped == 1);
+  faults->remove(ruleId);
+  ask();
+  REQUIRE(reply->ok());
+  CHECK((*reply)->body == "echo:x");
+
+  a.in([&] { transportA->stop(); });
+  b.in([&] { transportB->stop(); });
+  sim.runFor(1s);
+}
+
+TEST_CASE("A crashed member's connections reset at its peers, its handlers never run",
+          "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  EchoHandler handlerA, handlerB;
+  TransportOptions options;
+  options.listenHost = kHostB;
+  auto transportB = b.in([&] { return std::make_unique<Transport>(b.io(), options, handlerB); });
+  REQUIRE(b.in([&] { return transportB->listen(); }).ok());
+  options.listenHost = kHostA;
+  auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
+  std::shared_ptr<Connection> conn;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE(r.ok());
+      conn = *r;
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+  std::optional<Result<Frame>> reply;
+  a.in([&] {
+    conn->request(MessageType::kInvoke, 0, "x", 1000ms,
+                  [&](Result<Frame> r) { reply = std::move(r); });
+  });
+  REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
+  REQUIRE(reply->ok());
+
+  sim.network().closeAll(b);  // B crashes
+  REQUIRE(sim.runUntil([&] { return !handlerA.closes.empty(); }, 1s));
+  CHECK(handlerA.closes.front().find("reset") != std::string::npos);
+  CHECK(handlerB.closes.empty());
+  // Its port is gone: a new dial is refused.
+  std::optional<Error> dialError;
+  a.in([&] {
+    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE_FALSE(r.ok());
+      dialError = r.error();
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return dialError.has_value(); }, 1s));
+  CHECK(dialError->detail().find("refused") != std::string::npos);
+  a.in([&] { transportA->stop(); });
+}
+
+TEST_CASE("A pending simulated read keeps its io_context from running out of work",
+          "[transport][sim]") {
+  ManualSim sim;
+  auto& a = sim.add(kHostA);
+  auto& b = sim.add(kHostB);
+  SimAcceptor acceptor(sim.network(), b, b.io().get_executor());
+  Pair pair = connectPair(sim, a, b, acceptor);
+  acceptor.close();
+  sim.poll();
+  b.io().poll();
+  CHECK(b.io().stopped());  // nothing waits on it: poll() stops it, as Asio does
+
+  b.io().restart();
+  Sink sink(sim, *pair.server);
+  sink.read();
+  b.io().poll();
+  CHECK_FALSE(b.io().stopped());  // as a socket's pending read would
+  pair.server->close();           // the read completes, posted, and its work goes
+  b.io().poll();
+  REQUIRE(sink.ended);
+  CHECK(*sink.ended == asio::error::operation_aborted);
+  b.io().poll();
+  CHECK(b.io().stopped());
 }
