@@ -14,6 +14,8 @@
 // caller answered past its deadline plus a slack.
 // A failure names the seed, the simulated time and what broke; the same seed replays the run
 // event for event (the trace hash says so).
+// Threads: call runClusterSim from one thread; it runs the members on it (and on the baton
+// threads the Simulation hands control to, one at a time), and returns once all have stopped.
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,9 @@
 // ingrid-sim: runs seeded simulations of a whole cluster (cluster_sim.h) and reports each seed
 // and a summary; exit status 1 if any seed failed, naming how to replay it.
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -19,13 +21,22 @@
 // to run (re-executing itself once with ADDR_NO_RANDOMIZE, as `setarch -R` does).
 void withoutAddressRandomization(char** argv) {
   const int persona = personality(0xffffffff);
-  if (persona == -1 || (persona & ADDR_NO_RANDOMIZE) != 0) return;
-  if (personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE) == -1) return;
-  execv("/proc/self/exe", argv);  // returns only on failure: then go on with ASLR
+  if (persona != -1 && (persona & ADDR_NO_RANDOMIZE) != 0) return;
+  if (persona != -1 && personality(static_cast<unsigned long>(persona) | ADDR_NO_RANDOMIZE) != -1) {
+    execv("/proc/self/exe", argv);  // returns only on failure
+  }
+  std::fprintf(stderr,
+               "ingrid-sim: could not turn address randomization off (personality: %s); a "
+               "seed may not replay in another process\n",
+               std::strerror(errno));
 }
 
 int main(int argc, char** argv) {
   withoutAddressRandomization(argv);
+  // stdout's buffer allocated now, not by the first line a run prints (--trace prints during
+  // the run, which would otherwise move the heap under it).
+  static char outBuffer[1 << 16];
+  std::setvbuf(stdout, outBuffer, _IOFBF, sizeof outBuffer);
   CLI::App app{"ingrid-sim: a seeded, deterministic simulation of an ingrid cluster under faults"};
   std::uint64_t first = 1;
   std::uint64_t seeds = 1;
@@ -48,6 +59,23 @@ int main(int argc, char** argv) {
   app.add_flag("--trace", trace, "Print every event and every member's log line");
   app.add_flag("--check-replay", replay, "Run each seed twice; fail if the traces differ");
   CLI11_PARSE(app, argc, argv);
+  if (o.maxDriftPpm < 0 || o.maxDriftPpm >= 1'000'000) {
+    std::fprintf(stderr, "ingrid-sim: --drift-ppm %lld is out of range: 0 to 999999\n",
+                 static_cast<long long>(o.maxDriftPpm));
+    return 2;
+  }
+  // What the replay command must repeat besides the seed.
+  std::string replayArgs;
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_name();
+    if (opt->count() == 0 || name == "--seed" || name == "--seeds" || name == "--trace" ||
+        name == "--check-replay" || name == "--help") {
+      continue;
+    }
+    replayArgs += " " + name;
+    if (name == "--no-faults") continue;  // a flag: no value
+    for (const std::string& v : opt->results()) replayArgs += " " + v;
+  }
   o.faultPhase = std::chrono::milliseconds(static_cast<std::int64_t>(faultSeconds * 1000));
   o.healPhase = std::chrono::milliseconds(static_cast<std::int64_t>(healSeconds * 1000));
   o.faults = !noFaults;
@@ -78,8 +106,8 @@ int main(int argc, char** argv) {
         if (!r.ok()) {
           std::printf("  failure: %s\n", r.failure.c_str());
           for (const std::string& line : r.logTail) std::printf("  log: %s\n", line.c_str());
-          std::printf("  replay: scripts/simulate.sh --seed %llu --trace\n",
-                      static_cast<unsigned long long>(o.seed));
+          std::printf("  replay: scripts/simulate.sh --seed %llu%s --trace\n",
+                      static_cast<unsigned long long>(o.seed), replayArgs.c_str());
         }
       }
       std::fflush(stdout);

@@ -131,6 +131,7 @@ SteadyTime Member::localAt(SteadyTime global) const noexcept {
 
 SteadyTime Member::globalAt(SteadyTime local) const noexcept {
   if (local == SteadyTime::max()) return local;
+  if (local <= localAt(sim_.start())) return sim_.start();  // before the run (a default expiry)
   // An estimate in floating point, then corrected to the exact first nanosecond.
   const double span = static_cast<double>((local - sim_.start() - drift_.offset).count());
   SteadyTime g = sim_.start() + std::chrono::nanoseconds(static_cast<std::int64_t>(

@@ -8,10 +8,11 @@
 // The seam is a thread-local pointer, set around each member's work (FoundationDB's
 // "current process"), so that code deep in the node reads time and makes timers without a clock
 // handed down through every constructor. Code that decides by time reads steadyNow(), makes a
-// Timer (timer.h), and starts a loop with runLoop() (below), never steady_clock or std::thread.
+// Timer (timer.h), and runs a loop through adopt() and blocking calls through spawn() (below),
+// never steady_clock, asio::steady_timer or std::thread.
 //
 // Thread safety: the scope is per thread; a SimulatedMember is used only on the simulator's thread
-// (and on the baton threads it runs one at a time, sim_baton.h).
+// (and on the baton threads it runs one at a time: cluster/sim/simulation.h).
 #pragma once
 
 #include <chrono>

@@ -12,7 +12,9 @@
 // Time: each direction's deliveries are events in the RECEIVING member's queue, at times in that
 // member's local time (the writer computes max(reader's now + latency, the direction's last
 // delivery)), so that a crashed writer's queue takes nothing in flight with it, and a crashed
-// reader's closeAll() cancels what was bound for it. A dial's answer is an event of the dialer.
+// reader's closeAll() cancels what was bound for it. A dial's answer is an event of the dialer;
+// a dial to an address nobody listens on is refused at once (no latency), and a dial across a cut
+// stays unanswered even after a heal (no SYN is sent again; the dialer's timeout ends it).
 // Completions (reads, writes, connects, accepts) are posted to the stream's executor, never run
 // inline; while a read, dial or accept waits it counts as outstanding work on that executor, as
 // a socket's does. A write completes at once (the kernel took it): there is no send window.
