@@ -160,8 +160,7 @@ void NodeImpl::reportSynced(PartitionId p, MemberId member, std::uint64_t versio
                   if (r) return;
                   // Lost on the way (or the coordinator changed): report again while the
                   // replica is still awaited and this node still its primary.
-                  auto timer =
-                      std::make_shared<Timer>(netIo_, std::chrono::milliseconds(100));
+                  auto timer = std::make_shared<Timer>(netIo_, std::chrono::milliseconds(100));
                   timer->async_wait([this, timer, p, member, version](std::error_code ec) {
                     const TopologyPtr t = topology();
                     if (ec || state_.load() == kStopped || t->table.primary(p) != memberId() ||

@@ -43,13 +43,13 @@
 
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
 #include "cluster/control/raft_io.h"
+#include "cluster/transport/timer.h"
 
 struct raft;
 struct raft_fsm;

@@ -40,7 +40,6 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 extern "C" {
 #include <raft.h>  // a C header without its own extern "C"
@@ -50,6 +49,7 @@ extern "C" {
 
 #include "cluster/control/raft_store.h"
 #include "cluster/transport/logger.h"
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 

@@ -19,10 +19,10 @@
 #include <asio/io_context.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/post.hpp>
-#include "cluster/transport/timer.h"
 #include <asio/write.hpp>
 
 #include "cluster/resp/resp_commands.h"
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 namespace {

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include <asio/post.hpp>
+
 #include "cluster/transport/timer.h"
 
 namespace ingrid {
@@ -67,9 +68,8 @@ void DataPlane::prepare(const Topology& cur, const Topology& next,
     Timer timer;
     SteadyClock::time_point deadline;
   };
-  auto drain =
-      std::make_shared<Drain>(Drain{losing, losing.size(), std::move(done),
-                                    Timer(net_), steadyNow() + drainLimit});
+  auto drain = std::make_shared<Drain>(
+      Drain{losing, losing.size(), std::move(done), Timer(net_), steadyNow() + drainLimit});
   auto poll = std::make_shared<std::function<void()>>();
   *poll = [this, drain, poll] {
     bool idle = true;

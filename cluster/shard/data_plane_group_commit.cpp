@@ -94,26 +94,23 @@ void DataPlane::flushUpdates(Lane& lane, LinkKey key) {
   // paused process) is re-judged against the latest topology that often: once a committed topology
   // drops it, the update is released at once instead of at the caller's deadline. An update whose
   // own deadline comes sooner is judged by its own (in sendUpdate) when the answer arrives.
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      latest - steadyNow());
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(latest - steadyNow());
   // The batch's array goes with it: the answer is judged over it, then it is kept for a next batch.
   lane.metrics.updatesPerBatch.observe(updates.size());
-  requestFrom(lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
-              std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
-              [this, &lane, updates = std::move(updates), b,
-               sent = steadyNow()](Result<Frame> r) mutable {
-                if (r) {
-                  lane.metrics.replicationAck.observe(static_cast<std::uint64_t>(
-                      std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          steadyNow() - sent)
-                          .count()));
-                }
-                settleBatch(b, updates, std::move(r));
-                updates.clear();
-                if (lane.spareBatches.size() < lane.spareBatches.capacity()) {
-                  lane.spareBatches.push_back(std::move(updates));
-                }
-              });
+  requestFrom(
+      lane.index, key, peer, MessageType::kReplicate, version, std::move(body),
+      std::clamp(left, std::chrono::milliseconds(1), options_.heartbeatInterval),
+      [this, &lane, updates = std::move(updates), b, sent = steadyNow()](Result<Frame> r) mutable {
+        if (r) {
+          lane.metrics.replicationAck.observe(static_cast<std::uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(steadyNow() - sent).count()));
+        }
+        settleBatch(b, updates, std::move(r));
+        updates.clear();
+        if (lane.spareBatches.size() < lane.spareBatches.capacity()) {
+          lane.spareBatches.push_back(std::move(updates));
+        }
+      });
 }
 
 void DataPlane::settleBatch(MemberId b, std::vector<QueuedUpdate>& updates, Result<Frame> r) {

@@ -176,8 +176,7 @@ Error DataPlane::applyUpdate(const Connection& conn, PartitionStore& store, cons
   const RequestId id{u.client, u.requestSeq, u.doneBelow};
   if (id.valid()) {
     // Held here; whether the other owners hold it is for a future primary to establish.
-    store.dedup().record(id, u.result, ReplicationOutcome::inherited(),
-                         steadyNow());
+    store.dedup().record(id, u.result, ReplicationOutcome::inherited(), steadyNow());
   }
   rep.seq = u.seq;
   rep.lastEpoch = u.epoch;
@@ -398,8 +397,7 @@ void DataPlane::sendSnapshot(PartitionId p, PartitionStore& store, MemberId to,
             return;
           }
           // Try again (later) while this node is still the primary and `to` an owner.
-          auto timer =
-              std::make_shared<Timer>(workers_.io(w), std::chrono::milliseconds(100));
+          auto timer = std::make_shared<Timer>(workers_.io(w), std::chrono::milliseconds(100));
           timer->async_wait([this, timer, p, to](std::error_code ec) {
             if (ec || host_.stopped() || closing_.load()) return;
             workers_.dispatch(p, [this, p, to](PartitionStore& s) {

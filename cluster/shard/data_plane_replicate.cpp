@@ -170,7 +170,7 @@ void DataPlane::retryUpdate(MemberId b, const std::shared_ptr<Replication>& repl
                             std::chrono::steady_clock::time_point deadline,
                             const TopologyPtr& topo) {
   auto timer = std::make_shared<Timer>(workers_.io(workers_.workerOf(repl->partition)),
-                                                    std::chrono::milliseconds(50));
+                                       std::chrono::milliseconds(50));
   // With the topology the update was made under: a newer one that drops the backup (or
   // this primary) is judged against it when the attempt fails.
   timer->async_wait([this, timer, b, repl, deadline, topo](std::error_code) mutable {

@@ -21,12 +21,13 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/clock.h>
 #include <ingrid/hash.h>
 
 #include "grid/partition_store.h"
+
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 

@@ -5,11 +5,11 @@
 #include <random>
 
 #include <asio/post.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/string_pool.h>
 #include "cluster/transport/messages.h"
 #include "cluster/transport/runtime.h"
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 namespace {

@@ -33,7 +33,6 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/ip/tcp.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/unique_function.h>
@@ -41,6 +40,7 @@
 #include "cluster/transport/frame.h"
 #include "cluster/transport/frame_faults.h"
 #include "cluster/transport/stream.h"
+#include "cluster/transport/timer.h"
 #include "cluster/transport/write_round.h"
 #include "grid/block_cache.h"
 

@@ -96,9 +96,8 @@ void Peer::startRequest(MessageType type, std::uint64_t topologyVersion, std::st
   timer->async_wait([self = shared_from_this(), id](const std::error_code& ec) {
     if (!ec) self->expire(id);
   });
-  queue_.emplace(
-      id, Queued{type, topologyVersion, std::move(body), timeout,
-                 steadyNow() + timeout, std::move(done), std::move(timer)});
+  queue_.emplace(id, Queued{type, topologyVersion, std::move(body), timeout, steadyNow() + timeout,
+                            std::move(done), std::move(timer)});
   if (wantDial) {
     if (backoff_ <= std::max(options_.backoffMin, std::chrono::milliseconds(1))) {
       dialNow();
@@ -226,9 +225,8 @@ void Peer::onDialed(Result<std::shared_ptr<Connection>> result) {
     return;
   }
   if (!result) {
-    dialFailedAt_.store(
-        std::max<std::int64_t>(1, steadyNow().time_since_epoch().count()),
-        std::memory_order_relaxed);
+    dialFailedAt_.store(std::max<std::int64_t>(1, steadyNow().time_since_epoch().count()),
+                        std::memory_order_relaxed);
     lastError_ = describe(result.error());
     if (result.error() == Errc::shutting_down) {  // the transport stopped: no more dialing
       closeNow(false);

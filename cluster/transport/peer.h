@@ -25,9 +25,9 @@
 #include <string>
 
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 #include "cluster/transport/connection.h"
+#include "cluster/transport/timer.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {

@@ -26,11 +26,11 @@
 #include <vector>
 
 #include <absl/container/flat_hash_map.h>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/topology.h>
 
 #include "cluster/transport/peer.h"
+#include "cluster/transport/timer.h"
 #include "cluster/transport/transport.h"
 
 namespace ingrid {

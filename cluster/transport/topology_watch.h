@@ -20,13 +20,13 @@
 #include <unordered_map>
 
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/result.h>
 #include <ingrid/topology.h>
 #include <ingrid/unique_function.h>
 
 #include "cluster/transport/connection.h"
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 

@@ -20,12 +20,12 @@
 #include <vector>
 
 #include <asio/io_context.hpp>
-#include "cluster/transport/timer.h"
 
 #include <ingrid/topology.h>
 
 #include "cluster/transport/connection.h"
 #include "cluster/transport/frame.h"
+#include "cluster/transport/timer.h"
 
 namespace ingrid {
 

@@ -11,13 +11,13 @@
 
 #include <asio/connect.hpp>
 #include <asio/post.hpp>
-#include "cluster/transport/timer.h"
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
 #include "cluster/transport/sim_network.h"
+#include "cluster/transport/timer.h"
 #include "cluster/transport/tls.h"
 
 namespace ingrid {
