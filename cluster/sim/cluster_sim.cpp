@@ -684,10 +684,9 @@ ClusterSimReport ClusterRun::run() {
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i].node || slots_[i].baton) {
-      fail("m" + std::to_string(i + 1) + " did not stop within 3 minutes");
-      std::fprintf(stderr, "simulation seed %llu: %s\n", static_cast<unsigned long long>(o_.seed),
-                   failure_.c_str());
-      std::abort();  // a baton thread still blocked: nothing can unwind it
+      // A baton thread still blocked: nothing can unwind it.
+      fatal("seed " + std::to_string(o_.seed) + ": m" + std::to_string(i + 1) +
+            " did not stop within 3 minutes" + (failure_.empty() ? "" : "; first " + failure_));
     }
   }
 

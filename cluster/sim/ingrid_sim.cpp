@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cluster/sim/cluster_sim.h"
+#include "cluster/sim/simulation.h"
 
 // Pointer values, and with them absl's per-process hash seed and every order by address, come
 // from the address space's layout: the simulator runs without ASLR, so that they repeat from run
@@ -33,6 +34,9 @@ void withoutAddressRandomization(char** argv) {
 
 int main(int argc, char** argv) {
   withoutAddressRandomization(argv);
+  ingrid::sim::setFatalSink([](std::string_view what) {
+    std::fprintf(stderr, "%.*s\n", static_cast<int>(what.size()), what.data());
+  });
   // stdout's buffer allocated now, not by the first line a run prints (--trace prints during
   // the run, which would otherwise move the heap under it).
   static char outBuffer[1 << 16];

@@ -14,15 +14,24 @@ namespace ingrid::sim {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  // The simulator is a test tool: a broken contract ends the run, naming itself.
-  std::fprintf(stderr, "simulation: %s\n", what.c_str());
-  std::abort();
+std::function<void(std::string_view)>& fatalSink() {
+  static std::function<void(std::string_view)> sink;
+  return sink;
 }
+
+[[noreturn]] void fail(const std::string& what) { fatal(what); }
 
 thread_local Baton* tlBaton = nullptr;
 
 }  // namespace
+
+void setFatalSink(std::function<void(std::string_view)> sink) { fatalSink() = std::move(sink); }
+
+void fatal(const std::string& what) {
+  // The simulator is a test tool: a broken contract ends the run, naming itself.
+  if (fatalSink()) fatalSink()("simulation: " + what);
+  std::abort();
+}
 
 // A thread that runs only while the simulation waits for it (see simulation.h).
 class Baton final : public SimulatedMember::Thread {

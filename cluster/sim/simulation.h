@@ -38,6 +38,12 @@ namespace ingrid::sim {
 class Simulation;
 class Baton;
 
+// Where a broken contract of a run is reported (a member blocking the simulator's thread, a
+// livelock, a member that never stops) just before the process aborts: ingrid-sim prints it.
+// Unset: the run aborts without a word. Set once, before any run.
+void setFatalSink(std::function<void(std::string_view)> sink);
+[[noreturn]] void fatal(const std::string& what);
+
 // The drift of a member's clock from the simulation's.
 struct Drift {
   std::chrono::nanoseconds offset{0};
