@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,9 +40,14 @@ constexpr bool kThreadSanitizer = false;
 
 constexpr int kInflight = 64;
 constexpr std::uint64_t kOps = 20'000;
+constexpr int kRounds = 3;
 
-// Allocations per acquire over kOps acquires on `invoker` (a Client or a Node), after as many to
-// warm up (every bucket made, every map grown, every connection open, every pool filled).
+// Allocations per acquire on `invoker` (a Client or a Node): the least of kRounds loops of kOps
+// acquires each, after as many to warm up (every bucket made, every map grown, every connection
+// open, every pool filled). The least, because a round also counts what the process does
+// meanwhile: a member still applying the join's last Raft entries decodes a topology there (about
+// a hundred allocations each), a one-off that is not the steady state and that a slow, loaded
+// machine stretches over the first round.
 // `halt` ends the invoker's calls (a loop that timed out must not go while its chains run).
 template <class Invoker, class Halt>
 double allocationsPerAcquire(Invoker& invoker, Halt halt) {
@@ -53,16 +59,21 @@ double allocationsPerAcquire(Invoker& invoker, Halt halt) {
     REQUIRE(warmed);
     REQUIRE(warm.failed.load() == 0);
   }
-  bench::AcquireLoop<Invoker> loop{invoker, keys};
-  const std::uint64_t before = alloc_counter::allocs.load();
-  const bool finished = loop.run(kOps, kInflight);
-  const std::uint64_t allocs = alloc_counter::allocs.load() - before;
-  if (!finished) halt();
-  REQUIRE(finished);
-  REQUIRE(loop.failed.load() == 0);
-  const std::uint64_t ops = loop.completed(kInflight);
-  REQUIRE(ops > 0);
-  return static_cast<double>(allocs) / static_cast<double>(ops);
+  double least = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    bench::AcquireLoop<Invoker> loop{invoker, keys};
+    const std::uint64_t before = alloc_counter::allocs.load();
+    const bool finished = loop.run(kOps, kInflight);
+    const std::uint64_t allocs = alloc_counter::allocs.load() - before;
+    if (!finished) halt();
+    REQUIRE(finished);
+    REQUIRE(loop.failed.load() == 0);
+    const std::uint64_t ops = loop.completed(kInflight);
+    REQUIRE(ops > 0);
+    const double perAcquire = static_cast<double>(allocs) / static_cast<double>(ops);
+    least = round == 0 ? perAcquire : std::min(least, perAcquire);
+  }
+  return least;
 }
 
 // Through a thin client of `cluster`.
