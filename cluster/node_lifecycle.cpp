@@ -192,7 +192,16 @@ Result<bool> NodeImpl::start() {
   }
   unsigned threads = options_.workerThreads;
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  data_ = std::make_unique<DataPlane>(static_cast<DataPlaneHost&>(*this), options_, registry_,
+  const DataPlaneOptions dataOptions{.partitions = options_.partitions,
+                                     .replication = options_.replication,
+                                     .minInSyncReplicas = options_.minInSyncReplicas,
+                                     .minMembers = options_.minMembers,
+                                     .requestTimeout = options_.requestTimeout,
+                                     .dedupWindow = options_.dedupWindow,
+                                     .heartbeatInterval = options_.heartbeatInterval,
+                                     .expirySweepInterval = options_.expirySweepInterval,
+                                     .expirySweepEntries = options_.expirySweepEntries};
+  data_ = std::make_unique<DataPlane>(static_cast<DataPlaneHost&>(*this), dataOptions, registry_,
                                       clock_, netIo_, threads,
                                       options_.partitionsOnNetworkThread && listen.has_value());
   // A remote primary silent this long is asked again (same request id), by then perhaps at the

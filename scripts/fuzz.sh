@@ -57,24 +57,43 @@ fi
 # timeout only guards against a harness that hangs outside an input.
 work="$dir/fuzz-run"
 failed=()
+# Runs one harness; its verdict is its exit status, its report goes to $work/$h/log.
+run_one() {
+  local h=$1
+  timeout --kill-after=10 $((seconds + 120)) "$dir/fuzz/$h" -max_total_time="$seconds" \
+    -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 -print_final_stats=1 \
+    -artifact_prefix="$work/$h/artifacts/" "$work/$h/corpus" >"$work/$h/log" 2>&1
+}
 for h in "${harnesses[@]}"; do
   [ -d "$root/fuzz/corpus/$h" ] || { echo "fuzz.sh: no corpus fuzz/corpus/$h" >&2; exit 2; }
   rm -rf "${work:?}/$h"
   mkdir -p "$work/$h/corpus" "$work/$h/artifacts"
   cp "$root/fuzz/corpus/$h"/* "$work/$h/corpus/"
-  echo "== $h: ${seconds} s =="
-  if timeout --kill-after=10 $((seconds + 120)) "$dir/fuzz/$h" -max_total_time="$seconds" \
-       -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=64 -print_final_stats=1 \
-       -artifact_prefix="$work/$h/artifacts/" "$work/$h/corpus" >"$work/$h/log" 2>&1; then
-    grep -E '^(stat::number_of_executed_units|stat::new_units_added|Done)' "$work/$h/log" || true
-  else
-    tail -n 60 "$work/$h/log"
-    echo "fuzz.sh: $h FAILED; input in $work/$h/artifacts/, log $work/$h/log" >&2
-    failed+=("$h")
-  fi
+done
+# As many harnesses at once as there are cores (each one process on one core), each for its
+# full SECONDS; the results are printed in the harnesses' order.
+jobs=$(nproc)
+for ((i = 0; i < ${#harnesses[@]}; i += jobs)); do
+  batch=("${harnesses[@]:i:jobs}")
+  pids=()
+  for h in "${batch[@]}"; do
+    run_one "$h" &
+    pids+=($!)
+  done
+  for k in "${!batch[@]}"; do
+    h=${batch[$k]}
+    echo "== $h: ${seconds} s =="
+    if wait "${pids[$k]}"; then
+      grep -E '^(stat::number_of_executed_units|stat::new_units_added|Done)' "$work/$h/log" || true
+    else
+      tail -n 60 "$work/$h/log"
+      echo "fuzz.sh: $h FAILED; input in $work/$h/artifacts/, log $work/$h/log" >&2
+      failed+=("$h")
+    fi
+  done
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "fuzz.sh: findings in ${failed[*]}" >&2
   exit 1
 fi
-echo "fuzz.sh: ${#harnesses[@]} harnesses, ${seconds} s each, no findings"
+echo "fuzz.sh: ${#harnesses[@]} harnesses, ${seconds} s each, ${jobs} at a time, no findings"

@@ -3,6 +3,7 @@
 #   INGRID_SANITIZE=address|thread  run the tests of an ASan+UBSan or TSan build instead
 #   INGRID_TEST_LABELS=REGEX        only the tests whose CTest label matches (ctest -L REGEX);
 #                                   tests without a label (the scripted ops tests) are left out
+#   INGRID_TEST_EXCLUDE=REGEX       leave out the tests whose name matches (ctest -E REGEX)
 #   INGRID_BUILD_TARGETS="T..."     build only these targets (and what they need), not all; give
 #                                   INGRID_TEST_LABELS with it, naming only the suites these
 #                                   targets hold (a suite whose executable was not built fails)
@@ -15,4 +16,5 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 select=()
 [ -z "${INGRID_TEST_LABELS:-}" ] || select=(-L "$INGRID_TEST_LABELS")
+[ -z "${INGRID_TEST_EXCLUDE:-}" ] || select+=(-E "$INGRID_TEST_EXCLUDE")
 ctest --test-dir "$dir" --output-on-failure -j "$(nproc)" --timeout 300 "${select[@]}"

@@ -18,7 +18,7 @@ namespace {
 using SteadyClock = std::chrono::steady_clock;
 }  // namespace
 
-DataPlane::DataPlane(DataPlaneHost& host, const NodeOptions& options,
+DataPlane::DataPlane(DataPlaneHost& host, const DataPlaneOptions& options,
                      const ProcessorRegistry& registry, std::shared_ptr<const Clock> clock,
                      asio::io_context& net, unsigned threads, bool partitionsOnNet)
     : host_(host),

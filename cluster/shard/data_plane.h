@@ -22,6 +22,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -35,7 +36,7 @@
 #include <asio/post.hpp>
 
 #include <ingrid/invoke_async.h>
-#include <ingrid/node_options.h>
+#include <ingrid/replication_mode.h>
 #include <ingrid/processors/registry.h>
 #include <ingrid/result.h>
 #include <ingrid/string_pool.h>
@@ -97,11 +98,25 @@ class DataPlaneHost {
   ~DataPlaneHost() = default;
 };
 
+// What the data plane reads of NodeOptions (node_options.h has each field's meaning): a copy of
+// those fields alone, so that a change to NodeOptions recompiles none of cluster/shard/.
+struct DataPlaneOptions {
+  std::uint32_t partitions = 0;
+  ReplicationMode replication = ReplicationMode::kSync;
+  std::uint32_t minInSyncReplicas = 1;
+  std::uint32_t minMembers = 0;
+  std::chrono::milliseconds requestTimeout{5000};
+  std::chrono::milliseconds dedupWindow{60000};
+  std::chrono::milliseconds heartbeatInterval{500};
+  std::chrono::milliseconds expirySweepInterval{1000};
+  std::size_t expirySweepEntries = 256;
+};
+
 class DataPlane {
  public:
   // `net` is the node's network thread's context; with `partitionsOnNet` the partitions run on
   // that thread too (one thread per node), otherwise on `threads` workers of their own.
-  DataPlane(DataPlaneHost& host, const NodeOptions& options, const ProcessorRegistry& registry,
+  DataPlane(DataPlaneHost& host, const DataPlaneOptions& options, const ProcessorRegistry& registry,
             std::shared_ptr<const Clock> clock, asio::io_context& net, unsigned threads,
             bool partitionsOnNet);
   DataPlane(const DataPlane&) = delete;
@@ -524,7 +539,7 @@ class DataPlane {
   static constexpr std::size_t kSpareBatches = 16;
 
   DataPlaneHost& host_;
-  const NodeOptions& options_;
+  const DataPlaneOptions options_;
   const ProcessorRegistry& registry_;
   std::shared_ptr<const Clock> clock_;
   asio::io_context& net_;

@@ -13,6 +13,7 @@
 #include <ingrid/discovery.h>
 #include <ingrid/hash.h>
 #include <ingrid/log.h>
+#include <ingrid/replication_mode.h>
 #include <ingrid/tls_options.h>
 
 namespace ingrid {
@@ -20,24 +21,6 @@ namespace ingrid {
 class FrameFaults;  // cluster/transport/frame_faults.h (internal, a test hook)
 
 struct Topology;
-
-enum class ReplicationMode : std::uint8_t {
-  // The primary answers only after every backup of the partition acknowledged the update. An
-  // acknowledged update is held by minInSyncReplicas copies or more; it survives the loss of any
-  // `backups` members at once, but not of a member whose partitions are still re-syncing after an
-  // earlier failure unless minInSyncReplicas refused the writes of that window
-  // (docs/ARCHITECTURE.md, "Durability").
-  kSync,
-  // Asynchronous backups: the primary answers first and replicates after (the answer leaves
-  // before any backup holds the update). Lower latency, but the latest updates are lost if the
-  // primary fails before its backups have them, and so is the exactly-once record of their
-  // requests: a retry after a failover can run again on the new primary. Exactly-once retries
-  // (docs/exactly-once.md) hold only with kSync. Needs minInSyncReplicas 1.
-  kAsyncBackups,
-  // The former name of kAsyncBackups, which it is: the primary never waits for a backup.
-  kPrimarySync [[deprecated("kPrimarySync means asynchronous backups: use kAsyncBackups")]] =
-      kAsyncBackups,
-};
 
 struct NodeOptions {
   // Number of partitions the key space is cut into. Every member of a cluster must use the same
