@@ -36,8 +36,8 @@
 #include <asio/post.hpp>
 
 #include <ingrid/invoke_async.h>
-#include <ingrid/replication_mode.h>
 #include <ingrid/processors/registry.h>
+#include <ingrid/replication_mode.h>
 #include <ingrid/result.h>
 #include <ingrid/string_pool.h>
 #include <ingrid/topology.h>
@@ -98,18 +98,18 @@ class DataPlaneHost {
   ~DataPlaneHost() = default;
 };
 
-// What the data plane reads of NodeOptions (node_options.h has each field's meaning): a copy of
-// those fields alone, so that a change to NodeOptions recompiles none of cluster/shard/.
+// What the data plane reads of NodeOptions (node_options.h has each field's meaning and default):
+// a copy of those fields alone, so that a change to NodeOptions recompiles none of cluster/shard/.
 struct DataPlaneOptions {
   std::uint32_t partitions = 0;
   ReplicationMode replication = ReplicationMode::kSync;
   std::uint32_t minInSyncReplicas = 1;
   std::uint32_t minMembers = 0;
-  std::chrono::milliseconds requestTimeout{5000};
-  std::chrono::milliseconds dedupWindow{60000};
-  std::chrono::milliseconds heartbeatInterval{500};
-  std::chrono::milliseconds expirySweepInterval{1000};
-  std::size_t expirySweepEntries = 256;
+  std::chrono::milliseconds requestTimeout{};
+  std::chrono::milliseconds dedupWindow{};
+  std::chrono::milliseconds heartbeatInterval{};
+  std::chrono::milliseconds expirySweepInterval{};
+  std::size_t expirySweepEntries = 0;
 };
 
 class DataPlane {
