@@ -32,6 +32,8 @@ endif()
 if(NOT INGRID_SANITIZE STREQUAL "")
   # The sanitizer builds are the checked ones: assertions on (the thread-ownership checks among
   # them; RelWithDebInfo's -DNDEBUG is undone), and line tables only for the debug information
-  # (what a sanitizer's stack trace needs; full -g costs about a quarter more compile time).
-  add_compile_options(-UNDEBUG -g1)
+  # (what a sanitizer's stack trace needs; full -g costs about a quarter more compile time), at
+  # -O1 (after the build type's -O2, so it wins), as the sanitizers' own docs advise: a file
+  # compiles in 55-65% of its -O2 time (node_lifecycle.cpp under ASan: 12.6 s, not 23 s).
+  add_compile_options(-UNDEBUG -g1 -O1)
 endif()

@@ -129,7 +129,7 @@ struct NodeOptions {
   // An accepted connection from a client or tool (not a member) that sends nothing for this long
   // is closed; the thin client redials on its next request. 0: never. Default: 10 min.
   std::chrono::milliseconds idleTimeout{600000};
-  // Deadline of one invocation, including redirects and retries. Default: 5 s.
+  // Deadline of one invocation, redirects and retries included (then Errc::timeout). Default: 5 s.
   std::chrono::milliseconds requestTimeout{5000};
   // Exactly-once retries (grid/dedup_table.h): a partition keeps the answers of the requests that
   // changed it until their client has them, or until the client sent it nothing for this long.
