@@ -344,6 +344,46 @@ std::string transportScenario(std::uint64_t seed) {
   return trace;
 }
 
+// Dials `address` from `transport` on member `m` and runs until the connection is open (1 s).
+std::shared_ptr<Connection> dial(ManualSim& sim, ManualSim::Member& m, Transport& transport,
+                                 const std::string& address) {
+  std::shared_ptr<Connection> conn;
+  m.in([&] {
+    transport.connect(address, [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE(r.ok());
+      conn = *r;
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+  return conn;
+}
+
+// Dials `address`, which must refuse, and returns the error (1 s).
+Error dialRefused(ManualSim& sim, ManualSim::Member& m, Transport& transport,
+                  const std::string& address) {
+  std::optional<Error> error;
+  m.in([&] {
+    transport.connect(address, [&](Result<std::shared_ptr<Connection>> r) {
+      REQUIRE_FALSE(r.ok());
+      error = r.error();
+    });
+  });
+  REQUIRE(sim.runUntil([&] { return error.has_value(); }, 1s));
+  return *error;
+}
+
+// Sends one kInvoke request on `conn` from member `m` and runs until its answer (1 s).
+Result<Frame> ask(ManualSim& sim, ManualSim::Member& m, Connection& conn, std::string body,
+                  std::chrono::milliseconds timeout) {
+  std::optional<Result<Frame>> reply;
+  m.in([&] {
+    conn.request(MessageType::kInvoke, 0, std::move(body), timeout,
+                 [&](Result<Frame> r) { reply = std::move(r); });
+  });
+  REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
+  return std::move(*reply);
+}
+
 }  // namespace
 
 TEST_CASE("Transports and Connections exchange requests over the sim network, deterministically",
@@ -388,32 +428,16 @@ TEST_CASE("FrameFaults judge a simulated connection by the hosts of its ends", "
   options.listenHost = kHostA;
   options.connection.faults = faults;
   auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
-  std::shared_ptr<Connection> conn;
-  a.in([&] {
-    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
-      REQUIRE(r.ok());
-      conn = *r;
-    });
-  });
-  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
+  const auto conn = dial(sim, a, *transportA, transportB->listenAddress());
 
-  std::optional<Result<Frame>> reply;
-  auto ask = [&] {
-    reply.reset();
-    a.in([&] {
-      conn->request(MessageType::kInvoke, 0, "x", 200ms,
-                    [&](Result<Frame> r) { reply = std::move(r); });
-    });
-    REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
-  };
-  ask();
-  REQUIRE_FALSE(reply->ok());
-  CHECK(reply->error() == Errc::timeout);
+  Result<Frame> reply = ask(sim, a, *conn, "x", 200ms);
+  REQUIRE_FALSE(reply.ok());
+  CHECK(reply.error() == Errc::timeout);
   CHECK(faults->counts().dropped == 1);
   faults->remove(ruleId);
-  ask();
-  REQUIRE(reply->ok());
-  CHECK((*reply)->body == "echo:x");
+  reply = ask(sim, a, *conn, "x", 200ms);
+  REQUIRE(reply.ok());
+  CHECK(reply->body == "echo:x");
 
   a.in([&] { transportA->stop(); });
   b.in([&] { transportB->stop(); });
@@ -432,36 +456,16 @@ TEST_CASE("A crashed member's connections reset at its peers, its handlers never
   REQUIRE(b.in([&] { return transportB->listen(); }).ok());
   options.listenHost = kHostA;
   auto transportA = a.in([&] { return std::make_unique<Transport>(a.io(), options, handlerA); });
-  std::shared_ptr<Connection> conn;
-  a.in([&] {
-    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
-      REQUIRE(r.ok());
-      conn = *r;
-    });
-  });
-  REQUIRE(sim.runUntil([&] { return conn != nullptr; }, 1s));
-  std::optional<Result<Frame>> reply;
-  a.in([&] {
-    conn->request(MessageType::kInvoke, 0, "x", 1000ms,
-                  [&](Result<Frame> r) { reply = std::move(r); });
-  });
-  REQUIRE(sim.runUntil([&] { return reply.has_value(); }, 1s));
-  REQUIRE(reply->ok());
+  const auto conn = dial(sim, a, *transportA, transportB->listenAddress());
+  REQUIRE(ask(sim, a, *conn, "x", 1000ms).ok());
 
   sim.network().closeAll(b);  // B crashes
   REQUIRE(sim.runUntil([&] { return !handlerA.closes.empty(); }, 1s));
   CHECK(handlerA.closes.front().find("reset") != std::string::npos);
   CHECK(handlerB.closes.empty());
   // Its port is gone: a new dial is refused.
-  std::optional<Error> dialError;
-  a.in([&] {
-    transportA->connect(transportB->listenAddress(), [&](Result<std::shared_ptr<Connection>> r) {
-      REQUIRE_FALSE(r.ok());
-      dialError = r.error();
-    });
-  });
-  REQUIRE(sim.runUntil([&] { return dialError.has_value(); }, 1s));
-  CHECK(dialError->detail().find("refused") != std::string::npos);
+  CHECK(dialRefused(sim, a, *transportA, transportB->listenAddress()).detail().find("refused") !=
+        std::string::npos);
   a.in([&] { transportA->stop(); });
 }
 
