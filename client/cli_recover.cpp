@@ -7,6 +7,7 @@
 #include <set>
 #include <thread>
 
+#include "client/cli_json.h"
 #include "cluster/transport/cli_options.h"
 #include "cluster/transport/member_auth.h"
 #include "cluster/transport/messages.h"
@@ -27,13 +28,6 @@ std::string list(const std::vector<T>& items, const char* sep = " ") {
   std::string out;
   for (const auto& i : items) out += (out.empty() ? "" : sep) + std::to_string(i);
   return out.empty() ? "none" : out;
-}
-
-template <class T>
-std::string jsonArray(const std::vector<T>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? "," : "") + std::to_string(items[i]);
-  return out + "]";
 }
 
 // Every member reachable from the seeds and from the topologies they hold (at most kMaxMembers

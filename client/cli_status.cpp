@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/cli_json.h"
 #include "cluster/transport/messages.h"
 
 namespace ingrid::cli {
@@ -29,15 +30,6 @@ std::string jsonString(const std::string& s) {
     }
   }
   return out + "\"";
-}
-
-template <class T>
-std::string jsonArray(const std::vector<T>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out += (i ? "," : "") + std::to_string(items[i]);
-  }
-  return out + "]";
 }
 
 }  // namespace

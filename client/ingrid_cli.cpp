@@ -37,6 +37,7 @@
 #include "client/cli_recover.h"
 #include "client/cli_status.h"
 #include "client/cli_top.h"
+#include "cluster/build_info.h"
 #include "cluster/transport/cli_options.h"
 
 namespace {
@@ -556,9 +557,10 @@ void addCommands(CLI::App& app, Flags& f) {
 int main(int argc, char** argv) {
   CLI::App app("Looks at and exercises an ingrid cluster through the thin client.", "ingrid-cli");
   app.get_formatter()->column_width(30);
-  app.set_version_flag(
-      "--version", std::string("ingrid-cli ") + INGRID_VERSION + " (commit " + INGRID_COMMIT + ")",
-      "print the version and exit");
+  app.set_version_flag("--version",
+                       std::string("ingrid-cli ") + ingrid::buildVersion() + " (commit " +
+                           ingrid::buildCommit() + ")",
+                       "print the version and exit");
   app.footer("Run 'ingrid-cli COMMAND --help' for a command's options.");
   app.require_subcommand(0, 1);
   app.failure_message([argc, argv](const CLI::App* a, const CLI::Error& e) {

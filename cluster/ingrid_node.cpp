@@ -24,6 +24,7 @@
 
 #include <ingrid/node.h>
 
+#include "cluster/build_info.h"
 #include "cluster/probe_server.h"
 #include "cluster/resp/resp_server.h"
 #include "cluster/transport/cli_options.h"
@@ -373,9 +374,10 @@ std::optional<int> parse(int argc, char** argv, ingrid::NodeOptions& o, std::str
       "gracefully.",
       "ingrid-node");
   app.get_formatter()->column_width(30);
-  app.set_version_flag(
-      "--version", std::string("ingrid-node ") + INGRID_VERSION + " (commit " + INGRID_COMMIT + ")",
-      "print the version and exit");
+  app.set_version_flag("--version",
+                       std::string("ingrid-node ") + ingrid::buildVersion() + " (commit " +
+                           ingrid::buildCommit() + ")",
+                       "print the version and exit");
   app.footer(
       "Every option can also come from the environment: --NAME-OF-IT from INGRID_NAME_OF_IT\n"
       "(for example --failure-timeout-ms from INGRID_FAILURE_TIMEOUT_MS, a flag from =1 or =0,\n"

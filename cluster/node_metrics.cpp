@@ -17,15 +17,9 @@
 #include <prometheus/text_serializer.h>
 #include <asio/post.hpp>
 
+#include "cluster/build_info.h"
 #include "cluster/node_impl.h"
 #include "cluster/shard/request_metrics.h"
-
-#ifndef INGRID_VERSION
-#define INGRID_VERSION "unknown"
-#endif
-#ifndef INGRID_COMMIT
-#define INGRID_COMMIT "unknown"
-#endif
 
 namespace ingrid {
 namespace {
@@ -265,7 +259,7 @@ std::string NodeImpl::metricsText() {
         static_cast<double>(census.dedupRecords));
 
   MetricFamily build = family("ingrid_build_info", "The build of this member", MetricType::Gauge);
-  build.metric.push_back(labelled({{"version", INGRID_VERSION}, {"commit", INGRID_COMMIT}}));
+  build.metric.push_back(labelled({{"version", buildVersion()}, {"commit", buildCommit()}}));
   build.metric.back().gauge.value = 1;
   out.push_back(std::move(build));
   // The calls this node's embedded invokes made (ingrid_client_*), after the member's own.

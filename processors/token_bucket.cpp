@@ -6,14 +6,15 @@
 #include <optional>
 #include <string>
 
+#include <ingrid/processors/limiter_support.h>
+
 namespace ingrid {
+
+// Signed 128-bit intermediates (docs/token-bucket.md "Overflow bounds").
+using limiter::int128;
+using limiter::kMaxInt64;
+
 namespace {
-
-// Signed 128-bit intermediates (docs/token-bucket.md "Overflow bounds"). __extension__ keeps
-// -Wpedantic quiet about the non-standard type.
-__extension__ typedef __int128 int128;
-
-constexpr std::int64_t kMaxInt64 = std::numeric_limits<std::int64_t>::max();
 
 // The largest refill accumulator: elapsed <= 2^64 - 1, refillTokens <= 2^63 - 1 and
 // remainder <= refillPeriod - 1 <= 2^63 - 2. Overflow would make this not a constant expression.

@@ -6,10 +6,12 @@
 #include <string>
 
 namespace ingrid {
-namespace {
 
 using limiter::int128;
 using limiter::kMaxInt64;
+
+namespace {
+
 __extension__ typedef unsigned __int128 uint128;
 
 // floor(a * b / d) and the remainder, exact through a 256-bit product. `overflow` when the

@@ -8,7 +8,9 @@
 #include <asio/prefer.hpp>
 
 namespace ingrid {
-namespace {
+// Named, not anonymous: SimNetwork's nested types hold a Waiting (GCC's -Wsubobject-linkage in a
+// unity build, where this file is an included one).
+namespace sim_network_detail {
 
 std::string joinAddress(const std::string& host, std::uint16_t port) {
   const bool v6 = host.find(':') != std::string::npos;
@@ -42,7 +44,9 @@ struct Waiting {
   }
 };
 
-}  // namespace
+}  // namespace sim_network_detail
+using sim_network_detail::joinAddress;
+using sim_network_detail::Waiting;
 
 struct SimNetwork::Segment {
   enum class Kind { kData, kFin, kRst };

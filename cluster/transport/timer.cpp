@@ -21,9 +21,12 @@ SimulatedMemberScope::SimulatedMemberScope(SimulatedMember* member) noexcept
 
 SimulatedMemberScope::~SimulatedMemberScope() { detail::tlSimulatedMember = previous_; }
 
-namespace {
+// Named, not anonymous: Timer::Sim holds a pointer to it (GCC's -Wsubobject-linkage in a unity
+// build, where this file is an included one).
+namespace timer_detail {
 struct SimTimerService;
 }
+using timer_detail::SimTimerService;
 
 struct Timer::Sim {
   struct Waiter {
@@ -58,7 +61,7 @@ struct Timer::Sim {
   }
 };
 
-namespace {
+namespace timer_detail {
 
 // The simulated timers of one io_context, so that its destruction reaches them (Asio calls a
 // service's shutdown() when its execution context goes).
@@ -79,7 +82,7 @@ struct SimTimerService final : asio::execution_context::service {
   std::uint64_t nextSerial = 1;
 };
 
-}  // namespace
+}  // namespace timer_detail
 
 Timer::Timer(const asio::any_io_executor& executor) : executor_(executor) {
   if (SimulatedMember* member = simulatedMember()) {

@@ -26,7 +26,7 @@ NodeOptions secured() {
   return o;
 }
 
-ClientOptions clientOf(TestCluster& cluster, const std::string& secret) {
+ClientOptions authClientOf(TestCluster& cluster, const std::string& secret) {
   ClientOptions c;
   for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
   c.clientSecret = secret;
@@ -42,7 +42,7 @@ TEST_CASE(
   TestCluster cluster(secured());
   REQUIRE(cluster.start(3));
 
-  Client good(clientOf(cluster, "clients too"));
+  Client good(authClientOf(cluster, "clients too"));
   REQUIRE(good.start().ok());
   for (int i = 0; i < 30; ++i) {  // keys on every member: each link proves the secret
     auto r = good.invoke("k" + std::to_string(i), Increment{1});
@@ -53,7 +53,7 @@ TEST_CASE(
   CHECK(good.statusOf(cluster.at(2).listenAddress()).ok());
 
   SECTION("no secret") {
-    Client none(clientOf(cluster, ""));
+    Client none(authClientOf(cluster, ""));
     const auto started = none.start();
     REQUIRE_FALSE(started.ok());
     CHECK(started.error() == Errc::unauthenticated);
@@ -62,7 +62,7 @@ TEST_CASE(
                    Catch::Contains("before GetTopology, and this one did not"));
   }
   SECTION("another secret") {
-    Client wrong(clientOf(cluster, "a guess"));
+    Client wrong(authClientOf(cluster, "a guess"));
     const auto started = wrong.start();
     REQUIRE_FALSE(started.ok());
     CHECK(started.error() == Errc::unauthenticated);

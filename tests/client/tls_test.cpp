@@ -35,7 +35,7 @@ NodeOptions withTls(const TestCerts& certs) {
   return o;
 }
 
-ClientOptions clientOf(TestCluster& cluster, TlsOptions tls) {
+ClientOptions tlsClientOf(TestCluster& cluster, TlsOptions tls) {
   ClientOptions c;
   for (Node* n : cluster.live()) c.seeds.push_back(n->listenAddress());
   c.tls = std::move(tls);
@@ -72,7 +72,7 @@ TEST_CASE(
     REQUIRE(r.ok());
     CHECK(*r == 1);
   }
-  Client client(clientOf(cluster, certs.client()));
+  Client client(tlsClientOf(cluster, certs.client()));
   REQUIRE(client.start().ok());
   CHECK(client.topology()->members.size() == 3);
   for (int i = 0; i < 30; ++i) {
@@ -82,7 +82,7 @@ TEST_CASE(
   }
 
   SECTION("a client without TLS") {
-    Client plain(clientOf(cluster, {}));
+    Client plain(tlsClientOf(cluster, {}));
     const auto started = plain.start();
     REQUIRE_FALSE(started.ok());
     CHECK(started.error() == Errc::unauthenticated);
@@ -90,7 +90,7 @@ TEST_CASE(
                Catch::Contains("requires TLS") && Catch::Contains("speaks plain TCP"));
   }
   SECTION("a client that does not trust the members' CA") {
-    Client wary(clientOf(cluster, certs.trustingOtherCa()));
+    Client wary(tlsClientOf(cluster, certs.trustingOtherCa()));
     const auto started = wary.start();
     REQUIRE_FALSE(started.ok());
     CHECK(started.error() == Errc::unauthenticated);
@@ -117,7 +117,7 @@ TEST_CASE("A TLS client of a member without TLS is told the member answered in p
   TestCerts certs;
   TestCluster cluster(ingrid::testing::smallClusterOptions(nullptr));
   REQUIRE(cluster.start(1));
-  ClientOptions c = clientOf(cluster, certs.client());
+  ClientOptions c = tlsClientOf(cluster, certs.client());
   Client client(c);
   const auto started = client.start();
   REQUIRE_FALSE(started.ok());

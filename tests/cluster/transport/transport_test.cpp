@@ -183,13 +183,15 @@ std::uint16_t freePort() {
 }
 
 // A plain socket that writes whatever bytes a test wants and reads with a deadline.
-class RawClient {
+class ByteSocket {
  public:
-  explicit RawClient(std::uint16_t port) : socket_(io_) {
+  explicit ByteSocket(std::uint16_t port) : socket_(io_) {
     socket_.connect({asio::ip::make_address("127.0.0.1"), port});
   }
   // Takes a connection already waiting in `acceptor`'s backlog (so the accept cannot block).
-  explicit RawClient(asio::ip::tcp::acceptor& acceptor) : socket_(io_) { acceptor.accept(socket_); }
+  explicit ByteSocket(asio::ip::tcp::acceptor& acceptor) : socket_(io_) {
+    acceptor.accept(socket_);
+  }
   void send(const std::string& bytes) { asio::write(socket_, asio::buffer(bytes)); }
   std::error_code trySend(const std::string& bytes) {
     std::error_code ec;
@@ -567,7 +569,7 @@ TEST_CASE(
     "kernel takes them in parts",
     "[cluster][transport]") {
   Net server;
-  RawClient client(server.transport.listenPort());
+  ByteSocket client(server.transport.listenPort());
   // 12.5 MiB of echoes sent before any is read: the server's sends fill the socket's buffers, so
   // its writes are taken in part and go on where they stopped, mid-frame.
   constexpr int kFrames = 200;
@@ -712,7 +714,7 @@ TEST_CASE("transport: bad frames get an error reply and a close: others carry on
   int closedBefore = server.handler.closed;
   for (const Case& c : cases) {
     INFO(c.name);
-    RawClient raw(server.transport.listenPort());
+    ByteSocket raw(server.transport.listenPort());
     raw.send(c.bytes);
     if (c.halfClose) raw.shutdownSend();
     auto [header, body] = raw.readErrorReply();
@@ -729,7 +731,7 @@ TEST_CASE("transport: bad frames get an error reply and a close: others carry on
   }
 
   {  // a truncated frame, then the client vanishes entirely: nothing to answer, no harm done
-    RawClient raw(server.transport.listenPort());
+    ByteSocket raw(server.transport.listenPort());
     raw.send(headerBytes(truncated) + "abc");
   }
   CHECK(eventually([&] { return server.handler.closed == closedBefore + 1; }));
@@ -741,7 +743,7 @@ TEST_CASE("transport: bad frames get an error reply and a close: others carry on
 TEST_CASE("transport: a peer that neither reads nor closes is cut off after the linger",
           "[cluster][transport]") {
   Net server;
-  RawClient raw(server.transport.listenPort());
+  ByteSocket raw(server.transport.listenPort());
   FrameHeader bad;
   bad.version = kProtocolVersion + 1;
   raw.send(headerBytes(bad) + std::string(100, 'z'));
@@ -761,7 +763,7 @@ TEST_CASE("transport: replies are matched by id: unknown ids and bad error bodie
   Net client({}, false);
   auto conn =
       dial(client.transport, "127.0.0.1:" + std::to_string(acceptor.local_endpoint().port()));
-  RawClient raw(acceptor);  // plays the server
+  ByteSocket raw(acceptor);  // plays the server
 
   auto a = send(conn, MessageType::kInvoke, "a");
   auto b = send(conn, MessageType::kJoin, "b");
@@ -1037,19 +1039,19 @@ TEST_CASE("transport: accepted connections that stay silent or go idle are close
   };
 
   SECTION("a partial header is cut off at the handshake timeout") {
-    RawClient raw(port);
+    ByteSocket raw(port);
     raw.send(std::string(5, 'x'));
     CHECK(raw.readEof() == asio::error::eof);  // not asio::error::timed_out (5 s)
     CHECK(closedFor("within 200 ms of connecting (handshake timeout)"));
   }
   SECTION("a client that goes quiet is closed at the idle timeout; a member is not") {
-    RawClient member(port);
+    ByteSocket member(port);
     FrameHeader hello;
     hello.type = MessageType::kHello;
     hello.requestId = 1;
     member.send(frameBytes(hello, "member"));
     CHECK(member.readFrame().body == "welcome");
-    RawClient client(port);
+    ByteSocket client(port);
     FrameHeader invoke;
     invoke.type = MessageType::kInvoke;
     invoke.requestId = 1;
@@ -1080,13 +1082,13 @@ TEST_CASE(
   invoke.requestId = 1;
 
   SECTION("past maxConnections") {
-    std::vector<std::unique_ptr<RawClient>> open;
+    std::vector<std::unique_ptr<ByteSocket>> open;
     for (int i = 0; i < 3; ++i) {
-      open.push_back(std::make_unique<RawClient>(port));
+      open.push_back(std::make_unique<ByteSocket>(port));
       open.back()->send(frameBytes(invoke, "ok"));
       CHECK(open.back()->readFrame().body == "ok");
     }
-    RawClient extra(port);
+    ByteSocket extra(port);
     extra.send(frameBytes(invoke, "over"));
     const auto [header, body] = extra.readErrorReply();
     CHECK(header.requestId == 0);
@@ -1104,14 +1106,14 @@ TEST_CASE(
     open.front()->close();
     bool served = false;
     for (int attempt = 0; attempt < 100 && !served; ++attempt) {
-      RawClient next(port);
+      ByteSocket next(port);
       next.send(frameBytes(invoke, "in"));
       served = !next.readFrame().header.isError();
     }
     CHECK(served);
   }
   SECTION("a client that sends but does not read is disconnected past maxQueuedBytes") {
-    RawClient hog(port);
+    ByteSocket hog(port);
     const std::string big(64 * 1024, 'b');
     std::error_code ec;
     for (int i = 0; i < 400 && !ec; ++i) {  // 25 MiB of echoes, more than the socket buffers
@@ -1122,7 +1124,7 @@ TEST_CASE(
       return server.handler.reasons().find("does not read what is sent to it") != std::string::npos;
     }));
     // The server goes on serving others.
-    RawClient other(port);
+    ByteSocket other(port);
     invoke.requestId = 1;
     other.send(frameBytes(invoke, "fine"));
     CHECK(other.readFrame().body == "fine");
@@ -1157,9 +1159,9 @@ TEST_CASE(
   invoke.requestId = 9;
   invoke.bodyLength = 8u << 20;
   const std::string part(std::size_t{1} << 20, 't');
-  std::vector<std::unique_ptr<RawClient>> tricklers;
+  std::vector<std::unique_ptr<ByteSocket>> tricklers;
   for (int i = 0; i < kTricklers; ++i) {
-    tricklers.push_back(std::make_unique<RawClient>(port));
+    tricklers.push_back(std::make_unique<ByteSocket>(port));
     tricklers.back()->send(headerBytes(invoke));
     for (std::size_t sent = 0; sent < part.size(); sent += 64 * 1024) {  // trickle in pieces
       CHECK_FALSE(tricklers.back()->trySend(part.substr(sent, 64 * 1024)));
@@ -1173,7 +1175,7 @@ TEST_CASE(
   // One more, whose frame needs a 4 MiB buffer while at least one trickler holds 2 MiB: it is
   // told why, in an error reply to its frame.
   {
-    RawClient greedy(port);
+    ByteSocket greedy(port);
     invoke.requestId = 10;
     greedy.send(headerBytes(invoke));
     (void)greedy.trySend(std::string((std::size_t{2} << 20) + 1, 'g'));
@@ -1184,7 +1186,7 @@ TEST_CASE(
   }
 
   // A normal client is served meanwhile, with a frame that fits the buffer it starts with.
-  RawClient other(port);
+  ByteSocket other(port);
   FrameHeader small;
   small.type = MessageType::kInvoke;
   small.requestId = 1;
