@@ -7,15 +7,12 @@
 #include <asio/post.hpp>
 #include <asio/prefer.hpp>
 
+#include "cluster/transport/address.h"
+
 namespace ingrid {
 // Named, not anonymous: SimNetwork's nested types hold a Waiting (GCC's -Wsubobject-linkage in a
 // unity build, where this file is an included one).
 namespace sim_network_detail {
-
-std::string joinAddress(const std::string& host, std::uint16_t port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 // A handler waiting for its operation, and the work that keeps its io_context from running out
 // while it waits (as a socket's pending operation does: io_context::poll() stops a context that
@@ -45,7 +42,6 @@ struct Waiting {
 };
 
 }  // namespace sim_network_detail
-using sim_network_detail::joinAddress;
 using sim_network_detail::Waiting;
 
 struct SimNetwork::Segment {

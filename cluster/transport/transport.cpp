@@ -16,6 +16,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include "cluster/transport/address.h"
 #include "cluster/transport/sim_network.h"
 #include "cluster/transport/timer.h"
 #include "cluster/transport/tls.h"
@@ -25,11 +26,6 @@ namespace {
 
 // Wait before accepting again after an accept error (out of file descriptors, for instance).
 constexpr std::chrono::milliseconds kAcceptRetry{100};
-
-std::string joinAddress(const std::string& host, std::uint16_t port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 Error stoppedError(const std::string& what) {
   return Error(Errc::shutting_down, "transport stopped" + what);
@@ -55,6 +51,11 @@ bool memberCertificate(Stream::Tls& tls) {
 constexpr std::chrono::milliseconds kTlsHandshakeLimit{10000};
 
 }  // namespace
+
+std::string joinAddress(const std::string& host, std::uint16_t port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
 
 std::optional<std::pair<std::string, std::uint16_t>> parseAddress(const std::string& address) {
   const auto colon = address.rfind(':');
