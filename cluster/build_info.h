@@ -1,7 +1,8 @@
 // The version and commit this build of ingrid was made from (the project's version and
 // `git rev-parse --short=12 HEAD` at configure time, "unknown" outside a git checkout).
-// Only build_info.cpp sees the INGRID_COMMIT definition, so a new commit recompiles that file
-// alone, not every file of the target that reports it.
+// Only build_info.cpp sees the INGRID_COMMIT definition (set when CMake configures), so a build
+// configured at another commit recompiles that file alone, not every file of the target that
+// reports it.
 #pragma once
 
 namespace ingrid {
