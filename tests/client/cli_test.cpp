@@ -27,18 +27,6 @@ std::optional<int> exitOf(ChildProcess& cli) {
   return WEXITSTATUS(*status);
 }
 
-// ingrid-node sits next to ingrid-cli in the build tree (cluster/ and client/ of one build).
-std::string nodePath() {
-#ifdef INGRID_NODE_PATH
-  return INGRID_NODE_PATH;
-#else
-  std::string path = INGRID_CLI_PATH;
-  const std::string cli = "client/ingrid-cli";
-  path.replace(path.rfind(cli), cli.size(), "cluster/ingrid-node");
-  return path;
-#endif
-}
-
 // Runs `command` under /bin/sh with stderr joined to stdout (refusals go to stderr). Arguments
 // here need no shell quoting.
 std::unique_ptr<ChildProcess> shell(const std::string& command) {
@@ -403,7 +391,7 @@ TEST_CASE("ingrid-cli: help, status, acquire, inspect and load against a running
 
 TEST_CASE("ingrid-node: refusals name the option and its range and INGRID_* variables set options",
           "[client][cli]") {
-  const std::string node = nodePath();
+  const std::string node = std::string(INGRID_NODE_PATH);
   REQUIRE(access(node.c_str(), X_OK) == 0);
   // The flags every member here runs with: few partitions, one worker, any free port.
   const std::string small = " --listen 127.0.0.1:0 --workers 1 --log-level info";
