@@ -27,6 +27,7 @@ struct NodeOptions {
   // value, for the cluster's whole life. Default: 1024.
   std::uint32_t partitions = kDefaultPartitionCount;
   static_assert(kDefaultPartitionCount == 1024, "the default the comment above states");
+  static_assert(kDefaultPartitionCount <= kMaxPartitionCount, "the default is a valid count");
   // Threads that own partitions and run processors; partition p belongs to worker p % threads.
   // 0 means std::thread::hardware_concurrency(). Default: 0.
   unsigned workerThreads = 0;

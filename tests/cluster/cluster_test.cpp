@@ -353,6 +353,9 @@ TEST_CASE("A member cut off from the majority commits nothing and stops writing 
   options.failureTimeout = 1000ms;  // lease: 500 ms
   options.electionTimeout = 300ms;
   options.requestTimeout = 1500ms;
+  // The survivor ends without a majority, so its leave in stop() cannot commit: it gives up after
+  // this instead of the default 15 s.
+  options.leaveTimeout = 1000ms;
   TestCluster cluster(options);
   REQUIRE(cluster.start(3));
   Node& survivor = cluster.at(0);
