@@ -190,6 +190,8 @@ bool Member::block(SteadyTime deadline, const std::function<bool()>& ready) {
   return tlBaton->block(deadline, ready);
 }
 
+bool Member::mayBlock() const noexcept { return tlBaton != nullptr; }
+
 // --- Simulation ---
 
 Simulation::Simulation(std::uint64_t seed, SteadyTime start)

@@ -66,6 +66,7 @@ class Member final : public SimulatedMember {
   void forget(asio::io_context& io) noexcept override;
   std::unique_ptr<Thread> spawn(std::function<void()> fn) override;
   bool block(SteadyTime deadline, const std::function<bool()>& ready) override;
+  bool mayBlock() const noexcept override;
 
   std::size_t index() const noexcept { return index_; }
   // The member's local time at global time `global`, and the first global time whose local time

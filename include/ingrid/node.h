@@ -7,6 +7,16 @@
 // Completions never run on a partition worker (invariant 9): a handler runs on its associated
 // executor (Asio's rule) or, if it has none, on the node's completion threads.
 //
+// In a simulation (constructed inside a simulated member's scope, as the test kit
+// include/ingrid/testing/cluster.h does): the node starts no thread. Completions run on an
+// io_context the simulator polls on its own thread, in the member's scope; invokeRaw() and
+// invokeAsync() may be called from the simulator's thread (they enter the member's scope
+// themselves); the blocking calls (start, invoke, the probes, metricsText and the blocking TEST_
+// calls) run only where the simulator lets a thread block (its baton threads) and refuse
+// elsewhere (start: Errc::would_deadlock; invoke: Errc::would_deadlock; a probe: not ok, naming
+// the reason). stop() runs on a baton thread; its remaining completions run at the simulator's
+// next poll.
+//
 // Thread safety: invoke(), invokeAsync() and the const members are safe from any thread,
 // concurrently. start() and stop() must not race each other. invoke() blocks and refuses to run
 // on a partition worker thread (Errc::would_deadlock).
@@ -53,6 +63,7 @@
 namespace ingrid {
 
 class NodeImpl;
+class SimulatedMember;  // cluster/transport/runtime.h (internal): the simulator's seam
 
 class Node {
   // Defined before the templates below use it: its return type is deduced, and clang deduces it
@@ -84,19 +95,25 @@ class Node {
   // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (simulatedCompletions_ != nullptr) [[unlikely]] {
+      // Simulated: the simulator polls this context until the node is destroyed.
+      return asyncInvoke<P>(rawInvoker(), simulatedCompletions_->get_executor(), std::move(key),
+                            processor, std::forward<CompletionToken>(token));
+    }
     if (completionsClosed_.load(std::memory_order_acquire)) {
       // Stopped: the completion threads are gone; the refusal still completes the token.
       return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
                             std::forward<CompletionToken>(token));
     }
-    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+    return asyncInvoke<P>(rawInvoker(), completionPool_->get_executor(), std::move(key), processor,
                           std::forward<CompletionToken>(token));
   }
 
-  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread.
+  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread,
+  // and in a simulation on a thread that may not block.
   template <EntryProcessor P>
   Result<typename P::Result> invoke(std::string key, const P& processor) {
-    if (onPartitionWorker()) return wouldDeadlock(P::kName);
+    if (onPartitionWorker() || !mayBlock()) return wouldDeadlock(P::kName);
     return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
   }
 
@@ -180,10 +197,17 @@ class Node {
   static Error wouldDeadlock(std::string_view processor);
   // Whether the calling thread is a partition worker (of any node); invoke() refuses there.
   static bool onPartitionWorker() noexcept;
+  // False in a simulation on a thread that may not block (the simulator's own); true otherwise.
+  bool mayBlock() const noexcept;
 
   std::unique_ptr<NodeImpl> impl_;
-  asio::thread_pool completionPool_;
-  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
+  // In a simulation: the member the constructor ran for, and the context it polls in place of
+  // completion threads (held busy by a work guard until the destructor). Null otherwise.
+  SimulatedMember* simulated_ = nullptr;
+  std::unique_ptr<asio::io_context> simulatedCompletions_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> simulatedWork_;
+  std::optional<asio::thread_pool> completionPool_;  // empty in a simulation
+  std::atomic<bool> completionsClosed_{false};       // set by stop() before it joins the pool
 };
 
 }  // namespace ingrid
