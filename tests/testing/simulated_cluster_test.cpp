@@ -38,7 +38,7 @@ TokenBucketAcquire takeOne(std::int64_t capacity) {
 TEST_CASE("Simulated: three nodes start, form one cluster and answer", "[testing][simulated]") {
   Cluster c(simulated());
   const auto wall = std::chrono::steady_clock::now();
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   std::printf("[testing] 3 simulated nodes safe after %.3f simulated s, %.3f wall s\n",
               std::chrono::duration<double>(c.elapsed()).count(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count());
@@ -56,13 +56,13 @@ TEST_CASE("Simulated: three nodes start, form one cluster and answer", "[testing
 
 TEST_CASE("Simulated: crash: the backups take over, then restart rejoins", "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 2, 0);
   REQUIRE(!key.empty());
   REQUIRE(c.invoke(0, key, takeOne(3))->granted);
   const MemberId crashed = c.node(2).memberId();
   const auto before = c.elapsed();
-  REQUIRE(c.crash(2));
+  REQUIRE_OK(c.crash(2));
   CHECK_FALSE(c.up(2));
   CHECK_FALSE(c.node(2).running());
   // The call waits out the failure timeout (3 s) and is served by the promoted backup, which
@@ -73,25 +73,26 @@ TEST_CASE("Simulated: crash: the backups take over, then restart rejoins", "[tes
   CHECK(after->remaining == 1);
   CHECK(c.elapsed() - before >= 3s);
   CHECK(ownersOf(c, key)[0] == c.node(0).memberId());
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
   CHECK_FALSE(c.node(0).topology()->hasMember(crashed));
   CHECK(c.node(0).topology()->members.size() == 2);
 
-  REQUIRE(c.restart(2));
+  REQUIRE_OK(c.restart(2));
   CHECK(c.up(2));
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
   CHECK(c.node(0).topology()->members.size() == 3);
   CHECK(c.node(2).memberId() != crashed);  // a new member, at the same address
   CHECK(c.invoke(2, key, takeOne(3))->granted);
   CHECK_FALSE(c.invoke(1, key, takeOne(3))->granted);
 }
 
-TEST_CASE("Simulated: a pause past the failure timeout removes the member; resumed, it rejoins",
-          "[testing][simulated]") {
+TEST_CASE(
+    "Simulated: a pause past the failure timeout removes the member, which rejoins once resumed",
+    "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const MemberId paused = c.node(1).memberId();
-  REQUIRE(c.pause(1));
+  REQUIRE_OK(c.pause(1));
   CHECK(c.paused(1));
   // Shorter than the failure timeout (3 s): still a member.
   c.advance(1s);
@@ -104,18 +105,18 @@ TEST_CASE("Simulated: a pause past the failure timeout removes the member; resum
       10s));
   // Not safe while a node is paused.
   CHECK_FALSE(c.waitClusterSafe(2s));
-  REQUIRE(c.resume(1));
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.resume(1));
+  REQUIRE_OK(c.waitClusterSafe());
   CHECK(c.node(1).memberId() != paused);  // it learned it was removed and joined anew
   CHECK(c.node(0).topology()->members.size() == 3);
 }
 
 TEST_CASE("Simulated: a cut link stops replication until healed", "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 0, 1);
   REQUIRE(!key.empty());
-  REQUIRE(c.cut(0, 1));
+  REQUIRE_OK(c.cut(0, 1));
   std::optional<Result<AcquireAnswer>> answer;
   c.node(0).invokeAsync(key, takeOne(5), [&](Result<AcquireAnswer> r) { answer = std::move(r); });
   // The primary (node 0) cannot reach the backup (node 1): a synchronous write is not answered.
@@ -126,17 +127,17 @@ TEST_CASE("Simulated: a cut link stops replication until healed", "[testing][sim
   REQUIRE(c.runUntil([&] { return answer.has_value(); }, 2s));
   REQUIRE(*answer);
   CHECK((*answer)->granted);
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
   CHECK(c.node(0).topology()->members.size() == 3);
 }
 
 TEST_CASE("Simulated: a one-way cut from the primary to its backup holds its writes",
           "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 2, 0);
   REQUIRE(!key.empty());
-  REQUIRE(c.cutOneWay(2, 0));
+  REQUIRE_OK(c.cutOneWay(2, 0));
   std::optional<Result<AcquireAnswer>> answer;
   c.node(2).invokeAsync(key, takeOne(5), [&](Result<AcquireAnswer> r) { answer = std::move(r); });
   c.advance(1s);
@@ -150,18 +151,18 @@ TEST_CASE("Simulated: a one-way cut from the primary to its backup holds its wri
   REQUIRE(c.runUntil([&] { return answer.has_value(); }, 2s));
   INFO((answer->ok() ? std::string("ok") : answer->error().message()));
   CHECK((answer->ok() || answer->error() == Errc::indeterminate));
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
 }
 
 TEST_CASE("Simulated: a delayed link slows the writes that cross it", "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 0, 1);
   REQUIRE(!key.empty());
   auto t0 = c.elapsed();
   REQUIRE(c.invoke(0, key, takeOne(5))->granted);
   const auto plain = c.elapsed() - t0;
-  REQUIRE(c.delay(0, 1, 300ms));
+  REQUIRE_OK(c.delay(0, 1, 300ms));
   t0 = c.elapsed();
   REQUIRE(c.invoke(0, key, takeOne(5))->granted);
   const auto delayed = c.elapsed() - t0;
@@ -179,10 +180,10 @@ TEST_CASE("Simulated: a delayed link slows the writes that cross it", "[testing]
 TEST_CASE("Simulated: a link that drops every frame holds the writes that cross it",
           "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 1, 2);
   REQUIRE(!key.empty());
-  REQUIRE(c.drop(1, 2, 1.0));
+  REQUIRE_OK(c.drop(1, 2, 1.0));
   std::optional<Result<AcquireAnswer>> answer;
   c.node(1).invokeAsync(key, takeOne(5), [&](Result<AcquireAnswer> r) { answer = std::move(r); });
   c.advance(1s);
@@ -194,18 +195,18 @@ TEST_CASE("Simulated: a link that drops every frame holds the writes that cross 
   std::printf("[testing] a write whose replication was dropped: %s\n",
               answer->ok() ? ((*answer)->granted ? "granted" : "denied")
                            : answer->error().message().c_str());
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
 }
 
 TEST_CASE("Simulated: a partition: the majority carries on, the minority is removed, heal rejoins",
           "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 2, 0);
   REQUIRE(!key.empty());
   REQUIRE(c.invoke(0, key, takeOne(3))->granted);
   const MemberId minority = c.node(2).memberId();
-  REQUIRE(c.partition({{0, 1}, {2}}));
+  REQUIRE_OK(c.partition({{0, 1}, {2}}));
   // The majority removes node 2 after the failure timeout and serves its keys.
   REQUIRE(c.runUntil([&] { return !c.node(0).topology()->hasMember(minority); }, 10s));
   auto served = c.invoke(1, key, takeOne(3));
@@ -216,7 +217,7 @@ TEST_CASE("Simulated: a partition: the majority carries on, the minority is remo
   auto cutOff = c.invoke(2, key, takeOne(3));
   CHECK_FALSE((cutOff && cutOff->granted));
   c.heal();
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
   CHECK(c.node(2).memberId() != minority);
   CHECK(c.invoke(2, key, takeOne(3))->granted);
   CHECK_FALSE(c.invoke(0, key, takeOne(3))->granted);
@@ -224,14 +225,14 @@ TEST_CASE("Simulated: a partition: the majority carries on, the minority is remo
 
 TEST_CASE("Simulated: stop leaves gracefully, at once", "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   const std::string key = keyOwnedBy(c, 1, 2);
   REQUIRE(c.invoke(0, key, takeOne(2))->granted);
   const auto t0 = c.elapsed();
-  REQUIRE(c.stop(1));
+  REQUIRE_OK(c.stop(1));
   CHECK(c.node(0).topology()->members.size() == 2);  // no failure timeout: it left
   CHECK(c.elapsed() - t0 < 3s);
-  REQUIRE(c.waitClusterSafe());
+  REQUIRE_OK(c.waitClusterSafe());
   auto again = c.invoke(0, key, takeOne(2));
   REQUIRE(again);
   CHECK(again->remaining == 0);  // its state moved with its partitions
@@ -243,15 +244,15 @@ TEST_CASE("Simulated: restart with the data directory, and emptied", "[testing][
   o.customize = [&](std::size_t i, NodeOptions& n) { n.dataDir = root + "/n" + std::to_string(i); };
   {
     Cluster c(o);
-    REQUIRE(c.start());
+    REQUIRE_OK(c.start());
     REQUIRE(std::filesystem::exists(root + "/n2"));
-    REQUIRE(c.crash(2));
-    REQUIRE(c.restart(2));  // with its directory: it comes back as the member it was
-    REQUIRE(c.waitClusterSafe());
+    REQUIRE_OK(c.crash(2));
+    REQUIRE_OK(c.restart(2));  // with its directory: it comes back as the member it was
+    REQUIRE_OK(c.waitClusterSafe());
     CHECK(c.node(0).topology()->members.size() == 3);
-    REQUIRE(c.crash(2));
-    REQUIRE(c.restart(2, /*keepDataDir=*/false));
-    REQUIRE(c.waitClusterSafe());
+    REQUIRE_OK(c.crash(2));
+    REQUIRE_OK(c.restart(2, /*keepDataDir=*/false));
+    REQUIRE_OK(c.waitClusterSafe());
     CHECK(c.node(0).topology()->members.size() == 3);
   }
   std::filesystem::remove_all(root);
@@ -260,7 +261,7 @@ TEST_CASE("Simulated: restart with the data directory, and emptied", "[testing][
 TEST_CASE("Simulated: completions run on the test's thread while the simulation runs",
           "[testing][simulated]") {
   Cluster c(simulated());
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   int answered = 0;
   std::thread::id ranOn;
   for (std::size_t i = 0; i < 3; ++i) {
@@ -286,7 +287,7 @@ TEST_CASE("Simulated: bad input is refused, naming the thing and the reason",
   auto early = c.crash(0);
   REQUIRE_FALSE(early);
   CHECK_THAT(early.error().message(), Catch::Contains("not started"));
-  REQUIRE(c.start());
+  REQUIRE_OK(c.start());
   auto far = c.crash(7);
   REQUIRE_FALSE(far);
   CHECK_THAT(far.error().message(), Catch::Contains("no node 7"));
@@ -300,7 +301,7 @@ TEST_CASE("Simulated: bad input is refused, naming the thing and the reason",
   REQUIRE_FALSE(odds);
   CHECK_THAT(odds.error().message(), Catch::Contains("probability"));
   CHECK_THROWS_AS(c.node(3), std::out_of_range);
-  REQUIRE(c.crash(1));
+  REQUIRE_OK(c.crash(1));
   auto down = c.invoke(1, "k", takeOne(1));
   REQUIRE_FALSE(down);
   CHECK_THAT(down.error().message(), Catch::Contains("node 1 is down"));

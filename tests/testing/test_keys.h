@@ -1,5 +1,5 @@
-// Helpers of the test kit's tests: keys by owner, and the owners of a key, read from a node's
-// topology.
+// Helpers of the test kit's tests: REQUIRE_OK, keys by owner, and the owners of a key, read
+// from a node's topology.
 #pragma once
 
 #include <string>
@@ -8,6 +8,14 @@
 #include <ingrid/hash.h>
 #include <ingrid/testing/cluster.h>
 #include <ingrid/topology.h>
+
+// REQUIRE for a Result<bool>, with the error's message when it fails.
+#define REQUIRE_OK(expr)                                                       \
+  do {                                                                         \
+    const auto requireOk_ = (expr);                                            \
+    INFO(#expr << ": " << (requireOk_ ? "ok" : requireOk_.error().message())); \
+    REQUIRE(requireOk_.ok());                                                  \
+  } while (false)
 
 namespace ingrid::testing {
 
