@@ -99,7 +99,7 @@ class GrantAudit {
   // Calls are timed on `now` (a monotonic time): Cluster::elapsed() for simulated time. Null:
   // the steady clock.
   explicit GrantAudit(std::function<Duration()> now = nullptr);
-  // Timed on the cluster's time (simulated or real).
+  // Timed on the cluster's time (simulated or real). The cluster must outlive the audit.
   explicit GrantAudit(const Cluster& cluster);
   GrantAudit(const GrantAudit&) = delete;
   GrantAudit& operator=(const GrantAudit&) = delete;
