@@ -72,9 +72,11 @@ class MemberProcess {
 
   // Makes the node with make() in the member's scope (a stopped node kept from before is
   // destroyed first) and runs its start() on a baton, then `started` with its result (on the
-  // baton). REQUIRES: idle() and !up().
-  void start(const std::function<std::unique_ptr<N>()>& make,
+  // baton). False (nothing done) while a start or stop still runs on a baton (!idle()): the
+  // node it runs must not be destroyed under it. REQUIRES: !up().
+  bool start(const std::function<std::unique_ptr<N>()>& make,
              std::function<void(const Result<bool>&)> started = {}) {
+    if (!idle()) return false;
     destroyNode();
     SimulatedMemberScope scope(&member_);
     node_ = make();
@@ -90,6 +92,7 @@ class MemberProcess {
       batonDone_ = true;
     });
     sim_.trace("start", member_.index() + 1, static_cast<std::uint64_t>(generation_));
+    return true;
   }
 
   // Stops the node on a baton: stop() (a graceful leave), or crash(), its network killed first

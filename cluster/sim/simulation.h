@@ -42,6 +42,8 @@ class Baton;
 // livelock, a member that never stops) just before the process aborts: ingrid-sim prints it.
 // Unset: the run aborts without a word. Set once, before any run.
 void setFatalSink(std::function<void(std::string_view)> sink);
+// Whether a sink is set.
+bool hasFatalSink() noexcept;
 [[noreturn]] void fatal(const std::string& what);
 
 // The drift of a member's clock from the simulation's.
