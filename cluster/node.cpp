@@ -3,6 +3,7 @@
 #include <future>
 
 #include "cluster/node_impl.h"
+#include "cluster/transport/logger.h"
 
 namespace ingrid {
 
@@ -21,7 +22,7 @@ Node::Node(NodeOptions options, ProcessorRegistry registry)
 }
 
 Node::~Node() {
-  stop();
+  stopNow();
   if (simulated_ != nullptr) {
     // Completions still queued are dropped with the context (their callers went with the node).
     simulated_->forget(*simulatedCompletions_);
@@ -40,9 +41,13 @@ Result<bool> Node::start() {
 }
 
 void Node::stop() {
+  if (refuseBlocking("Node::stop()")) return;
+  stopNow();
+}
+
+void Node::stopNow() {
   if (simulated_ != nullptr) {
     impl_->stop();  // on a baton thread; once stopped, at once (the destructor's call)
-    completionsClosed_.store(true, std::memory_order_release);
     return;
   }
   impl_->stop();
@@ -50,7 +55,27 @@ void Node::stop() {
   completionPool_->join();
 }
 
+void Node::TEST_dropCompletions() noexcept {
+  if (simulated_ != nullptr) simulated_->forget(*simulatedCompletions_);
+}
+
 bool Node::mayBlock() const noexcept { return simulated_ == nullptr || simulated_->mayBlock(); }
+
+bool Node::refuseBlocking(const char* call) const {
+  if (mayBlock() || !impl_->running()) return false;
+  Logger(impl_->options().logSink, impl_->options().logLevel)
+      .error({.member = impl_->memberId()}, call,
+             " ignored: it blocks, and in a simulation a node blocks only on a baton thread of "
+             "the simulator; the test kit's Cluster::stop() and Cluster::crash() run it there");
+  return true;
+}
+
+void Node::logSimulatedRefusal(const char* call) const {
+  Logger(impl_->options().logSink, impl_->options().logLevel)
+      .error({.member = impl_->memberId()}, call,
+             " refused: it waits in a way the simulator cannot run (a simulated node runs only "
+             "while the simulation does); read the node through the test kit's Cluster instead");
+}
 
 void Node::invokeRaw(std::string key, std::string_view processor, std::string args,
                      RawCompletion done) {
@@ -64,7 +89,13 @@ void Node::invokeRaw(std::string key, std::string_view processor, std::string ar
   impl_->invokeRaw(std::move(key), processor, std::move(args), std::move(done));
 }
 
-Error Node::wouldDeadlock(std::string_view processor) {
+Error Node::wouldDeadlock(std::string_view processor) const {
+  if (simulated_ != nullptr) {
+    return Error(Errc::would_deadlock,
+                 "invoke('" + std::string(processor) +
+                     "') on a simulated node: it would wait for an answer that comes only while "
+                     "the simulation runs; use the test kit's Cluster::invoke (or invokeAsync)");
+  }
   return Error(Errc::would_deadlock,
                "invoke('" + std::string(processor) +
                    "') called on a partition worker thread; use invokeAsync there");
@@ -79,7 +110,13 @@ bool Node::running() const noexcept { return impl_->running(); }
 MemberId Node::memberId() const noexcept { return impl_->memberId(); }
 std::string Node::listenAddress() const { return impl_->listenAddress(); }
 TopologyPtr Node::topology() const { return impl_->topology(); }
-std::uint64_t Node::TEST_entryCount() { return mayBlock() ? impl_->TEST_entryCount() : 0; }
+std::uint64_t Node::TEST_entryCount() {
+  if (simulated_ != nullptr) {
+    logSimulatedRefusal("Node::TEST_entryCount()");
+    return 0;
+  }
+  return impl_->TEST_entryCount();
+}
 std::string Node::metricsText() { return mayBlock() ? impl_->metricsText() : std::string(); }
 namespace {
 Probe cannotBlock(const char* probe) {
@@ -95,11 +132,18 @@ Probe Node::clusterSafe() {
 }
 std::uint64_t Node::reclaimedCount() const noexcept { return impl_->reclaimedCount(); }
 std::vector<std::pair<std::string, Entry>> Node::TEST_partitionEntries(PartitionId p) {
-  if (!mayBlock()) return {};
+  if (simulated_ != nullptr) {
+    logSimulatedRefusal("Node::TEST_partitionEntries()");
+    return {};
+  }
   return impl_->TEST_partitionEntries(p);
 }
 std::uint64_t Node::TEST_partitionSeq(PartitionId p) {
-  return mayBlock() ? impl_->TEST_partitionSeq(p) : 0;
+  if (simulated_ != nullptr) {
+    logSimulatedRefusal("Node::TEST_partitionSeq()");
+    return 0;
+  }
+  return impl_->TEST_partitionSeq(p);
 }
 std::uint64_t Node::TEST_executed() const noexcept { return impl_->TEST_executed(); }
 std::uint64_t Node::degradedWrites() const noexcept { return impl_->degradedWrites(); }
@@ -116,8 +160,8 @@ std::uint64_t Node::TEST_snapshotsRefused() const noexcept {
 }
 void Node::TEST_closeShardPorts() { impl_->TEST_closeShardPorts(); }
 void Node::TEST_crash() {
+  if (refuseBlocking("Node::TEST_crash()")) return;
   impl_->crash();
-  if (simulated_ != nullptr) completionsClosed_.store(true, std::memory_order_release);
 }
 
 // --- NodeImpl: the embedded invoke path ---
