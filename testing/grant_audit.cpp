@@ -2,12 +2,11 @@
 #include <ingrid/testing/grant_audit.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include <ingrid/processors/codec.h>
 #include <ingrid/testing/cluster.h>
-
-#include "cluster/transport/runtime.h"
 
 namespace ingrid::testing {
 
@@ -16,14 +15,27 @@ bool outcomeUnknown(const Error& e) noexcept {
          e == Errc::protocol_error || e == Errc::malformed_message;
 }
 
-GrantAudit::GrantAudit(std::function<Duration()> now) : now_(std::move(now)) {}
-GrantAudit::GrantAudit(const Cluster& cluster) : now_([&cluster] { return cluster.elapsed(); }) {}
+namespace {
+GrantAudit::Duration steadyElapsed() { return std::chrono::steady_clock::now().time_since_epoch(); }
+}  // namespace
+
+GrantAudit::GrantAudit(std::function<Duration()> now) : state_(std::make_shared<State>()) {
+  if (now) {
+    state_->now = std::move(now);
+  } else {
+    state_->now = steadyElapsed;
+  }
+}
+GrantAudit::GrantAudit(const Cluster& cluster) : state_(std::make_shared<State>()) {
+  if (cluster.network() == Network::kSimulated) {
+    state_->now = [&cluster] { return cluster.elapsed(); };
+  } else {
+    state_->now = steadyElapsed;
+  }
+}
 GrantAudit::~GrantAudit() = default;
 
-GrantAudit::Duration GrantAudit::now() const {
-  if (now_) return now_();
-  return steadyNow().time_since_epoch();
-}
+GrantAudit::Duration GrantAudit::now(const State& state) { return state.now(); }
 
 GrantAudit::Ticket GrantAudit::begin(std::string key, std::int64_t capacity, std::int64_t tokens,
                                      Duration deadline) {
@@ -31,46 +43,50 @@ GrantAudit::Ticket GrantAudit::begin(std::string key, std::int64_t capacity, std
   c.key = std::move(key);
   c.capacity = capacity;
   c.tokens = tokens;
-  c.start = now();
+  c.start = now(*state_);
   c.deadline = deadline;
-  std::lock_guard lock(mu_);
-  calls_.push_back(std::move(c));
-  return calls_.size() - 1;
+  std::lock_guard lock(state_->mu);
+  state_->calls.push_back(std::move(c));
+  return state_->calls.size() - 1;
 }
 
 void GrantAudit::end(Ticket ticket, const Result<AcquireAnswer>& answer) {
-  const Duration at = now();
-  std::lock_guard lock(mu_);
-  if (ticket >= calls_.size() || calls_[ticket].answered) {
-    ++doubleEnds_;
+  endOn(*state_, ticket, answer);
+}
+
+void GrantAudit::endOn(State& state, Ticket ticket, const Result<AcquireAnswer>& answer) {
+  const Duration at = now(state);
+  std::lock_guard lock(state.mu);
+  if (ticket >= state.calls.size() || state.calls[ticket].answered) {
+    ++state.doubleEnds;
     return;
   }
-  Call& c = calls_[ticket];
+  Call& c = state.calls[ticket];
   c.answered = true;
   c.end = at;
-  ++answered_;
+  ++state.answered;
   if (!answer) {
     c.error = true;
     c.unknown = outcomeUnknown(answer.error());
   } else if (answer->granted) {
     c.granted = true;
-    granted_ += c.tokens;
+    state.granted += c.tokens;
   } else {
     c.denied = true;
   }
 }
 
 std::size_t GrantAudit::calls() const {
-  std::lock_guard lock(mu_);
-  return calls_.size();
+  std::lock_guard lock(state_->mu);
+  return state_->calls.size();
 }
 std::size_t GrantAudit::pending() const {
-  std::lock_guard lock(mu_);
-  return calls_.size() - answered_;
+  std::lock_guard lock(state_->mu);
+  return state_->calls.size() - state_->answered;
 }
 std::int64_t GrantAudit::granted() const {
-  std::lock_guard lock(mu_);
-  return granted_;
+  std::lock_guard lock(state_->mu);
+  return state_->granted;
 }
 
 AuditReport GrantAudit::check(const std::function<Result<EntrySnapshot>(const std::string&)>& read,
@@ -78,9 +94,9 @@ AuditReport GrantAudit::check(const std::function<Result<EntrySnapshot>(const st
   std::vector<Call> calls;
   std::uint64_t doubleEnds = 0;
   {
-    std::lock_guard lock(mu_);
-    calls = calls_;
-    doubleEnds = doubleEnds_;
+    std::lock_guard lock(state_->mu);
+    calls = state_->calls;
+    doubleEnds = state_->doubleEnds;
   }
   AuditReport r;
   std::map<std::string, KeyVerdict> keys;
@@ -111,7 +127,7 @@ AuditReport GrantAudit::check(const std::function<Result<EntrySnapshot>(const st
       }
     }
   }
-  r.errors += doubleEnds;  // an answer given twice
+  r.answeredTwice = doubleEnds;
   for (auto& [key, v] : keys) {
     Result<EntrySnapshot> state = read(key);
     if (!state) {
@@ -153,13 +169,14 @@ std::string AuditReport::summary() const {
   std::snprintf(
       buf, sizeof buf,
       "%s: calls=%llu granted=%llu denied=%llu errors=%llu unknown=%llu "
-      "unanswered=%llu over_deadline=%llu keys=%zu doubled=%llu lost=%llu phantom=%llu "
-      "unreadable=%llu longest_call_ms=%lld",
+      "unanswered=%llu answered_twice=%llu over_deadline=%llu keys=%zu doubled=%llu lost=%llu "
+      "phantom=%llu unreadable=%llu longest_call_ms=%lld",
       ok() ? "ok" : "FAILED", static_cast<unsigned long long>(calls),
       static_cast<unsigned long long>(granted), static_cast<unsigned long long>(denied),
       static_cast<unsigned long long>(errors), static_cast<unsigned long long>(unknown),
-      static_cast<unsigned long long>(unanswered), static_cast<unsigned long long>(overDeadline),
-      keys.size(), static_cast<unsigned long long>(doubled), static_cast<unsigned long long>(lost),
+      static_cast<unsigned long long>(unanswered), static_cast<unsigned long long>(answeredTwice),
+      static_cast<unsigned long long>(overDeadline), keys.size(),
+      static_cast<unsigned long long>(doubled), static_cast<unsigned long long>(lost),
       static_cast<unsigned long long>(phantom), static_cast<unsigned long long>(unreadable),
       static_cast<long long>(
           std::chrono::duration_cast<std::chrono::milliseconds>(longestCall).count()));
@@ -169,6 +186,9 @@ std::string AuditReport::summary() const {
 std::string AuditReport::failures(std::size_t maxKeys) const {
   std::string out;
   if (unanswered > 0) out += std::to_string(unanswered) + " calls were never answered\n";
+  if (answeredTwice > 0) {
+    out += std::to_string(answeredTwice) + " answers came for calls already answered\n";
+  }
   if (overDeadline > 0) {
     out += std::to_string(overDeadline) + " calls were answered past their deadline\n";
   }

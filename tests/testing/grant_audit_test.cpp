@@ -78,6 +78,20 @@ TEST_CASE("GrantAudit: catches a token granted twice, a lost grant, a phantom, a
   CHECK_THAT(why, Catch::Contains("1 calls were never answered"));
 }
 
+TEST_CASE("GrantAudit: an answer delivered twice fails the check", "[testing][audit]") {
+  GrantAudit audit;
+  const auto t = audit.begin("k", 2, 1, 1s);
+  audit.end(t, granted());
+  audit.end(t, granted());
+  CHECK(audit.granted() == 1);  // the second answer is not counted as a grant
+  const AuditReport r = audit.check([](const std::string&) { return Result(bucketWith(1)); });
+  CHECK_FALSE(r.ok());
+  CHECK(r.answeredTwice == 1);
+  CHECK(r.doubled == 0);
+  CHECK_THAT(r.failures(), Catch::Contains("1 answers came for calls already answered"));
+  CHECK_THAT(r.summary(), Catch::Contains("answered_twice=1"));
+}
+
 TEST_CASE("GrantAudit: a key that cannot be read fails the check, naming it", "[testing][audit]") {
   GrantAudit audit;
   audit.end(audit.begin("k", 1, 1, 1s), granted());

@@ -8,7 +8,7 @@
 //   - nothing was granted that no call explains (no phantom consumption beyond the acknowledged
 //     grants and the calls whose outcome is unknown: a timeout, an indeterminate write);
 //   - no caller was answered past its deadline (plus a slack);
-//   - every call was answered.
+//   - every call was answered, once.
 //
 // Use: acquire(node, key, capacity, handler) in place of node.invokeAsync(key,
 // TokenBucketAcquire{...}, handler), or begin()/end() around a call made any other way (through
@@ -17,6 +17,9 @@
 //
 // Thread safety: begin(), end(), acquire() and the counters from any thread, concurrently (a
 // loopback cluster's completions run on the nodes' threads); check() from the test's thread.
+// The record is shared with acquire()'s handlers, so an answer that arrives after the audit is
+// destroyed is safe (it is not recorded); the caller's own handler must still outlive nothing it
+// captures.
 #pragma once
 
 #include <chrono>
@@ -72,7 +75,8 @@ struct KeyVerdict {
 
 struct AuditReport {
   std::uint64_t calls = 0, granted = 0, denied = 0, errors = 0, unknown = 0, unanswered = 0;
-  std::uint64_t overDeadline = 0;  // answered past deadline + slack
+  std::uint64_t overDeadline = 0;   // answered past deadline + slack
+  std::uint64_t answeredTwice = 0;  // end() called again for a ticket already answered
   std::uint64_t doubled = 0, lost = 0, phantom = 0, unreadable = 0;
   std::chrono::nanoseconds longestCall{0};
   std::vector<KeyVerdict> keys;  // by key, sorted
@@ -81,7 +85,7 @@ struct AuditReport {
   // Every check held.
   bool ok() const noexcept {
     return doubled == 0 && lost == 0 && phantom == 0 && unreadable == 0 && overDeadline == 0 &&
-           unanswered == 0;
+           unanswered == 0 && answeredTwice == 0;
   }
   // One line: the counts.
   std::string summary() const;
@@ -96,10 +100,13 @@ class GrantAudit {
   using Duration = std::chrono::nanoseconds;
   using Ticket = std::size_t;
 
-  // Calls are timed on `now` (a monotonic time): Cluster::elapsed() for simulated time. Null:
-  // the steady clock.
+  // Calls are timed on `now` (a monotonic time, read where each call begins and where it is
+  // answered; from any thread on loopback). Null: std::chrono::steady_clock, real time (in a
+  // simulation pass the cluster instead: its handlers run on simulated time).
   explicit GrantAudit(std::function<Duration()> now = nullptr);
-  // Timed on the cluster's time (simulated or real). The cluster must outlive the audit.
+  // Timed on one clock for both ends of every call: the cluster's simulated time
+  // (Cluster::elapsed()) on a simulated network, std::chrono::steady_clock on loopback. The
+  // cluster must outlive the calls' answers.
   explicit GrantAudit(const Cluster& cluster);
   GrantAudit(const GrantAudit&) = delete;
   GrantAudit& operator=(const GrantAudit&) = delete;
@@ -108,7 +115,8 @@ class GrantAudit {
   // A call begins: `tokens` from `key`, a bucket of `capacity` that never refills, answered
   // within `deadline` or late. Returns the ticket end() takes.
   Ticket begin(std::string key, std::int64_t capacity, std::int64_t tokens, Duration deadline);
-  // Its answer (once per ticket; a second end() of a ticket is counted as an error).
+  // Its answer (once per ticket; a second end() of a ticket is counted in
+  // AuditReport::answeredTwice, which fails the check).
   void end(Ticket ticket, const Result<AcquireAnswer>& answer);
 
   // TokenBucketAcquire of `tokens` on `key` through `node`, recorded; then `handler` with the
@@ -119,8 +127,8 @@ class GrantAudit {
     const Ticket t = begin(key, capacity, tokens, node.options().requestTimeout);
     node.invokeAsync(
         std::move(key), TokenBucketAcquire{neverRefills(capacity), tokens},
-        [this, t, h = std::forward<Handler>(handler)](Result<AcquireAnswer> r) mutable {
-          end(t, r);
+        [state = state_, t, h = std::forward<Handler>(handler)](Result<AcquireAnswer> r) mutable {
+          endOn(*state, t, r);
           h(std::move(r));
         });
   }
@@ -154,14 +162,19 @@ class GrantAudit {
     bool answered = false;
     bool granted = false, denied = false, unknown = false, error = false;
   };
-  Duration now() const;
+  // The record, shared with the handlers of acquire().
+  struct State {
+    std::function<Duration()> now;  // set once, before any call
+    mutable std::mutex mu;
+    std::vector<Call> calls;       // guarded by mu
+    std::size_t answered = 0;      // guarded by mu
+    std::int64_t granted = 0;      // guarded by mu
+    std::uint64_t doubleEnds = 0;  // guarded by mu
+  };
+  static Duration now(const State& state);
+  static void endOn(State& state, Ticket ticket, const Result<AcquireAnswer>& answer);
 
-  std::function<Duration()> now_;
-  mutable std::mutex mu_;
-  std::vector<Call> calls_;       // guarded by mu_
-  std::size_t answered_ = 0;      // guarded by mu_
-  std::int64_t granted_ = 0;      // guarded by mu_
-  std::uint64_t doubleEnds_ = 0;  // guarded by mu_
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace ingrid::testing
