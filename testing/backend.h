@@ -41,7 +41,8 @@ class Backend {
   // Sets what this network needs in `options` (a simulated clock, no shard ports).
   virtual void prepare(std::size_t i, NodeOptions& options) = 0;
   // Starts a new process for node i (a stopped one is destroyed first); returns once its start()
-  // returned, with its result, or an error after `limit`.
+  // returned, with its result, or an error after `limit`, or at once while node i's previous
+  // start or stop still runs (one that timed out).
   virtual Result<bool> start(std::size_t i, NodeOptions options, const ProcessorRegistry& registry,
                              Duration limit) = 0;
   // Stops node i (crash: no leave) and returns once it has stopped; the node stays, stopped.
@@ -66,9 +67,13 @@ class Backend {
   // `limit`.
   virtual Probe probe(std::size_t i, const NodeProbe& ask, Duration limit) = 0;
   virtual std::uint64_t traceHash() const = 0;
+  // Whether the network is being run now by a call of the Cluster (simulated: a handler runs
+  // inside it, and a call of the Cluster from there would run it again, nested). Loopback: false.
+  virtual bool running() const { return false; }
 };
 
-// `faults` is the FrameFaults every node's options carry (NodeOptions::frameFaults).
+// `faults` is the FrameFaults every node's options carry (NodeOptions::frameFaults). The
+// simulated backend reports a fatal error of the simulation to options.onFatal.
 std::unique_ptr<Backend> makeSimulatedBackend(const ClusterOptions& options,
                                               std::shared_ptr<FrameFaults> faults);
 std::unique_ptr<Backend> makeLoopbackBackend(const ClusterOptions& options,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -41,7 +42,18 @@ class Cluster::Impl {
                                                    : makeLoopbackBackend(o_, faults_)),
         nodes_(o_.nodes) {}
 
+  // A call that runs the simulation, made from a handler the simulation runs: it would nest.
+  std::optional<Error> nested(const char* what) const {
+    if (!backend_->running()) return std::nullopt;
+    return Error(Errc::would_deadlock,
+                 std::string("Cluster::") + what +
+                     "() called from a handler the simulation runs: it would run the simulation "
+                     "inside itself; record what the handler learned and call it after the "
+                     "Cluster's call returns");
+  }
+
   Result<bool> start() {
+    if (auto bad = nested("start")) return *bad;
     if (started_) return Error(Errc::not_running, "Cluster::start(): a Cluster is started once");
     started_ = true;
     if (o_.nodes == 0) {
@@ -109,6 +121,7 @@ class Cluster::Impl {
   Result<bool> stop(std::size_t i) { return stopNode(i, false, "stop"); }
 
   Result<bool> restart(std::size_t i, bool keepDataDir) {
+    if (auto bad = nested("restart")) return *bad;
     if (auto bad = badIndex(i, "restart")) return *bad;
     if (nodes_[i].up) {
       return Error(Errc::invalid_argument,
@@ -222,12 +235,16 @@ class Cluster::Impl {
 
   // --- time and calls ---
   Duration elapsed() const noexcept { return backend_->elapsed(); }
-  void advance(Duration d) { backend_->advance(d); }
+  void advance(Duration d) {
+    if (!nested("advance")) backend_->advance(d);
+  }
   bool runUntil(const std::function<bool()>& done, Duration limit) {
+    if (nested("runUntil")) return false;
     return backend_->runUntil(done, limit);
   }
   Result<std::string> invokeRaw(std::size_t i, std::string key, std::string_view processor,
                                 std::string args) {
+    if (auto bad = nested("invoke")) return *bad;
     if (auto bad = notUp(i, "invoke")) return *bad;
     const Duration limit = backend_->node(i)->options().requestTimeout + 5s;
     return backend_->invokeRaw(i, std::move(key), processor, std::move(args), limit);
@@ -235,17 +252,20 @@ class Cluster::Impl {
 
   // --- health ---
   Probe clusterSafe(std::size_t i) {
+    if (auto bad = nested("clusterSafe")) return Probe{false, bad->message()};
     if (auto bad = notUp(i, "clusterSafe")) return Probe{false, bad->message()};
     return backend_->probe(
         i, [](Node& n) { return n.clusterSafe(); }, 10s);
   }
   Probe readiness(std::size_t i) {
+    if (auto bad = nested("readiness")) return Probe{false, bad->message()};
     if (auto bad = notUp(i, "readiness")) return Probe{false, bad->message()};
     return backend_->probe(
         i, [](Node& n) { return n.readiness(); }, 10s);
   }
 
   Result<bool> waitClusterSafe(Duration limit) {
+    if (auto bad = nested("waitClusterSafe")) return *bad;
     if (!started_) {
       return Error(Errc::not_running, "Cluster::waitClusterSafe(): the cluster is not started");
     }
@@ -356,6 +376,7 @@ class Cluster::Impl {
   }
 
   Result<bool> stopNode(std::size_t i, bool crash, const char* what) {
+    if (auto bad = nested(what)) return *bad;
     if (auto bad = notUp(i, what)) return *bad;
     if (nodes_[i].paused) backend_->resume(i);
     nodes_[i].paused = false;

@@ -20,7 +20,10 @@ namespace {
 class LoopbackBackend final : public Backend {
  public:
   LoopbackBackend(const ClusterOptions& o, std::shared_ptr<FrameFaults> faults)
-      : faults_(std::move(faults)), nodes_(o.nodes), ports_(o.nodes, "0"), start_(steadyNow()) {}
+      : faults_(std::move(faults)),
+        nodes_(o.nodes),
+        ports_(o.nodes, "0"),
+        start_(std::chrono::steady_clock::now()) {}
 
   ~LoopbackBackend() override {
     faults_->clear();
@@ -96,7 +99,8 @@ class LoopbackBackend final : public Backend {
     cuts_.erase(it);
   }
 
-  Duration elapsed() const override { return steadyNow() - start_; }
+  // Any thread (GrantAudit's completions): start_ never changes.
+  Duration elapsed() const override { return std::chrono::steady_clock::now() - start_; }
   void advance(Duration d) override { std::this_thread::sleep_for(d); }
   bool runUntil(const std::function<bool()>& done, Duration limit) override {
     const SteadyTime deadline = steadyNow() + limit;
@@ -141,7 +145,7 @@ class LoopbackBackend final : public Backend {
   std::vector<std::string> ports_;                           // "0" until the first start
   std::map<std::pair<std::size_t, std::size_t>, int> cuts_;  // (from, to) -> rule
   std::map<std::size_t, std::pair<int, int>> pauses_;        // node -> its two rules
-  SteadyTime start_;
+  const std::chrono::steady_clock::time_point start_;
 };
 
 }  // namespace

@@ -1,9 +1,14 @@
 // SimulatedBackend: the nodes of a test cluster as members of one Simulation (cluster/sim), on
 // its in-memory network, driven from the test's thread. Each node is a MemberProcess<Node>: made
 // in its member's scope, started and stopped on baton threads, reaped after every event.
+//
+// Destruction: the nodes' completions are dropped first (the test's handlers may capture what is
+// already gone), then every node still running is crashed and the simulation run until no baton
+// runs, a few rounds at most; only then are the nodes destroyed.
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,6 +29,37 @@ using sim::Simulation;
 // Every node listens on this port of its host.
 constexpr const char* kPort = ":7000";
 
+// The reason of the last fatal error of a simulation with no ClusterOptions::onFatal.
+std::string& lastFatal() {
+  static std::string reason;
+  return reason;
+}
+
+// Installs a fatal sink of the simulation (sim::setFatalSink) that calls `onFatal` (or keeps the
+// reason in lastFatal()) unless one is set, and removes it when destroyed.
+class FatalSink {
+ public:
+  explicit FatalSink(std::function<void(std::string_view)> onFatal) {
+    if (sim::hasFatalSink()) return;
+    installed_ = true;
+    sim::setFatalSink([onFatal = std::move(onFatal)](std::string_view what) {
+      if (onFatal) {
+        onFatal(what);
+      } else {
+        lastFatal() = what;
+      }
+    });
+  }
+  ~FatalSink() {
+    if (installed_) sim::setFatalSink(nullptr);
+  }
+  FatalSink(const FatalSink&) = delete;
+  FatalSink& operator=(const FatalSink&) = delete;
+
+ private:
+  bool installed_ = false;
+};
+
 SimNetwork::Options networkOptions(const ClusterOptions& o) {
   SimNetwork::Options n;
   n.minLatency = o.minLatency;
@@ -34,7 +70,10 @@ SimNetwork::Options networkOptions(const ClusterOptions& o) {
 class SimulatedBackend final : public Backend {
  public:
   SimulatedBackend(const ClusterOptions& o, std::shared_ptr<FrameFaults> faults)
-      : sim_(o.seed), network_(networkOptions(o)), faults_(std::move(faults)) {
+      : fatalSink_(o.onFatal),
+        sim_(o.seed),
+        network_(networkOptions(o)),
+        faults_(std::move(faults)) {
     sim_.setNetwork(network_);
     for (std::size_t i = 0; i < o.nodes; ++i) {
       Member& m = sim_.addMember("10.0.0." + std::to_string(i + 1));
@@ -43,14 +82,32 @@ class SimulatedBackend final : public Backend {
   }
 
   ~SimulatedBackend() override {
-    // Every node crashed (resumed first: a paused member's baton never runs), then reaped.
+    // No handler of the test's runs from here on: it may capture what is already gone.
+    for (auto& p : processes_) {
+      if (Node* n = p->node()) n->TEST_dropCompletions();
+    }
+    // Paused members resumed (a paused member's baton never runs), then every node crashed, until
+    // none runs and no baton is left: a start that timed out may still finish and bring its node
+    // up, to be crashed in the next round.
     for (std::size_t i = 0; i < processes_.size(); ++i) {
       if (processes_[i]->member().paused) sim_.resume(i);
     }
     faults_->clear();
-    for (auto& p : processes_) p->stop(/*crash=*/true);
-    sim_.runUntilTrue([this] { return idle(); }, sim_.now() + std::chrono::minutes(10),
-                      [this] { reap(); });
+    constexpr int kRounds = 4;
+    bool idleNow = false;
+    for (int round = 0; round < kRounds && !idleNow; ++round) {
+      for (auto& p : processes_) p->stop(/*crash=*/true);
+      sim_.runUntilTrue([this] { return idle(); }, sim_.now() + std::chrono::minutes(10),
+                        [this] { reap(); });
+      reap();
+      idleNow = idle() && std::none_of(processes_.begin(), processes_.end(),
+                                       [](const auto& p) { return p->up(); });
+    }
+    if (!idleNow) {
+      // Destroying a node a baton still runs in would end the process less clearly.
+      sim::fatal("~Cluster: a node was still starting or stopping after " +
+                 std::to_string(kRounds * 10) + " minutes of simulated time");
+    }
     processes_.clear();  // each node destroyed in its member's scope
   }
 
@@ -65,9 +122,21 @@ class SimulatedBackend final : public Backend {
   Result<bool> start(std::size_t i, NodeOptions options, const ProcessorRegistry& registry,
                      Duration limit) override {
     MemberProcess<Node>& p = *processes_[i];
+    if (!p.idle()) {
+      return Error(Errc::unavailable, "node " + std::to_string(i) + " (" + listenAddress(i) +
+                                          ") is still " + (p.stopping() ? "stopping" : "starting") +
+                                          " (an earlier call timed out); advance() and retry");
+    }
     // A probe still running (one that timed out) holds the node about to be replaced.
-    run([this] { return probes_.empty(); }, std::chrono::seconds(30));
-    p.start([&] { return std::make_unique<Node>(std::move(options), registry); });
+    if (!run([this] { return probes_.empty(); }, std::chrono::seconds(30))) {
+      return Error(Errc::timeout, "node " + std::to_string(i) + " (" + listenAddress(i) +
+                                      ") was not restarted: a probe of it still ran after 30 s " +
+                                      "of simulated time");
+    }
+    if (!p.start([&] { return std::make_unique<Node>(std::move(options), registry); })) {
+      return Error(Errc::unavailable, "node " + std::to_string(i) + " (" + listenAddress(i) +
+                                          ") is still starting or stopping; advance() and retry");
+    }
     if (!run([&p] { return p.idle(); }, limit)) {
       return Error(Errc::timeout, "node " + std::to_string(i) + " (" + listenAddress(i) +
                                       ") did not finish starting within " + ms(limit) +
@@ -85,6 +154,11 @@ class SimulatedBackend final : public Backend {
     MemberProcess<Node>& p = *processes_[i];
     if (p.member().paused) sim_.resume(i);  // kill -9 ends a stopped process too
     if (!p.stop(crash)) {
+      if (!p.idle()) {
+        return Error(Errc::unavailable, "node " + std::to_string(i) + " is still " +
+                                            (p.stopping() ? "stopping" : "starting") +
+                                            " (an earlier call timed out); advance() and retry");
+      }
       return Error(Errc::not_running, "node " + std::to_string(i) + " is not running");
     }
     // A stop waits for its leave (leaveTimeout, 15 s by default) and drain.
@@ -105,6 +179,8 @@ class SimulatedBackend final : public Backend {
 
   Duration elapsed() const override { return sim_.now() - sim_.start(); }
   void advance(Duration d) override {
+    if (running_) return;  // Cluster::Impl refuses a nested call before it comes here
+    Running guard(running_);
     sim_.runUntil(sim_.now() + d, [this] { reap(); });
   }
   bool runUntil(const std::function<bool()>& done, Duration limit) override {
@@ -146,13 +222,25 @@ class SimulatedBackend final : public Backend {
   }
 
   std::uint64_t traceHash() const override { return sim_.traceHash(); }
+  bool running() const override { return running_; }
 
  private:
+  // Sets a flag for a scope.
+  struct Running {
+    explicit Running(bool& flag) : flag_(flag) { flag_ = true; }
+    ~Running() { flag_ = false; }
+    bool& flag_;
+  };
+
   static std::string ms(Duration d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
   }
 
+  // False at once if the simulation already runs (called from one of its handlers): it does
+  // not nest (Cluster::Impl refuses such a call with Errc::would_deadlock first).
   bool run(const std::function<bool()>& done, Duration limit) {
+    if (running_) return false;
+    Running guard(running_);
     return sim_.runUntilTrue(done, sim_.now() + limit, [this] { reap(); });
   }
 
@@ -170,6 +258,7 @@ class SimulatedBackend final : public Backend {
            probes_.empty();
   }
 
+  FatalSink fatalSink_;  // first: removed once everything else is gone
   Simulation sim_;
   SimNetwork network_;  // after sim_: it outlives every node
   std::shared_ptr<FrameFaults> faults_;
@@ -179,9 +268,12 @@ class SimulatedBackend final : public Backend {
     std::shared_ptr<std::optional<Probe>> answer;
   };
   std::vector<PendingProbe> probes_;  // probes whose baton has not finished
+  bool running_ = false;              // run() or advance() is running the simulation
 };
 
 }  // namespace
+
+std::string lastFatalReason() { return lastFatal(); }
 
 std::unique_ptr<Backend> makeSimulatedBackend(const ClusterOptions& options,
                                               std::shared_ptr<FrameFaults> faults) {

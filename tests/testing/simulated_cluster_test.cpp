@@ -3,11 +3,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
-
-#include <unistd.h>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -33,6 +36,24 @@ ClusterOptions simulated(std::size_t nodes = 3, std::uint64_t seed = 1) {
 
 TokenBucketAcquire takeOne(std::int64_t capacity) {
   return TokenBucketAcquire{neverRefills(capacity), 1};
+}
+
+// The log lines of a node that contain `needle` (a sink may run on any thread).
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::string needle;
+  std::vector<std::string> get() {
+    std::lock_guard lock(mu);
+    return lines;
+  }
+};
+LogSink collect(const std::shared_ptr<LogLines>& into) {
+  return [into](const LogLine& line) {
+    if (line.message.find(into->needle) == std::string_view::npos) return;
+    std::lock_guard lock(into->mu);
+    into->lines.emplace_back(line.message);
+  };
 }
 
 TEST_CASE("Simulated: three nodes start, form one cluster and answer", "[testing][simulated]") {
@@ -277,9 +298,85 @@ TEST_CASE("Simulated: completions run on the test's thread while the simulation 
   auto blocked = c.node(0).invoke("async", takeOne(10));
   REQUIRE_FALSE(blocked);
   CHECK(blocked.error() == Errc::would_deadlock);
+  CHECK_THAT(blocked.error().message(), Catch::Contains("Cluster::invoke"));
   CHECK_FALSE(c.node(0).clusterSafe().ok);
   CHECK(c.clusterSafe(0).ok);
 }
+
+TEST_CASE("Simulated: Node::stop, TEST_crash and the blocking TEST_ calls refuse, logged",
+          "[testing][simulated]") {
+  auto refused = std::make_shared<LogLines>();
+  refused->needle = "Node::";
+  ClusterOptions o = simulated();
+  o.customize = [refused](std::size_t, NodeOptions& n) { n.logSink = collect(refused); };
+  Cluster c(o);
+  REQUIRE_OK(c.start());
+  c.node(0).stop();
+  c.node(0).TEST_crash();
+  CHECK(c.node(0).running());  // the Cluster's stop() and crash() stop it
+  CHECK(c.node(1).TEST_entryCount() == 0);
+  CHECK(c.node(1).TEST_partitionEntries(0).empty());
+  CHECK(c.node(1).TEST_partitionSeq(0) == 0);
+  const std::vector<std::string> lines = refused->get();
+  REQUIRE(lines.size() == 5);
+  CHECK_THAT(lines[0], Catch::Contains("Node::stop() ignored") &&
+                           Catch::Contains("Cluster::stop() and Cluster::crash()"));
+  CHECK_THAT(lines[1], Catch::Contains("Node::TEST_crash() ignored"));
+  CHECK_THAT(lines[2], Catch::Contains("Node::TEST_entryCount() refused"));
+  REQUIRE_OK(c.crash(0));
+  CHECK_FALSE(c.node(0).running());
+}
+
+TEST_CASE("Simulated: a Cluster call from a handler refuses instead of nesting",
+          "[testing][simulated]") {
+  Cluster c(simulated());
+  REQUIRE_OK(c.start());
+  std::optional<Error> nested;
+  bool advanced = true;
+  c.node(0).invokeAsync("k", takeOne(5), [&](Result<AcquireAnswer>) {
+    auto r = c.invoke(1, "k", takeOne(5));
+    nested = r ? Error() : r.error();
+    advanced = c.runUntil([] { return true; }, 1s);
+  });
+  REQUIRE(c.runUntil([&] { return nested.has_value(); }, 5s));
+  CHECK(*nested == Errc::would_deadlock);
+  CHECK_THAT(nested->message(), Catch::Contains("Cluster::invoke() called from a handler"));
+  CHECK_FALSE(advanced);
+  CHECK(c.invoke(1, "k", takeOne(5)));  // after the call, the Cluster answers again
+}
+
+TEST_CASE("Simulated: no handler runs once ~Cluster begins, and an audit's late answers are safe",
+          "[testing][simulated]") {
+  auto ran = std::make_shared<int>(0);
+  {
+    Cluster c(simulated());
+    REQUIRE_OK(c.start());
+    {
+      GrantAudit audit(c);
+      audit.acquire(c.node(0), "late", 5, [ran](const Result<AcquireAnswer>&) { ++*ran; });
+    }                                                    // destroyed with its call in flight
+    REQUIRE(c.runUntil([&] { return *ran == 1; }, 5s));  // answered: recorded nowhere, safely
+    c.node(1).invokeAsync("gone", takeOne(5), [ran](Result<AcquireAnswer>) { ++*ran; });
+  }  // the answer to "gone" is dropped unrun
+  CHECK(*ran == 1);
+}
+
+TEST_CASE("Simulated: a start that timed out: restart refuses until it ends, ~Cluster waits",
+          "[testing][simulated]") {
+  ClusterOptions o = simulated();
+  o.startTimeout = 0ms;  // shorter than any join: some node's start times out
+  Cluster c(o);
+  auto started = c.start();
+  REQUIRE_FALSE(started);
+  CHECK(started.error() == Errc::timeout);
+  std::size_t late = 0;
+  while (late < c.size() && c.up(late)) ++late;
+  REQUIRE(late < c.size());
+  auto again = c.restart(late);
+  REQUIRE_FALSE(again);
+  CHECK(again.error() == Errc::unavailable);
+  CHECK_THAT(again.error().message(), Catch::Contains("is still starting"));
+}  // ~Cluster: the start ends, its node is crashed, then destroyed
 
 TEST_CASE("Simulated: bad input is refused, naming the thing and the reason",
           "[testing][simulated]") {

@@ -19,14 +19,25 @@
 // simulation it runs the simulation until the answer). node(i).invokeAsync(...) starts one
 // without waiting; in a simulation its handler runs while the simulation runs (advance(),
 // runUntil(), ...), on the test's thread. In a simulation node(i)'s blocking calls (invoke(),
-// the probes) refuse: ask the Cluster (invoke(), clusterSafe()).
+// the probes, the blocking TEST_ calls) refuse, and its stop() and TEST_crash() do nothing but
+// log: ask the Cluster (invoke(), clusterSafe(), stop(), crash()).
+//
+// Handlers: a handler must not outlive what it captures. In a simulation none runs once the
+// Cluster's destruction begins (the nodes' pending completions are dropped). On loopback the
+// nodes' completion threads may run one until ~Cluster returns: declare what handlers capture
+// before the Cluster, or capture it by shared_ptr. A handler the simulation runs must not call a
+// member function of the Cluster that runs the simulation (start, advance, runUntil, invoke, the
+// faults that wait: crash, stop, restart; waitClusterSafe, clusterSafe, readiness): such a call
+// refuses (Errc::would_deadlock, naming the call; advance() does nothing, runUntil() returns
+// false, a probe is not ok). Record what the handler learned and act after the call returns.
 //
 // Errors: a call with bad input (an index out of range, a node that is down, groups that name a
 // node twice) returns an Error naming the thing and the reason; node(i) throws
 // std::out_of_range for an index out of range (it cannot return a reference to nothing).
 //
-// Thread safety: one thread, the test's, for every member function. In a simulation, node(i)'s
-// handlers run on that thread too, while a member function of the Cluster runs.
+// Thread safety: one thread, the test's, for every member function but elapsed() (any thread).
+// In a simulation, node(i)'s handlers run on that thread too, while a member function of the
+// Cluster runs.
 #pragma once
 
 #include <chrono>
@@ -81,10 +92,24 @@ struct ClusterOptions {
   // Default: 1 ms to 2 ms.
   std::chrono::microseconds minLatency{1000};
   std::chrono::microseconds maxLatency{2000};
-  // The longest a node's start (and a restart) may take before it is reported failed; a
-  // restarted member is admitted only once its former self's lease expired. Default: 60 s.
+  // The longest a node's start (and a restart) may take before it is reported failed, and the
+  // longest start() waits for the cluster to be safe; a restarted member is admitted only once
+  // its former self's lease expired. Loopback: a node's start is bounded by its own
+  // NodeOptions::joinTimeout instead (Node::start cannot be abandoned); the wait for safety by
+  // this. Default: 60 s.
   std::chrono::milliseconds startTimeout{60000};
+  // Simulated network: called with the reason when the simulation meets a broken contract it
+  // cannot go on from (a node that blocks the test's thread, a livelock, a node that never
+  // stops), on the thread that met it (the test's or a baton thread, one at a time), just before
+  // the process aborts: report it through the test framework (or print it). Installed only if no
+  // sink of the simulator is set already (sim::setFatalSink). Default: none; the reason is then
+  // kept for lastFatalReason() (a debugger or a core dump shows it) and the process aborts.
+  std::function<void(std::string_view)> onFatal = nullptr;
 };
+
+// The reason of the last fatal error of a simulation whose ClusterOptions had no onFatal; empty
+// if none.
+std::string lastFatalReason();
 
 class Cluster {
  public:
@@ -92,14 +117,17 @@ class Cluster {
 
   // Checks the options (an error from start()); starts nothing.
   explicit Cluster(ClusterOptions options = {});
-  // Crashes every node still running (no leave), then destroys them.
+  // Crashes every node still running (no leave), then destroys them. Simulated: first drops
+  // every pending completion unrun, and waits out a start or stop still under way (a timed-out
+  // one). Loopback: completion threads may run handlers until it returns.
   ~Cluster();
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
   // Starts the nodes (node 0 first, then the others joining through it) and returns once the
   // cluster is safe (waitClusterSafe), or the first error (a node that did not start, naming it
-  // and why; a cluster not safe within startTimeout). Once per Cluster.
+  // and why; a cluster not safe within startTimeout). Once per Cluster: a second call returns
+  // Errc::not_running, as a second Node::start() does.
   Result<bool> start();
 
   std::size_t size() const noexcept;
@@ -115,7 +143,7 @@ class Cluster {
   bool paused(std::size_t i) const noexcept;
 
   // --- time ---
-  // Time since the Cluster was made: simulated, or real.
+  // Time since the Cluster was made: simulated, or real (the steady clock). Any thread.
   Duration elapsed() const noexcept;
   // Simulated: runs the simulation for `d`. Loopback: waits `d` (a real wait: prefer runUntil).
   void advance(Duration d);
@@ -144,7 +172,8 @@ class Cluster {
   Result<bool> stop(std::size_t i);
   // Starts a new process for node i at its address (after crash or stop), joining through the
   // others; returns once it is a member. With NodeOptions::dataDir it starts with that
-  // directory, or with it emptied first if !keepDataDir.
+  // directory, or with it emptied first if !keepDataDir. Simulated: Errc::unavailable while an
+  // earlier start or stop of node i that timed out still runs (advance(), then retry).
   Result<bool> restart(std::size_t i, bool keepDataDir = true);
   // Freezes node i as SIGSTOP would (simulated: nothing of it runs, its events wait, its clock
   // goes on; loopback: every frame to and from it is dropped, its threads and timers still run,
