@@ -28,6 +28,11 @@ using namespace std::chrono_literals;
 
 TEST_CASE("Three replicas, one crashed mid-load: every key gets exactly its limit of 200s") {
   const auto wallStart = std::chrono::steady_clock::now();
+  // What the handlers touch, declared before the cluster: on loopback a node's completion thread
+  // may run a handler until the cluster's destructor returns.
+  std::mutex mu;
+  std::map<std::string, std::map<int, int>> statuses;  // key -> status -> count
+  std::array<std::atomic<int>, 3> inflight{};
   ingrid::testing::ClusterOptions options;
   options.nodes = 3;
   options.network =
@@ -44,9 +49,6 @@ TEST_CASE("Three replicas, one crashed mid-load: every key gets exactly its limi
     replicas.push_back(std::make_unique<example::RateLimitedService>(cluster.node(i), limit));
   }
 
-  std::mutex mu;
-  std::map<std::string, std::map<int, int>> statuses;  // key -> status -> count
-  std::array<std::atomic<int>, 3> inflight{};
   const std::size_t victim = 2;
   bool crashed = false;
   int tick = 0;

@@ -26,6 +26,11 @@ bool loopback = false;  // --loopback
 using namespace std::chrono_literals;
 
 TEST(RateLimitedService, CrashOneReplicaMidLoadEveryKeyGetsExactlyItsLimit) {
+  // What the handlers touch, declared before the cluster: on loopback a node's completion thread
+  // may run a handler until the cluster's destructor returns.
+  std::mutex mu;
+  std::map<std::string, std::map<int, int>> statuses;  // key -> status -> count
+  std::array<std::atomic<int>, 3> inflight{};
   ingrid::testing::ClusterOptions options;
   options.nodes = 3;
   options.network =
@@ -40,9 +45,6 @@ TEST(RateLimitedService, CrashOneReplicaMidLoadEveryKeyGetsExactlyItsLimit) {
     replicas.push_back(std::make_unique<example::RateLimitedService>(cluster.node(i), limit));
   }
 
-  std::mutex mu;
-  std::map<std::string, std::map<int, int>> statuses;  // key -> status -> count
-  std::array<std::atomic<int>, 3> inflight{};
   const std::size_t victim = 1;
   bool crashed = false;
   int tick = 0;

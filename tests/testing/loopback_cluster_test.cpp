@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <future>
+#include <memory>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -35,12 +36,14 @@ TokenBucketAcquire takeOne(std::int64_t capacity) {
   return TokenBucketAcquire{neverRefills(capacity), 1};
 }
 
-// An answer that arrives on a node's completion thread.
+// An answer that arrives on a node's completion thread. The handler holds the promise: it may
+// run until ~Cluster returns, after a failed REQUIRE has destroyed this.
 struct Pending {
-  std::promise<Result<AcquireAnswer>> promise;
-  std::future<Result<AcquireAnswer>> future = promise.get_future();
+  std::shared_ptr<std::promise<Result<AcquireAnswer>>> promise =
+      std::make_shared<std::promise<Result<AcquireAnswer>>>();
+  std::future<Result<AcquireAnswer>> future = promise->get_future();
   auto handler() {
-    return [this](Result<AcquireAnswer> r) { promise.set_value(std::move(r)); };
+    return [promise = promise](Result<AcquireAnswer> r) { promise->set_value(std::move(r)); };
   }
 };
 

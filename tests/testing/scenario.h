@@ -2,7 +2,8 @@
 // TokenBucketAcquire (a new generation of 8 buckets of 40 tokens that never refill every 5 s of
 // cluster time, one call per up node every 10 ms), node 1 crashed at 1/6 of the run and restarted
 // at 2/6, a partition {0, 1} | {2} from 7/12 to 3/4, then healed; then, with counters written on
-// 64 keys every 200 ms, until the cluster is safe; checked by the grant audit.
+// 64 keys every 200 ms, until the cluster is safe; checked by the grant audit. It returns only
+// once its calls are answered (or after a bounded wait for them), on every path.
 #pragma once
 
 #include <chrono>
@@ -39,6 +40,14 @@ inline ScenarioResult runScenario(ClusterOptions options, std::chrono::seconds l
     return out;
   }
   GrantAudit audit(c);
+  // An error ends the run, once the calls in flight are answered (at most 30 s).
+  const auto fail = [&](std::string why) {
+    if (!c.runUntil([&] { return audit.pending() == 0; }, 30s)) {
+      why += "; " + std::to_string(audit.pending()) + " calls still unanswered 30 s later";
+    }
+    out.error = std::move(why);
+    return out;
+  };
   const auto start = c.elapsed();
   const auto at = [&](int num, int den) { return start + length * num / den; };
   constexpr std::int64_t kCapacity = 40;
@@ -61,10 +70,7 @@ inline ScenarioResult runScenario(ClusterOptions options, std::chrono::seconds l
       c.heal();
       ++next;
     }
-    if (!done) {
-      out.error = "step " + std::to_string(next - 1) + ": " + done.error().message();
-      return out;
-    }
+    if (!done) return fail("step " + std::to_string(next - 1) + ": " + done.error().message());
     const auto generation = (c.elapsed() - start) / 5s;
     for (std::size_t i = 0; i < c.size(); ++i) {
       if (!c.up(i)) continue;

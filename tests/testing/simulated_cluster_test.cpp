@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +38,26 @@ ClusterOptions simulated(std::size_t nodes = 3, std::uint64_t seed = 1) {
 
 TokenBucketAcquire takeOne(std::int64_t capacity) {
   return TokenBucketAcquire{neverRefills(capacity), 1};
+}
+
+// A directory removed when the test ends, even when a REQUIRE fails.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()))) {}
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // The log lines of a node that contain `needle` (a sink may run on any thread).
@@ -260,23 +282,47 @@ TEST_CASE("Simulated: stop leaves gracefully, at once", "[testing][simulated]") 
 }
 
 TEST_CASE("Simulated: restart with the data directory, and emptied", "[testing][simulated]") {
-  const std::string root = "/tmp/ingrid-testing-" + std::to_string(::getpid());
+  const TempDir root("ingrid-testing");
+  auto restored = std::make_shared<LogLines>();
+  restored->needle = "'s Raft state from";
   ClusterOptions o = simulated();
-  o.customize = [&](std::size_t i, NodeOptions& n) { n.dataDir = root + "/n" + std::to_string(i); };
-  {
-    Cluster c(o);
-    REQUIRE_OK(c.start());
-    REQUIRE(std::filesystem::exists(root + "/n2"));
-    REQUIRE_OK(c.crash(2));
-    REQUIRE_OK(c.restart(2));  // with its directory: it comes back as the member it was
-    REQUIRE_OK(c.waitClusterSafe());
-    CHECK(c.node(0).topology()->members.size() == 3);
-    REQUIRE_OK(c.crash(2));
-    REQUIRE_OK(c.restart(2, /*keepDataDir=*/false));
-    REQUIRE_OK(c.waitClusterSafe());
-    CHECK(c.node(0).topology()->members.size() == 3);
-  }
-  std::filesystem::remove_all(root);
+  o.customize = [&root, restored](std::size_t i, NodeOptions& n) {
+    n.dataDir = (root.path / ("n" + std::to_string(i))).string();
+    if (i == 2) n.logSink = collect(restored);
+  };
+  const std::filesystem::path dir = root.path / "n2";
+  const std::string identity = (dir / "member").string();
+  Cluster c(o);  // after root: destroyed before it
+  REQUIRE_OK(c.start());
+  // The directory names the member whose Raft state it holds.
+  const MemberId first = c.node(2).memberId();
+  CHECK_THAT(readFile(identity), Catch::Contains("id " + std::to_string(first) + "\n"));
+  REQUIRE_OK(c.crash(2));
+  std::ofstream(dir / "marker") << "a file of the node's process";
+
+  REQUIRE_OK(c.restart(2));
+  // With its directory: the files stay, and it restored the crashed member's Raft state before it
+  // joined as a new member.
+  CHECK(std::filesystem::exists(dir / "marker"));
+  const std::vector<std::string> lines = restored->get();
+  REQUIRE(lines.size() == 1);
+  CHECK_THAT(lines[0], Catch::Contains("restored member " + std::to_string(first) + "'s"));
+  REQUIRE_OK(c.waitClusterSafe());
+  const MemberId second = c.node(2).memberId();
+  CHECK(second != first);
+  CHECK(c.node(0).topology()->members.size() == 3);
+  CHECK_THAT(readFile(identity), Catch::Contains("id " + std::to_string(second) + "\n"));
+
+  REQUIRE_OK(c.crash(2));
+  REQUIRE_OK(c.restart(2, /*keepDataDir=*/false));
+  // Emptied: nothing of before is left, nothing restored; the directory names the new member.
+  CHECK_FALSE(std::filesystem::exists(dir / "marker"));
+  CHECK(restored->get().size() == 1);
+  REQUIRE_OK(c.waitClusterSafe());
+  CHECK(c.node(0).topology()->members.size() == 3);
+  const MemberId third = c.node(2).memberId();
+  CHECK(third != second);
+  CHECK_THAT(readFile(identity), Catch::Contains("id " + std::to_string(third) + "\n"));
 }
 
 TEST_CASE("Simulated: completions run on the test's thread while the simulation runs",
