@@ -1,5 +1,6 @@
 # Install + export: a consumer does find_package(ingrid) and links ingrid::ingrid (or a module,
-# ingrid::grid / ingrid::processors / ingrid::limiters / ingrid::cluster). Public headers install to include/ingrid/.
+# ingrid::grid / ingrid::processors / ingrid::limiters / ingrid::cluster), and its tests
+# ingrid::testing (the test kit). Public headers install to include/ingrid/.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -7,6 +8,7 @@ set(INGRID_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/ingrid)
 
 install(TARGETS ingrid-node ingrid-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS ingrid_grid ingrid_processors ingrid_limiters ingrid_wire ingrid_control ingrid_shard ingrid_cluster ingrid_client ingrid ingrid_asio ingrid_raft
+                ingrid_sim ingrid_testing
         EXPORT ingridTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -28,7 +30,11 @@ install(FILES ${PROJECT_BINARY_DIR}/ingridConfig.cmake ${PROJECT_BINARY_DIR}/ing
 file(RELATIVE_PATH INGRID_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
 string(REGEX REPLACE "/$" "" INGRID_PC_TO_PREFIX "${INGRID_PC_TO_PREFIX}")
 configure_file(${PROJECT_SOURCE_DIR}/packaging/ingrid.pc.in ${PROJECT_BINARY_DIR}/ingrid.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/ingrid.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The test kit: `pkg-config --cflags --libs ingrid-testing` (it requires ingrid).
+configure_file(${PROJECT_SOURCE_DIR}/packaging/ingrid-testing.pc.in
+               ${PROJECT_BINARY_DIR}/ingrid-testing.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ingrid.pc ${PROJECT_BINARY_DIR}/ingrid-testing.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # The service: a systemd unit (its flags in INGRID_ARGS of /etc/default/ingrid-node), and the
 # operator's docs.
@@ -39,6 +45,7 @@ install(FILES ${PROJECT_SOURCE_DIR}/packaging/ingrid-node.default
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
               ${PROJECT_SOURCE_DIR}/docs/operations.md ${PROJECT_SOURCE_DIR}/docs/wire-format.md
+              ${PROJECT_SOURCE_DIR}/docs/testing.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # A Debian package of all of it (`cpack -G DEB` in a build folder): the programs, the libraries,

@@ -24,11 +24,13 @@ set -euo pipefail
 # gateway's gRPC server and messages, compiled from its .proto at build time (optional).
 # libyaml-cpp-dev: the RLS gateway's envoyproxy/ratelimit YAML config (docs/ARCHITECTURE.md).
 # python3-grpcio and python3-protobuf (tests only): a Python gRPC client of the RLS gateway.
+# libgtest-dev (examples only): the GoogleTest example of the test kit (examples/testing/); left
+# out of the build when absent.
 packages=(g++ cmake make ccache libasio-dev libcereal-dev catch2 libxxhash-dev libraft-dev
           libuv1-dev libabsl-dev libssl-dev nftables iproute2 prometheus-cpp-dev
           libcpp-httplib-dev libcli11-dev pkg-config prometheus curl tmux redis-tools
           python3-redis libhiredis-dev libgrpc++-dev libprotobuf-dev protobuf-compiler
-          protobuf-compiler-grpc libyaml-cpp-dev python3-grpcio python3-protobuf)
+          protobuf-compiler-grpc libyaml-cpp-dev python3-grpcio python3-protobuf libgtest-dev)
 for arg in "$@"; do
   case "$arg" in
     # --bench: also what the benchmarks compare against and draw with (scripts/bench.sh).

@@ -18,6 +18,7 @@
 #include <ingrid/processors/token_bucket.h>
 
 #include "cluster/node_impl.h"
+#include "cluster/sim/member_process.h"
 #include "cluster/sim/simulation.h"
 #include "cluster/transport/frame_faults.h"
 #include "cluster/transport/sim_network.h"
@@ -29,35 +30,17 @@ namespace {
 using namespace std::chrono_literals;
 using Millis = std::chrono::milliseconds;
 
-// Wall-clock time of a member (bucket timestamps): Member::wallNow, which drifts with it.
-class MemberWallClock final : public Clock {
- public:
-  explicit MemberWallClock(const Member& member) : member_(member) {}
-  Nanos now() const noexcept override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               member_.wallNow().time_since_epoch())
-        .count();
-  }
-
- private:
-  const Member& member_;
-};
-
 BucketParams neverRefills(std::int64_t capacity) {
   return BucketParams{capacity, 1, std::numeric_limits<Nanos>::max(), std::nullopt};
 }
 
-// One member's process: its node (none while down) and the baton running its start or stop.
+// One member: its process (its node, none while down, and the baton running its start or stop).
 struct Slot {
   Member* member = nullptr;
   std::string address;
   std::string dataDir;
-  std::unique_ptr<NodeImpl> node;
-  std::unique_ptr<SimulatedMember::Thread> baton;  // start() or stop() under way
-  bool batonDone = false;
-  bool up = false;        // started and not stopped
-  bool stopping = false;  // a stop or crash is under way
-  int generation = 0;
+  std::unique_ptr<MemberProcess<NodeImpl>> process;
+  NodeImpl* node() const { return process->node(); }
   std::uint64_t pauses = 0;        // SIGSTOPs so far
   std::uint64_t restartEvent = 0;  // a crash's restart, not yet run; 0: none
 };
@@ -88,6 +71,7 @@ class ClusterRun {
       Slot slot;
       slot.member = &sim_.addMember("10.0.0." + std::to_string(i + 1), Drift{offset, ppm});
       slot.address = slot.member->host() + ":7000";
+      slot.process = std::make_unique<MemberProcess<NodeImpl>>(sim_, *slot.member);
       if (!o_.dataRoot.empty()) slot.dataDir = o_.dataRoot + "/m" + std::to_string(i + 1);
       slots_.push_back(std::move(slot));
     }
@@ -100,13 +84,13 @@ class ClusterRun {
   NodeOptions nodeOptions(std::size_t i) {
     NodeOptions n;
     n.listenAddress = slots_[i].address;
-    if (i != 0 || slots_[i].generation > 0) n.seeds = seedsFor(i);
+    if (i != 0 || slots_[i].process->generation() > 0) n.seeds = seedsFor(i);
     n.partitions = o_.partitions;
     n.backups = o_.backups;
     n.partitionsOnNetworkThread = true;
     n.shardPorts = false;
     n.workerThreads = 1;
-    n.clock = std::make_shared<MemberWallClock>(*slots_[i].member);
+    n.clock = std::make_shared<MemberClock>(*slots_[i].member);
     n.frameFaults = faults_;
     n.dataDir = slots_[i].dataDir;
     n.drainPeriod = 50ms;
@@ -148,7 +132,7 @@ class ClusterRun {
   std::vector<std::size_t> upMembers() const {
     std::vector<std::size_t> up;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].up && !slots_[i].stopping && !slots_[i].member->paused) up.push_back(i);
+      if (slots_[i].process->up() && !slots_[i].member->paused) up.push_back(i);
     }
     return up;
   }
@@ -213,64 +197,27 @@ class ClusterRun {
 };
 
 void ClusterRun::startMember(std::size_t i) {
-  Slot& s = slots_[i];
-  SimulatedMemberScope scope(s.member);
-  s.node = std::make_unique<NodeImpl>(nodeOptions(i), registry_);
-  s.batonDone = false;
-  NodeImpl* node = s.node.get();
-  s.baton = s.member->spawn([this, i, node] {
-    Result<bool> r = node->start();
-    Slot& slot = slots_[i];
-    slot.up = r.ok();
-    if (!r.ok()) {
-      logTail_.push_back("m" + std::to_string(i + 1) + " start failed: " + r.error().message());
-    }
-    slot.batonDone = true;
-  });
-  sim_.trace("start", i + 1, static_cast<std::uint64_t>(s.generation));
+  slots_[i].process->start(
+      [this, i] { return std::make_unique<NodeImpl>(nodeOptions(i), registry_); },
+      [this, i](const Result<bool>& r) {
+        if (r.ok()) return;
+        logTail_.push_back("m" + std::to_string(i + 1) + " start failed: " + r.error().message());
+      });
 }
 
 void ClusterRun::stopMember(std::size_t i, bool crash) {
   Slot& s = slots_[i];
-  if (!s.node || s.stopping || !s.batonDone) return;
-  s.stopping = true;
-  s.up = false;
-  sim_.trace(crash ? "crash" : "stop", i + 1);
-  // In the member's scope: the handlers kill() drops are the member's, and read its clock.
-  SimulatedMemberScope scope(s.member);
+  if (!s.process->stop(crash)) return;
   if (crash) {
-    network_->kill(*s.member);  // what crash() still runs reaches no one
     for (Call& c : calls_) {
       if (c.member == i && !c.answered) c.callerGone = true;
     }
   }
-  s.baton.reset();
-  s.batonDone = false;
-  NodeImpl* node = s.node.get();
-  s.baton = s.member->spawn([this, i, node, crash] {
-    if (crash) {
-      node->crash();
-    } else {
-      node->stop();
-    }
-    slots_[i].batonDone = true;
-  });
 }
 
 // After an event: batons that finished are joined; a stopped node is destroyed.
 void ClusterRun::reapBatons() {
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    Slot& s = slots_[i];
-    if (!s.baton || !s.batonDone) continue;
-    SimulatedMemberScope scope(s.member);
-    s.baton.reset();
-    if (s.stopping) {
-      s.node.reset();
-      s.stopping = false;
-      network_->revive(*s.member);
-      ++s.generation;
-    }
-  }
+  for (Slot& s : slots_) s.process->reap();
 }
 
 void ClusterRun::scheduleCall() {
@@ -300,9 +247,9 @@ void ClusterRun::call() {
   Slot& s = slots_[i];
   // The deadline is the caller's: its start on its own clock.
   calls_.push_back(Call{key, s.member->now(), i, false, false, s.pauses});
-  const Millis timeout = s.node->options().requestTimeout;
+  const Millis timeout = s.node()->options().requestTimeout;
   SimulatedMemberScope scope(s.member);
-  s.node->invokeRaw(
+  s.node()->invokeRaw(
       "audit-" + std::to_string(key), TokenBucketAcquire::kName,
       encode(TokenBucketAcquire{neverRefills(capacity_[key]), 1}),
       [this, id, timeout](Result<std::string> raw) { answered(id, timeout, std::move(raw)); });
@@ -387,7 +334,7 @@ void ClusterRun::injectFault() {
       !replicasComplete()) {
     return;
   }
-  if (!s.up || s.stopping || s.member->paused) return;
+  if (!s.process->up() || s.member->paused) return;
   ++faultCount_;
   ++memberFaults_;
   switch (kind) {
@@ -445,7 +392,7 @@ void ClusterRun::injectFault() {
 }
 
 bool ClusterRun::replicasComplete() const {
-  const TopologyPtr t = slots_[0].node ? slots_[0].node->topology() : nullptr;
+  const TopologyPtr t = slots_[0].node() ? slots_[0].node()->topology() : nullptr;
   if (!t) return false;
   for (PartitionId p = 0; p < o_.partitions; ++p) {
     for (MemberId m : t->table.owners(p)) {
@@ -458,7 +405,7 @@ bool ClusterRun::replicasComplete() const {
 void ClusterRun::restart(std::size_t i, bool keepDir) {
   Slot& s = slots_[i];
   s.restartEvent = 0;
-  if (s.node) {  // still stopping: try again a little later
+  if (s.node()) {  // still stopping: try again a little later
     s.restartEvent = sim_.scheduleAt(
         after(100ms), nullptr, [this, i, keepDir] { restart(i, keepDir); }, "restart");
     return;
@@ -488,13 +435,13 @@ void ClusterRun::checkLeases() {
   writers_.assign(o_.partitions, 0);
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
-    if (!s.node) continue;
+    if (!s.node()) continue;
     SimulatedMemberScope scope(s.member);  // the lease is judged on the member's own clock
-    for (PartitionId p : s.node->TEST_writablePartitions()) {
+    for (PartitionId p : s.node()->TEST_writablePartitions()) {
       if (writers_[p] != 0) {
         fail("partition " + std::to_string(p) + " has two members that may write as its " +
              "primary: m" + std::to_string(writers_[p]) + " and m" + std::to_string(i + 1) +
-             " (id " + std::to_string(s.node->memberId()) + "), each with a valid lease");
+             " (id " + std::to_string(s.node()->memberId()) + "), each with a valid lease");
         return;
       }
       writers_[p] = i + 1;
@@ -507,13 +454,13 @@ bool ClusterRun::converged(std::string* why) const {
   std::size_t up = 0;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     const Slot& s = slots_[i];
-    if (!s.node || !s.up || s.stopping) {
+    if (!s.node() || !s.process->up()) {
       if (why) *why = "m" + std::to_string(i + 1) + " is not up";
       return false;
     }
     ++up;
-    const TopologyPtr t = s.node->topology();
-    if (s.node->memberId() == 0 || !t->hasMember(s.node->memberId())) {
+    const TopologyPtr t = s.node()->topology();
+    if (s.node()->memberId() == 0 || !t->hasMember(s.node()->memberId())) {
       if (why) *why = "m" + std::to_string(i + 1) + " is not in its own topology";
       return false;
     }
@@ -523,7 +470,7 @@ bool ClusterRun::converged(std::string* why) const {
     }
     version = t->version;
   }
-  const TopologyPtr t = slots_[0].node->topology();
+  const TopologyPtr t = slots_[0].node()->topology();
   if (t->members.size() != up) {
     if (why)
       *why = "the topology lists " + std::to_string(t->members.size()) + " members, " +
@@ -555,15 +502,15 @@ void ClusterRun::finalAudit(ClusterSimReport& report) {
       Slot& s = slots_[up[draw(up.size())]];
       SimulatedMemberScope scope(s.member);
       ++reads->pending;
-      s.node->invokeRaw("audit-" + std::to_string(k), GetEntry::kName, encode(GetEntry{}),
-                        [reads, k, capacity = capacity_[k]](Result<std::string> raw) {
-                          --reads->pending;
-                          Result<EntrySnapshot> r = decodeResult<GetEntry>(std::move(raw));
-                          if (!r) return;
-                          reads->finals[k].read = true;
-                          reads->finals[k].consumed =
-                              r->exists ? capacity - decode<BucketState>(r->value).tokens : 0;
-                        });
+      s.node()->invokeRaw("audit-" + std::to_string(k), GetEntry::kName, encode(GetEntry{}),
+                          [reads, k, capacity = capacity_[k]](Result<std::string> raw) {
+                            --reads->pending;
+                            Result<EntrySnapshot> r = decodeResult<GetEntry>(std::move(raw));
+                            if (!r) return;
+                            reads->finals[k].read = true;
+                            reads->finals[k].consumed =
+                                r->exists ? capacity - decode<BucketState>(r->value).tokens : 0;
+                          });
     }
   };
   for (int round = 0; round < 10; ++round) {
@@ -610,17 +557,17 @@ ClusterSimReport ClusterRun::run() {
   const auto failed = [this] { return !failure_.empty(); };
 
   startMember(0);
-  sim_.runUntilTrue([&] { return slots_[0].batonDone || failed(); }, after(30s), afterEach);
-  if (!slots_[0].up) fail("the first member did not start");
+  sim_.runUntilTrue([&] { return slots_[0].process->idle() || failed(); }, after(30s), afterEach);
+  if (!slots_[0].process->up()) fail("the first member did not start");
   for (std::size_t i = 1; i < slots_.size() && failure_.empty(); ++i) startMember(i);
   sim_.runUntilTrue(
       [&] {
-        return failed() ||
-               std::all_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.batonDone; });
+        return failed() || std::all_of(slots_.begin(), slots_.end(),
+                                       [](const Slot& s) { return s.process->idle(); });
       },
       after(60s), afterEach);
   for (std::size_t i = 0; i < slots_.size() && failure_.empty(); ++i) {
-    if (!slots_[i].up) fail("m" + std::to_string(i + 1) + " did not join");
+    if (!slots_[i].process->up()) fail("m" + std::to_string(i + 1) + " did not join");
   }
 
   if (failure_.empty()) {
@@ -635,7 +582,7 @@ ClusterSimReport ClusterRun::run() {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       // A crash's restart still to come is done here instead (and cancelled); one whose process
       // is still going down keeps its restart, which waits for it.
-      if (!slots_[i].node && !slots_[i].stopping) {
+      if (!slots_[i].node() && !slots_[i].process->stopping()) {
         if (slots_[i].restartEvent != 0) sim_.cancel(std::exchange(slots_[i].restartEvent, 0));
         startMember(i);
       }
@@ -669,12 +616,14 @@ ClusterSimReport ClusterRun::run() {
   }
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (slots_[i].node && slots_[i].batonDone && !slots_[i].stopping) stopMember(i, false);
+      if (slots_[i].node() && slots_[i].process->idle() && !slots_[i].process->stopping()) {
+        stopMember(i, false);
+      }
     }
     sim_.runUntilTrue(
         [&] {
           return std::all_of(slots_.begin(), slots_.end(),
-                             [](const Slot& s) { return !s.node && !s.baton; });
+                             [](const Slot& s) { return !s.node() && !s.process->hasBaton(); });
         },
         after(60s),
         [this] {
@@ -683,7 +632,7 @@ ClusterSimReport ClusterRun::run() {
         });
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    if (slots_[i].node || slots_[i].baton) {
+    if (slots_[i].node() || slots_[i].process->hasBaton()) {
       // A baton thread still blocked: nothing can unwind it.
       fatal("seed " + std::to_string(o_.seed) + ": m" + std::to_string(i + 1) +
             " did not stop within 3 minutes" + (failure_.empty() ? "" : "; first " + failure_));

@@ -27,6 +27,8 @@ thread_local Baton* tlBaton = nullptr;
 
 void setFatalSink(std::function<void(std::string_view)> sink) { fatalSink() = std::move(sink); }
 
+bool hasFatalSink() noexcept { return static_cast<bool>(fatalSink()); }
+
 void fatal(const std::string& what) {
   // The simulator is a test tool: a broken contract ends the run, naming itself.
   if (fatalSink()) fatalSink()("simulation: " + what);
@@ -189,6 +191,8 @@ bool Member::block(SteadyTime deadline, const std::function<bool()>& ready) {
   }
   return tlBaton->block(deadline, ready);
 }
+
+bool Member::mayBlock() const noexcept { return tlBaton != nullptr; }
 
 // --- Simulation ---
 

@@ -42,6 +42,8 @@ class Baton;
 // livelock, a member that never stops) just before the process aborts: ingrid-sim prints it.
 // Unset: the run aborts without a word. Set once, before any run.
 void setFatalSink(std::function<void(std::string_view)> sink);
+// Whether a sink is set.
+bool hasFatalSink() noexcept;
 [[noreturn]] void fatal(const std::string& what);
 
 // The drift of a member's clock from the simulation's.
@@ -66,6 +68,7 @@ class Member final : public SimulatedMember {
   void forget(asio::io_context& io) noexcept override;
   std::unique_ptr<Thread> spawn(std::function<void()> fn) override;
   bool block(SteadyTime deadline, const std::function<bool()>& ready) override;
+  bool mayBlock() const noexcept override;
 
   std::size_t index() const noexcept { return index_; }
   // The member's local time at global time `global`, and the first global time whose local time

@@ -72,6 +72,9 @@ class SimulatedMember {
   // (evaluated on the simulator's thread between events, with the baton thread parked) or the
   // member's time reaches `deadline`; whichever comes first. Returns ready().
   virtual bool block(SteadyTime deadline, const std::function<bool()>& ready) = 0;
+  // Whether the calling thread may call block() (a baton thread may; the simulator's may not).
+  // Public calls that block check it first and refuse instead. Default: true.
+  virtual bool mayBlock() const noexcept { return true; }
 };
 
 namespace detail {

@@ -7,9 +7,23 @@
 // Completions never run on a partition worker (invariant 9): a handler runs on its associated
 // executor (Asio's rule) or, if it has none, on the node's completion threads.
 //
+// In a simulation (constructed inside a simulated member's scope, as the test kit
+// include/ingrid/testing/cluster.h does): the node starts no thread. Completions run on an
+// io_context the simulator polls on its own thread, in the member's scope; invokeRaw() and
+// invokeAsync() may be called from the simulator's thread (they enter the member's scope
+// themselves). start(), stop(), TEST_crash(), the probes and metricsText() block, and run only
+// where the simulator lets a thread block (its baton threads: the test kit's Cluster runs them
+// so); on the simulator's thread start() refuses (Errc::would_deadlock), a probe is not ok
+// (naming the reason), metricsText() is empty, and stop() and TEST_crash() do nothing but log an
+// error line (use Cluster::stop() and Cluster::crash()). invoke() and the blocking TEST_ calls
+// wait in a way the simulator cannot run, so they refuse on every thread (invoke:
+// Errc::would_deadlock, naming Cluster::invoke; the TEST_ calls: see each). stop()'s remaining
+// completions run at the simulator's next poll.
+//
 // Thread safety: invoke(), invokeAsync() and the const members are safe from any thread,
 // concurrently. start() and stop() must not race each other. invoke() blocks and refuses to run
-// on a partition worker thread (Errc::would_deadlock).
+// on a partition worker thread (Errc::would_deadlock). In a simulation there is one thread at a
+// time, the simulator's or a baton thread it hands control to: call the node only from those.
 //
 // Start/stop sequence:
 //   start(): validate options -> start partition workers (each binds its partitions and begins
@@ -53,6 +67,7 @@
 namespace ingrid {
 
 class NodeImpl;
+class SimulatedMember;  // cluster/transport/runtime.h (internal): the simulator's seam
 
 class Node {
   // Defined before the templates below use it: its return type is deduced, and clang deduces it
@@ -76,7 +91,9 @@ class Node {
   // unreachable (naming the seeds tried), not_running (a Node is started once).
   Result<bool> start();
   // Leaves the cluster gracefully (this member's partitions move first, within leaveTimeout),
-  // then stops; see the sequence above. Idempotent. Not from a completion handler.
+  // then stops; see the sequence above. Idempotent. Not from a completion handler. In a
+  // simulation, on the simulator's thread, a running node is left running and the refusal logged
+  // (Cluster::stop() stops it on a baton thread).
   void stop();
 
   // Runs `processor` on `key`'s entry, on the key's primary (here, or one round trip away) and
@@ -84,19 +101,26 @@ class Node {
   // signature void(Result<P::Result>): a callback, asio::use_future, asio::use_awaitable, ...
   template <EntryProcessor P, class CompletionToken>
   auto invokeAsync(std::string key, const P& processor, CompletionToken&& token) {
+    if (simulatedCompletions_ != nullptr) [[unlikely]] {
+      // Simulated: the simulator polls this context until the node is destroyed.
+      return asyncInvoke<P>(rawInvoker(), simulatedCompletions_->get_executor(), std::move(key),
+                            processor, std::forward<CompletionToken>(token));
+    }
     if (completionsClosed_.load(std::memory_order_acquire)) {
       // Stopped: the completion threads are gone; the refusal still completes the token.
       return asyncInvoke<P>(rawInvoker(), asio::system_executor(), std::move(key), processor,
                             std::forward<CompletionToken>(token));
     }
-    return asyncInvoke<P>(rawInvoker(), completionPool_.get_executor(), std::move(key), processor,
+    return asyncInvoke<P>(rawInvoker(), completionPool_->get_executor(), std::move(key), processor,
                           std::forward<CompletionToken>(token));
   }
 
-  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread.
+  // Blocking form of invokeAsync. Refuses (Errc::would_deadlock) on a partition worker thread,
+  // and in a simulation on every thread (the test kit's Cluster::invoke runs the simulation
+  // until the answer instead).
   template <EntryProcessor P>
   Result<typename P::Result> invoke(std::string key, const P& processor) {
-    if (onPartitionWorker()) return wouldDeadlock(P::kName);
+    if (simulated_ != nullptr || onPartitionWorker()) return wouldDeadlock(P::kName);
     return blockingInvoke<P>(rawInvoker(), std::move(key), processor);
   }
 
@@ -141,6 +165,8 @@ class Node {
   Probe clusterSafe();
 
   // Entries stored on this node (live and expired-not-yet-reclaimed). Blocks; not on a worker.
+  // In a simulation: refused, returns 0 and logs an error line naming the call (as do
+  // TEST_partitionEntries, empty, and TEST_partitionSeq, 0).
   std::uint64_t TEST_entryCount();
   // Entries reclaimed by expiry sweeps so far.
   std::uint64_t reclaimedCount() const noexcept;
@@ -173,17 +199,37 @@ class Node {
   // members' shard ports among them), as a firewall that cuts them would; the member port keeps
   // serving. For failure tests.
   void TEST_closeShardPorts();
-  // Stops like a crash: no leave, no drain; connections just close. For failure tests.
+  // Stops like a crash: no leave, no drain; connections just close. For failure tests. In a
+  // simulation, on the simulator's thread: refused as stop() is (Cluster::crash() crashes it).
   void TEST_crash();
+  // In a simulation: the completions queued or still to come are dropped without running from
+  // now on (destroyed with the node), for a harness about to destroy what they capture (the test
+  // kit's ~Cluster). No effect otherwise: a completion thread runs each one.
+  void TEST_dropCompletions() noexcept;
 
  private:
-  static Error wouldDeadlock(std::string_view processor);
+  Error wouldDeadlock(std::string_view processor) const;
+  // stop() without its refusal on the simulator's thread (the destructor's).
+  void stopNow();
+  // Whether a blocking call must refuse here (in a simulation, on the simulator's thread, with
+  // the node running); logs the refusal of `call` if so.
+  bool refuseBlocking(const char* call) const;
+  // Logs that `call` refused because it cannot wait in a simulation.
+  void logSimulatedRefusal(const char* call) const;
   // Whether the calling thread is a partition worker (of any node); invoke() refuses there.
   static bool onPartitionWorker() noexcept;
+  // False in a simulation on a thread that may not block (the simulator's own); true otherwise.
+  bool mayBlock() const noexcept;
 
   std::unique_ptr<NodeImpl> impl_;
-  asio::thread_pool completionPool_;
-  std::atomic<bool> completionsClosed_{false};  // set by stop() before it joins the pool
+  // In a simulation: the member the constructor ran for, and the context it polls in place of
+  // completion threads (held busy by a work guard until the destructor). Null otherwise.
+  SimulatedMember* simulated_ = nullptr;
+  std::unique_ptr<asio::io_context> simulatedCompletions_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> simulatedWork_;
+  std::optional<asio::thread_pool> completionPool_;  // empty in a simulation
+  // Set by stop() before it joins the pool. Unused in a simulation.
+  std::atomic<bool> completionsClosed_{false};
 };
 
 }  // namespace ingrid
