@@ -46,11 +46,8 @@ void Node::stop() {
 }
 
 void Node::stopNow() {
-  if (simulated_ != nullptr) {
-    impl_->stop();  // on a baton thread; once stopped, at once (the destructor's call)
-    return;
-  }
-  impl_->stop();
+  impl_->stop();  // in a simulation on a baton thread; once stopped, at once (the destructor's)
+  if (simulated_ != nullptr) return;  // no completion threads: the simulator polls the context
   completionsClosed_.store(true, std::memory_order_release);
   completionPool_->join();
 }
